@@ -1,0 +1,481 @@
+//! In-memory state between the operations and the store: a cache of decoded
+//! pages and of key metadata, which also holds every change not yet written
+//! back (dirty entries).
+//!
+//! Invariants:
+//! - The store changes only through a write-back of dirty entries (and the
+//!   reclaimer, which deletes pages of dead bitmap ids nobody can name).
+//! - A dirty entry is never evicted; it becomes clean only once the write-back
+//!   that carried its latest version has been applied.
+//! - Every removal of a page slot bumps `epoch` first. A reader that loaded a
+//!   page from the store without holding the shard lock inserts it only if
+//!   the epoch did not move meanwhile; otherwise the store may have been
+//!   rewritten from a slot that has since gone, and it reloads.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
+
+use crate::error::Result;
+use crate::meta::Meta;
+use crate::page::Page;
+
+/// (bitmap id, page number).
+pub(crate) type PageId = (u64, u64);
+
+const SHARDS: usize = 64;
+/// Bookkeeping bytes charged per cached page on top of the page itself.
+const SLOT_OVERHEAD: usize = 64;
+/// Bookkeeping bytes charged per cached metadata entry.
+const META_OVERHEAD: usize = 96;
+
+/// A fast hasher for integer keys (FxHash-style multiply-rotate).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+fn shard_of_page(id: PageId) -> usize {
+    let mut h = IdHasher::default();
+    h.write_u64(id.0);
+    h.write_u64(id.1);
+    // The top bits of a multiplicative hash are the well-mixed ones.
+    usize::try_from(h.finish() >> 58).unwrap_or(0) % SHARDS
+}
+
+/// Version stamp of a change; 0 means clean.
+pub(crate) type Seq = u64;
+
+struct PageSlot {
+    /// `None`: the page is all zero (absent from the store, or to be removed).
+    page: Option<Arc<Page>>,
+    dirty: Seq,
+    hot: bool,
+    bytes: usize,
+}
+
+fn slot_bytes(page: &Option<Arc<Page>>) -> usize {
+    SLOT_OVERHEAD + page.as_ref().map_or(0, |p| p.heap_bytes())
+}
+
+/// One dirty page captured by a write-back.
+pub(crate) struct DirtyPage {
+    pub(crate) id: PageId,
+    pub(crate) seq: Seq,
+    pub(crate) page: Option<Arc<Page>>,
+}
+
+/// Decoded pages, clean and dirty.
+pub(crate) struct PageCache {
+    shards: Box<[Mutex<FastMap<PageId, PageSlot>>]>,
+    /// Ordered index of dirty pages, so an ordered page scan can merge them.
+    dirty: Mutex<BTreeSet<PageId>>,
+    bytes: AtomicUsize,
+    dirty_bytes: AtomicUsize,
+    epoch: AtomicU64,
+    seq: AtomicU64,
+    capacity: usize,
+    evicting: Mutex<()>,
+}
+
+impl PageCache {
+    pub(crate) fn new(capacity: usize) -> PageCache {
+        PageCache {
+            shards: (0..SHARDS).map(|_| Mutex::new(FastMap::default())).collect(),
+            dirty: Mutex::new(BTreeSet::new()),
+            bytes: AtomicUsize::new(0),
+            dirty_bytes: AtomicUsize::new(0),
+            epoch: AtomicU64::new(0),
+            seq: AtomicU64::new(0),
+            capacity,
+            evicting: Mutex::new(()),
+        }
+    }
+
+    fn shard(&self, id: PageId) -> MutexGuard<'_, FastMap<PageId, PageSlot>> {
+        self.shards[shard_of_page(id)].lock()
+    }
+
+    fn next_seq(&self) -> Seq {
+        self.seq.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Bytes of dirty pages waiting for a write-back.
+    pub(crate) fn dirty_bytes(&self) -> usize {
+        self.dirty_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Bytes held by the cache, clean and dirty.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// The page `id`, from the cache or else from `load`.
+    ///
+    /// `load` runs without any lock held and may run more than once; it gets
+    /// `true` on a retry (when a value it produced earlier may be stale).
+    pub(crate) fn get(
+        &self,
+        id: PageId,
+        mut load: impl FnMut(bool) -> Result<Option<Page>>,
+    ) -> Result<Option<Arc<Page>>> {
+        if let Some(slot) = self.shard(id).get_mut(&id) {
+            slot.hot = true;
+            return Ok(slot.page.clone());
+        }
+        let mut retry = false;
+        loop {
+            let epoch = self.epoch.load(Ordering::SeqCst);
+            let loaded = load(retry)?.map(Arc::new);
+            let mut shard = self.shard(id);
+            if let Some(slot) = shard.get_mut(&id) {
+                slot.hot = true;
+                return Ok(slot.page.clone());
+            }
+            if self.epoch.load(Ordering::SeqCst) == epoch {
+                let bytes = slot_bytes(&loaded);
+                self.bytes.fetch_add(bytes, Ordering::Relaxed);
+                shard.insert(id, PageSlot { page: loaded.clone(), dirty: 0, hot: true, bytes });
+                return Ok(loaded);
+            }
+            retry = true;
+        }
+    }
+
+    /// Applies `f` to the page `id` (all-zero if absent) and marks it dirty.
+    ///
+    /// The caller must hold the lock of the key owning the bitmap, so there is
+    /// one writer per page at a time.
+    pub(crate) fn update<R>(
+        &self,
+        id: PageId,
+        mut load: impl FnMut(bool) -> Result<Option<Page>>,
+        f: impl FnOnce(&mut Page) -> R,
+    ) -> Result<R> {
+        loop {
+            {
+                let mut shard = self.shard(id);
+                if let Some(slot) = shard.get_mut(&id) {
+                    let page = slot.page.get_or_insert_with(|| Arc::new(Page::zeros()));
+                    let r = f(Arc::make_mut(page));
+                    if page.is_empty() {
+                        slot.page = None;
+                    }
+                    self.mark_dirty(id, slot);
+                    return Ok(r);
+                }
+            }
+            // Not cached: load it, then try again (a clean slot may be
+            // evicted again before the shard is relocked).
+            self.get(id, &mut load)?;
+        }
+    }
+
+    fn mark_dirty(&self, id: PageId, slot: &mut PageSlot) {
+        let new_bytes = slot_bytes(&slot.page);
+        let was_dirty = slot.dirty != 0;
+        self.bytes.fetch_add(new_bytes, Ordering::Relaxed);
+        self.bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
+        if was_dirty {
+            self.dirty_bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
+        } else {
+            self.dirty.lock().insert(id);
+        }
+        self.dirty_bytes.fetch_add(new_bytes, Ordering::Relaxed);
+        slot.bytes = new_bytes;
+        slot.dirty = self.next_seq();
+        slot.hot = true;
+    }
+
+    /// Replaces the page `id` with `page` (`None`: all zero) and marks it dirty.
+    pub(crate) fn put(&self, id: PageId, page: Option<Page>) {
+        let mut shard = self.shard(id);
+        let slot = shard.entry(id).or_insert_with(|| PageSlot {
+            page: None,
+            dirty: 0,
+            hot: true,
+            bytes: SLOT_OVERHEAD,
+        });
+        slot.page = page.filter(|p| !p.is_empty()).map(Arc::new);
+        self.mark_dirty(id, slot);
+    }
+
+    /// Dirty page numbers of bitmap `bitmap` in `from ..= to`, in order.
+    pub(crate) fn dirty_pages_of(&self, bitmap: u64, from: u64, to: u64) -> Vec<u64> {
+        self.dirty.lock().range((bitmap, from)..=(bitmap, to)).map(|&(_, p)| p).collect()
+    }
+
+    /// Captures every dirty page. The caller excludes writers meanwhile.
+    pub(crate) fn dirty_snapshot(&self) -> Vec<DirtyPage> {
+        let ids: Vec<PageId> = self.dirty.lock().iter().copied().collect();
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(slot) = self.shard(id).get(&id) {
+                if slot.dirty != 0 {
+                    out.push(DirtyPage { id, seq: slot.dirty, page: slot.page.clone() });
+                }
+            }
+        }
+        out
+    }
+
+    /// Marks the pages of an applied write-back clean, unless they changed
+    /// again since it was captured. All-zero clean slots are dropped.
+    pub(crate) fn mark_clean(&self, written: &[DirtyPage]) {
+        for w in written {
+            let mut shard = self.shard(w.id);
+            let Some(slot) = shard.get_mut(&w.id) else { continue };
+            if slot.dirty != w.seq {
+                continue;
+            }
+            slot.dirty = 0;
+            self.dirty_bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
+            self.dirty.lock().remove(&w.id);
+            if slot.page.is_none() {
+                self.epoch.fetch_add(1, Ordering::SeqCst);
+                let bytes = slot.bytes;
+                shard.remove(&w.id);
+                self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Drops clean pages that were not used since the last sweep until the
+    /// cache is below 7/8 of its capacity (or nothing more can go).
+    pub(crate) fn evict_if_needed(&self) {
+        if self.bytes() <= self.capacity {
+            return;
+        }
+        let Some(_one) = self.evicting.try_lock() else { return };
+        let target = self.capacity / 8 * 7;
+        for _pass in 0..3 {
+            for shard in self.shards.iter() {
+                if self.bytes() <= target {
+                    return;
+                }
+                let mut shard = shard.lock();
+                self.epoch.fetch_add(1, Ordering::SeqCst);
+                shard.retain(|_, slot| {
+                    if slot.dirty != 0 {
+                        return true;
+                    }
+                    if slot.hot {
+                        slot.hot = false;
+                        return true;
+                    }
+                    self.bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
+                    false
+                });
+            }
+        }
+    }
+}
+
+struct MetaSlot {
+    meta: Option<Meta>,
+    dirty: Seq,
+    hot: bool,
+}
+
+/// One shard of the metadata cache. Holding its lock is holding the write
+/// lock of every key hashed to it.
+pub(crate) struct MetaShard {
+    map: HashMap<Vec<u8>, MetaSlot>,
+    dirty: BTreeSet<Vec<u8>>,
+}
+
+/// One dirty metadata entry captured by a write-back.
+pub(crate) struct DirtyMeta {
+    pub(crate) name: Vec<u8>,
+    pub(crate) seq: Seq,
+    pub(crate) meta: Option<Meta>,
+}
+
+/// Key metadata, clean and dirty, sharded by key; a shard lock doubles as the
+/// key lock for writers.
+pub(crate) struct MetaCache {
+    shards: Box<[Mutex<MetaShard>]>,
+    seq: AtomicU64,
+    entries: AtomicUsize,
+    capacity: usize,
+}
+
+fn shard_of_name(name: &[u8]) -> usize {
+    let mut h = IdHasher::default();
+    for chunk in name.chunks(8) {
+        let mut w = [0u8; 8];
+        w[..chunk.len()].copy_from_slice(chunk);
+        h.write_u64(u64::from_le_bytes(w));
+    }
+    h.write_u64(name.len() as u64);
+    usize::try_from(h.finish() >> 56).unwrap_or(0) % META_SHARDS
+}
+
+const META_SHARDS: usize = 256;
+
+impl MetaCache {
+    pub(crate) fn new(capacity_bytes: usize) -> MetaCache {
+        MetaCache {
+            shards: (0..META_SHARDS)
+                .map(|_| Mutex::new(MetaShard { map: HashMap::new(), dirty: BTreeSet::new() }))
+                .collect(),
+            seq: AtomicU64::new(0),
+            entries: AtomicUsize::new(0),
+            capacity: (capacity_bytes / META_OVERHEAD).max(1024),
+        }
+    }
+
+    /// Locks the shard of `name`: no other writer can change that key until
+    /// the guard is dropped.
+    pub(crate) fn lock(&self, name: &[u8]) -> MetaGuard<'_> {
+        MetaGuard { cache: self, shard: self.shards[shard_of_name(name)].lock() }
+    }
+
+    /// Captures every dirty entry. The caller excludes writers meanwhile.
+    pub(crate) fn dirty_snapshot(&self) -> Vec<DirtyMeta> {
+        let mut out = Vec::new();
+        for shard in self.shards.iter() {
+            let shard = shard.lock();
+            for name in &shard.dirty {
+                if let Some(slot) = shard.map.get(name) {
+                    out.push(DirtyMeta { name: name.clone(), seq: slot.dirty, meta: slot.meta });
+                }
+            }
+        }
+        out
+    }
+
+    /// Marks entries of an applied write-back clean unless changed since.
+    pub(crate) fn mark_clean(&self, written: &[DirtyMeta]) {
+        for w in written {
+            let mut shard = self.shards[shard_of_name(&w.name)].lock();
+            let shard = &mut *shard;
+            if let Some(slot) = shard.map.get_mut(&w.name) {
+                if slot.dirty == w.seq {
+                    slot.dirty = 0;
+                    shard.dirty.remove(&w.name);
+                }
+            }
+        }
+        self.evict_if_needed();
+    }
+
+    fn evict_if_needed(&self) {
+        if self.entries.load(Ordering::Relaxed) <= self.capacity {
+            return;
+        }
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            shard.map.retain(|_, slot| {
+                if slot.dirty != 0 {
+                    return true;
+                }
+                if slot.hot {
+                    slot.hot = false;
+                    return true;
+                }
+                self.entries.fetch_sub(1, Ordering::Relaxed);
+                false
+            });
+        }
+    }
+}
+
+/// A locked metadata shard.
+pub(crate) struct MetaGuard<'a> {
+    cache: &'a MetaCache,
+    shard: MutexGuard<'a, MetaShard>,
+}
+
+impl MetaGuard<'_> {
+    /// The cached metadata of `name`: `None` if not cached, `Some(None)` if
+    /// known absent.
+    pub(crate) fn cached(&mut self, name: &[u8]) -> Option<Option<Meta>> {
+        self.shard.map.get_mut(name).map(|slot| {
+            slot.hot = true;
+            slot.meta
+        })
+    }
+
+    /// Caches the stored metadata of `name` (clean).
+    pub(crate) fn insert_clean(&mut self, name: &[u8], meta: Option<Meta>) {
+        if self.shard.map.insert(name.to_vec(), MetaSlot { meta, dirty: 0, hot: true }).is_none() {
+            self.cache.entries.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Sets the metadata of `name` (`None` deletes the key), dirty.
+    pub(crate) fn set(&mut self, name: &[u8], meta: Option<Meta>) {
+        let seq = self.cache.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        match self.shard.map.get_mut(name) {
+            Some(slot) => {
+                slot.meta = meta;
+                slot.dirty = seq;
+                slot.hot = true;
+            }
+            None => {
+                self.shard.map.insert(name.to_vec(), MetaSlot { meta, dirty: seq, hot: true });
+                self.cache.entries.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if !self.shard.dirty.contains(name) {
+            self.shard.dirty.insert(name.to_vec());
+        }
+    }
+}
+
+/// Small records written with the next write-back: reclaim markers.
+pub(crate) struct Journal {
+    entries: Mutex<BTreeMap<Vec<u8>, (Seq, Option<Vec<u8>>)>>,
+    seq: AtomicU64,
+}
+
+/// A journal record captured by a write-back.
+pub(crate) type JournalEntry = (Vec<u8>, Seq, Option<Vec<u8>>);
+
+impl Journal {
+    pub(crate) fn new() -> Journal {
+        Journal { entries: Mutex::new(BTreeMap::new()), seq: AtomicU64::new(0) }
+    }
+
+    /// Records that `key` must be set to `value` (`None`: removed).
+    pub(crate) fn set(&self, key: Vec<u8>, value: Option<Vec<u8>>) {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        self.entries.lock().insert(key, (seq, value));
+    }
+
+    /// Whether a record for `key` waits for the next write-back.
+    pub(crate) fn contains(&self, key: &[u8]) -> bool {
+        self.entries.lock().contains_key(key)
+    }
+
+    pub(crate) fn snapshot(&self) -> Vec<JournalEntry> {
+        self.entries.lock().iter().map(|(k, (s, v))| (k.clone(), *s, v.clone())).collect()
+    }
+
+    pub(crate) fn mark_clean(&self, written: &[JournalEntry]) {
+        let mut entries = self.entries.lock();
+        for (k, seq, _) in written {
+            if entries.get(k).is_some_and(|(s, _)| s == seq) {
+                entries.remove(k);
+            }
+        }
+    }
+}

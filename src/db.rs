@@ -1,0 +1,532 @@
+//! The database handle, its configuration, the write-back of dirty state and
+//! the reclamation of dead bitmaps.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::cache::{Journal, MetaCache, MetaGuard, PageCache};
+use crate::error::{Error, Result};
+use crate::key;
+use crate::meta::{self, Kind, Meta};
+use crate::page::Page;
+use crate::store::{SledStore, Store, Write};
+
+/// Default byte budget of the decoded-page cache: 512 MiB.
+pub const DEFAULT_CACHE_BYTES: u64 = 512 << 20;
+/// Default byte budget of changes held in memory before a write-back: 64 MiB.
+pub const DEFAULT_DIRTY_BYTES: u64 = 64 << 20;
+/// Default interval of the background flush: 1 second.
+pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+/// Default largest value `get` builds in memory: 512 MiB (Redis's string limit).
+pub const DEFAULT_MAX_VALUE_BYTES: u64 = 512 << 20;
+/// Default byte budget of sled's own page cache: 64 MiB.
+pub const DEFAULT_STORE_CACHE_BYTES: u64 = 64 << 20;
+
+/// Reclamation deletes a dead bitmap's pages in batches of this many.
+const RECLAIM_BATCH: usize = 512;
+
+/// Configuration of a database; build one with [`Config::new`], then
+/// [`Config::open`].
+///
+/// ```
+/// # fn main() -> bitsled::Result<()> {
+/// let dir = tempfile::tempdir()?;
+/// let db = bitsled::Config::new(dir.path())
+///     .cache_bytes(64 << 20)
+///     .flush_interval(None)
+///     .open()?;
+/// db.setbit(b"k", 7, true)?;
+/// assert_eq!(db.get(b"k")?, Some(vec![0x01]));
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct Config {
+    path: PathBuf,
+    cache_bytes: u64,
+    pub(crate) dirty_bytes: u64,
+    store_cache_bytes: u64,
+    flush_interval: Option<Duration>,
+    pub(crate) max_value_bytes: u64,
+}
+
+impl Config {
+    /// A configuration for the database in directory `path` (created if
+    /// missing), with every other setting at its default.
+    pub fn new(path: impl AsRef<Path>) -> Config {
+        Config {
+            path: path.as_ref().to_path_buf(),
+            cache_bytes: DEFAULT_CACHE_BYTES,
+            dirty_bytes: DEFAULT_DIRTY_BYTES,
+            store_cache_bytes: DEFAULT_STORE_CACHE_BYTES,
+            flush_interval: Some(DEFAULT_FLUSH_INTERVAL),
+            max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
+        }
+    }
+
+    /// Byte budget of decoded pages kept in memory (clean ones are evicted
+    /// past it). Default [`DEFAULT_CACHE_BYTES`].
+    pub fn cache_bytes(mut self, bytes: u64) -> Config {
+        self.cache_bytes = bytes;
+        self
+    }
+
+    /// Byte budget of changed pages held before they are written back to the
+    /// store (without a durability barrier). Default [`DEFAULT_DIRTY_BYTES`].
+    pub fn dirty_bytes(mut self, bytes: u64) -> Config {
+        self.dirty_bytes = bytes;
+        self
+    }
+
+    /// Byte budget of sled's own cache of encoded pages. Default
+    /// [`DEFAULT_STORE_CACHE_BYTES`].
+    pub fn store_cache_bytes(mut self, bytes: u64) -> Config {
+        self.store_cache_bytes = bytes;
+        self
+    }
+
+    /// How often a background thread runs [`Db::flush`]; `None` disables it
+    /// (then only explicit flushes, the dirty budget and dropping the last
+    /// handle write changes). Default [`DEFAULT_FLUSH_INTERVAL`].
+    pub fn flush_interval(mut self, interval: Option<Duration>) -> Config {
+        self.flush_interval = interval;
+        self
+    }
+
+    /// Largest value [`Db::get`] builds in memory. Default
+    /// [`DEFAULT_MAX_VALUE_BYTES`].
+    pub fn max_value_bytes(mut self, bytes: u64) -> Config {
+        self.max_value_bytes = bytes;
+        self
+    }
+
+    /// Opens the database.
+    ///
+    /// Cost: reads the superblock and deletes the pages of bitmaps that a
+    /// crash left unreferenced; pages are read on demand.
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedVersion`] or [`Error::Corrupted`] for a store this
+    /// build cannot read; [`Error::Io`]/[`Error::Storage`] if the directory
+    /// cannot be opened (for example, locked by another process).
+    pub fn open(self) -> Result<Db> {
+        Db::open_with(self)
+    }
+}
+
+/// A handle to an open database. Cheap to clone; all clones share one
+/// database and may be used from any thread.
+///
+/// # Durability
+/// Every operation changes the in-memory state at once and is visible to all
+/// handles, but reaches the disk only through a write-back: [`Db::flush`], the
+/// background flush every [`Config::flush_interval`], a write-back forced by
+/// the dirty budget, or dropping the last handle. A crash (kill -9, power
+/// loss) keeps exactly the state of the last write-back that completed: every
+/// write-back is one atomic batch, so the state after recovery is the state
+/// at one moment between two operations, never a mix. What [`Db::flush`]
+/// acknowledged is never lost; the window of loss without it is the flush
+/// interval (1 s by default) plus the time of one write-back.
+#[derive(Clone)]
+pub struct Db {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("path", &self.inner.config.path).finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) store: Box<dyn Store>,
+    pub(crate) config: Config,
+    pub(crate) pages: PageCache,
+    pub(crate) metas: MetaCache,
+    journal: Journal,
+    /// Held shared by every visible change, exclusively while a write-back
+    /// captures the dirty state: a write-back sees whole operations only.
+    gate: RwLock<()>,
+    /// Held shared by operations that read many pages of a bitmap; the
+    /// reclaimer deletes pages only when it can take it exclusively.
+    pub(crate) reclaim_gate: Arc<RwLock<()>>,
+    /// Serialises write-backs.
+    flush_lock: Mutex<()>,
+    /// Bitmap ids being built by a running operation (not yet published).
+    building: Mutex<HashSet<u64>>,
+    /// Set after a failed store write; every later write is refused.
+    poisoned: Mutex<Option<String>>,
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Db {
+    /// Opens (or creates) the database in directory `path` with the default
+    /// [`Config`].
+    ///
+    /// # Errors
+    /// As [`Config::open`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Db> {
+        Config::new(path).open()
+    }
+
+    fn open_with(config: Config) -> Result<Db> {
+        let store = SledStore::open(&config.path, config.store_cache_bytes)?;
+        match store.get(&key::superblock_key())? {
+            Some(b) => meta::check_superblock(&b)?,
+            None if store.is_empty() => {
+                store.apply(vec![(key::superblock_key(), Some(meta::encode_superblock()))])?;
+                store.sync()?;
+            }
+            None => {
+                return Err(Error::Corrupted {
+                    key: "<superblock>".into(),
+                    page: None,
+                    reason: "store has records but no bitsled superblock".into(),
+                })
+            }
+        }
+        let cache_bytes = usize::try_from(config.cache_bytes).unwrap_or(usize::MAX);
+        let inner = Arc::new(Inner {
+            store: Box::new(store),
+            pages: PageCache::new(cache_bytes),
+            metas: MetaCache::new(cache_bytes / 8),
+            journal: Journal::new(),
+            gate: RwLock::new(()),
+            reclaim_gate: Arc::new(RwLock::new(())),
+            flush_lock: Mutex::new(()),
+            building: Mutex::new(HashSet::new()),
+            poisoned: Mutex::new(None),
+            stop: Arc::new((Mutex::new(false), Condvar::new())),
+            flusher: Mutex::new(None),
+            config,
+        });
+        {
+            let _f = inner.flush_lock.lock();
+            inner.reclaim()?;
+        }
+        if let Some(interval) = inner.config.flush_interval {
+            let weak = Arc::downgrade(&inner);
+            let stop = Arc::clone(&inner.stop);
+            let handle = std::thread::Builder::new()
+                .name("bitsled-flush".into())
+                .spawn(move || background_flush(&weak, &stop, interval))?;
+            *inner.flusher.lock() = Some(handle);
+        }
+        Ok(Db { inner })
+    }
+
+    /// Writes every change made so far to the store and makes it durable.
+    ///
+    /// When it returns `Ok`, everything done before the call survives a crash
+    /// or kill -9. Cost: one atomic batch with every changed page and key,
+    /// then a sync of the store's log file.
+    ///
+    /// # Errors
+    /// [`Error::Storage`]/[`Error::Io`] if the store cannot write; the handle
+    /// is then poisoned ([`Error::Poisoned`]).
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+
+    /// The directory of this database.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.inner.config.path
+    }
+
+    /// Bytes the store occupies on disk (sled's accounting).
+    ///
+    /// # Errors
+    /// [`Error::Storage`] if the store cannot report it.
+    pub fn size_on_disk(&self) -> Result<u64> {
+        self.inner.store.size_on_disk()
+    }
+}
+
+fn background_flush(weak: &Weak<Inner>, stop: &(Mutex<bool>, Condvar), interval: Duration) {
+    loop {
+        {
+            let mut stopped = stop.0.lock();
+            if *stopped {
+                return;
+            }
+            stop.1.wait_for(&mut stopped, interval);
+            if *stopped {
+                return;
+            }
+        }
+        let Some(inner) = weak.upgrade() else { return };
+        // A failure poisons the handle; the next operation reports it.
+        let _ = inner.flush();
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        *self.stop.0.lock() = true;
+        self.stop.1.notify_all();
+        // The last handle may be dropped on the flush thread itself.
+        if let Some(h) = self.flusher.lock().take() {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
+        // Best effort: a failure here has no caller to report to, and what
+        // the last flush acknowledged is safe either way.
+        let _ = self.flush();
+    }
+}
+
+impl Inner {
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        match &*self.poisoned.lock() {
+            Some(why) => Err(Error::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs one visible change: `f` runs while write-backs are held off, so
+    /// they capture all of it or none of it. Afterwards, writes back if the
+    /// dirty budget is exceeded.
+    pub(crate) fn write<R>(&self, f: impl FnOnce() -> Result<R>) -> Result<R> {
+        self.check_writable()?;
+        let r = {
+            let _g = self.gate.read();
+            f()
+        };
+        self.after_change()?;
+        r
+    }
+
+    /// Writes back if the dirty budget is exceeded, and trims the cache.
+    pub(crate) fn after_change(&self) -> Result<()> {
+        let budget = usize::try_from(self.config.dirty_bytes).unwrap_or(usize::MAX);
+        if self.pages.dirty_bytes() > budget {
+            self.write_back()?;
+        }
+        self.pages.evict_if_needed();
+        Ok(())
+    }
+
+    pub(crate) fn flush(&self) -> Result<()> {
+        self.write_back()?;
+        self.store.sync().inspect_err(|e| self.poison(e))
+    }
+
+    fn poison(&self, e: &Error) {
+        self.poisoned.lock().get_or_insert_with(|| e.to_string());
+    }
+
+    /// Writes every dirty page, key and journal record to the store in one
+    /// atomic batch, then reclaims dead bitmaps.
+    pub(crate) fn write_back(&self) -> Result<()> {
+        self.check_writable()?;
+        let _f = self.flush_lock.lock();
+        let (pages, metas, journal) = {
+            let _g = self.gate.write();
+            (self.pages.dirty_snapshot(), self.metas.dirty_snapshot(), self.journal.snapshot())
+        };
+        if pages.is_empty() && metas.is_empty() && journal.is_empty() {
+            return Ok(());
+        }
+        let mut writes: Vec<Write> = Vec::with_capacity(pages.len() + metas.len() + journal.len());
+        for p in &pages {
+            let k = key::page_key(p.id.0, p.id.1).to_vec();
+            writes.push((k, p.page.as_ref().map(|page| page.encode())));
+        }
+        for m in &metas {
+            writes.push((key::meta_key(&m.name), m.meta.map(|meta| meta.encode())));
+        }
+        for (k, _, v) in &journal {
+            writes.push((k.clone(), v.clone()));
+        }
+        self.store.apply(writes).inspect_err(|e| self.poison(e))?;
+        self.pages.mark_clean(&pages);
+        self.metas.mark_clean(&metas);
+        self.journal.mark_clean(&journal);
+        self.reclaim().inspect_err(|e| self.poison(e))?;
+        self.pages.evict_if_needed();
+        Ok(())
+    }
+
+    /// Deletes the pages of every bitmap id with a reclaim marker in the
+    /// store, unless a running operation still builds it or a newer marker
+    /// state waits in the journal. Called with `flush_lock` held.
+    fn reclaim(&self) -> Result<()> {
+        let Some(_excl) = self.reclaim_gate.try_write() else { return Ok(()) };
+        let markers: Vec<u64> = self
+            .store
+            .scan_prefix(&[key::NS_RECLAIM])
+            .map(|r| r.map(|(k, _)| key::parse_reclaim_key(&k)))
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .collect();
+        for id in markers {
+            // Order matters: publishing removes the journal marker before it
+            // leaves `building`.
+            if self.building.lock().contains(&id) || self.journal.contains(&key::reclaim_key(id)) {
+                continue;
+            }
+            loop {
+                let (from, to) = key::page_range(id, 0, u64::MAX);
+                let batch: Vec<Write> = self
+                    .store
+                    .scan(&from, &to)
+                    .take(RECLAIM_BATCH)
+                    .map(|r| r.map(|(k, _)| (k.to_vec(), None)))
+                    .collect::<Result<_>>()?;
+                let last = batch.len() < RECLAIM_BATCH;
+                let mut batch = batch;
+                if last {
+                    batch.push((key::reclaim_key(id), None));
+                }
+                self.store.apply(batch)?;
+                if last {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The metadata of `name` with the shard locked by `g`.
+    pub(crate) fn meta_locked(&self, g: &mut MetaGuard<'_>, name: &[u8]) -> Result<Option<Meta>> {
+        if let Some(m) = g.cached(name) {
+            return Ok(m);
+        }
+        let m = match self.store.get(&key::meta_key(name))? {
+            Some(b) => Some(Meta::decode(name, &b)?),
+            None => None,
+        };
+        g.insert_clean(name, m);
+        Ok(m)
+    }
+
+    /// The metadata of `name`.
+    pub(crate) fn meta(&self, name: &[u8]) -> Result<Option<Meta>> {
+        let mut g = self.metas.lock(name);
+        self.meta_locked(&mut g, name)
+    }
+
+    /// The metadata of a string key, or `WrongType`.
+    pub(crate) fn string_meta(&self, name: &[u8]) -> Result<Option<Meta>> {
+        check_string(self.meta(name)?)
+    }
+
+    /// Reads and decodes a page from the store.
+    pub(crate) fn fetch_page(&self, name: &[u8], bitmap: u64, page: u64) -> Result<Option<Page>> {
+        match self.store.get(&key::page_key(bitmap, page))? {
+            Some(bytes) => decode_page(name, page, &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Page `page` of bitmap `bitmap` (owned by key `name`, for errors).
+    pub(crate) fn page(&self, name: &[u8], bitmap: u64, page: u64) -> Result<Option<Arc<Page>>> {
+        self.pages.get((bitmap, page), |_| self.fetch_page(name, bitmap, page))
+    }
+
+    /// Changes page `page` of bitmap `bitmap` with `f` (absent pages start
+    /// all zero). The caller holds the key's lock.
+    pub(crate) fn update_page<R>(
+        &self,
+        name: &[u8],
+        bitmap: u64,
+        page: u64,
+        f: impl FnOnce(&mut Page) -> R,
+    ) -> Result<R> {
+        self.pages.update((bitmap, page), |_| self.fetch_page(name, bitmap, page), f)
+    }
+
+    /// Starts building a new bitmap that is invisible until published. If
+    /// the operation fails or the process dies first, its pages are
+    /// reclaimed.
+    pub(crate) fn begin_build(&self) -> Result<Build<'_>> {
+        self.check_writable()?;
+        let id = self.store.next_id()?;
+        self.building.lock().insert(id);
+        self.journal.set(key::reclaim_key(id), Some(Vec::new()));
+        Ok(Build { inner: self, id, published: false })
+    }
+
+    /// Replaces key `name` with `meta` (or deletes it) and marks the pages of
+    /// the bitmap it held for reclamation. The caller holds the key's lock
+    /// and the gate.
+    pub(crate) fn replace_locked(&self, g: &mut MetaGuard<'_>, name: &[u8], meta: Option<Meta>) -> Result<bool> {
+        let old = self.meta_locked(g, name)?;
+        if let Some(old) = old {
+            self.journal.set(key::reclaim_key(old.id), Some(Vec::new()));
+        }
+        if old.is_some() || meta.is_some() {
+            g.set(name, meta);
+        }
+        Ok(old.is_some())
+    }
+}
+
+/// A bitmap under construction; see [`Inner::begin_build`].
+pub(crate) struct Build<'a> {
+    inner: &'a Inner,
+    pub(crate) id: u64,
+    published: bool,
+}
+
+impl Build<'_> {
+    /// Stores page `page` of the new bitmap (empty pages are skipped).
+    pub(crate) fn put(&self, page: u64, p: Page) -> Result<()> {
+        if !p.is_empty() {
+            self.inner.pages.put((self.id, page), Some(p));
+            self.inner.after_change()?;
+        }
+        Ok(())
+    }
+
+    /// Makes the new bitmap the value of `name` (or deletes `name` when
+    /// `meta` is `None`), atomically.
+    pub(crate) fn publish(mut self, name: &[u8], meta: Option<Meta>) -> Result<()> {
+        let inner = self.inner;
+        inner.write(|| {
+            let mut g = inner.metas.lock(name);
+            inner.replace_locked(&mut g, name, meta)?;
+            if meta.is_some() {
+                inner.journal.set(key::reclaim_key(self.id), None);
+            }
+            Ok(())
+        })?;
+        self.published = true;
+        inner.building.lock().remove(&self.id);
+        Ok(())
+    }
+}
+
+impl Drop for Build<'_> {
+    fn drop(&mut self) {
+        if !self.published {
+            self.inner.building.lock().remove(&self.id);
+        }
+    }
+}
+
+/// `meta` if it is a string key, else `WrongType`.
+pub(crate) fn check_string(meta: Option<Meta>) -> Result<Option<Meta>> {
+    match meta {
+        Some(m) if m.kind != Kind::String => Err(Error::WrongType),
+        m => Ok(m),
+    }
+}
+
+/// Decodes a stored page, naming key and page in the error.
+pub(crate) fn decode_page(name: &[u8], page: u64, bytes: &[u8]) -> Result<Page> {
+    Page::decode(bytes).map_err(|e| Error::Corrupted {
+        key: String::from_utf8_lossy(name).into_owned(),
+        page: Some(page),
+        reason: e.to_string(),
+    })
+}

@@ -1,0 +1,43 @@
+//! bitsled: durable, compressed bitmaps with Redis semantics, stored in sled.
+//!
+//! A bitmap is cut into pages of 32,768 bits; each stored page is encoded as
+//! a dense block, a sorted position list or EWAH runs, whichever is smallest,
+//! and all-zero pages are not stored at all. Operations follow Redis's
+//! SETBIT/GETBIT/BITCOUNT/BITPOS/BITOP semantics exactly, and BITOP streams
+//! page by page, so bitmaps larger than memory work.
+//!
+//! ```
+//! # fn main() -> bitsled::Result<()> {
+//! # let dir = tempfile::tempdir()?;
+//! use bitsled::{BitOp, Db};
+//!
+//! let db = Db::open(dir.path())?;
+//! // Users 7 and 1,000,000,000 checked in on both days.
+//! db.set_bits(b"checkin:20260101", &[3, 7, 1_000_000_000], true)?;
+//! db.set_bits(b"checkin:20260102", &[7, 9, 1_000_000_000], true)?;
+//! db.bitop(BitOp::And, b"both", &[b"checkin:20260101", b"checkin:20260102"])?;
+//! assert_eq!(db.bitcount(b"both", None)?, 2);
+//! db.flush()?; // durable from here on
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs, unsafe_code)]
+
+mod cache;
+mod db;
+pub mod error;
+pub mod geometry;
+mod glob;
+mod key;
+mod meta;
+#[doc(hidden)]
+pub mod model;
+mod ops;
+pub(crate) mod page;
+mod store;
+
+pub use db::{
+    Config, Db, DEFAULT_CACHE_BYTES, DEFAULT_DIRTY_BYTES, DEFAULT_FLUSH_INTERVAL, DEFAULT_MAX_VALUE_BYTES,
+    DEFAULT_STORE_CACHE_BYTES,
+};
+pub use error::{Error, Result};
+pub use ops::{BitOp, Ones, Problem, Span, Unit, VerifyReport};

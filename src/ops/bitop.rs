@@ -1,0 +1,355 @@
+//! BITOP: a streaming k-way merge over the sources' ordered page scans.
+//!
+//! One page per source is in memory at a time. Result pages go into a new
+//! bitmap id that nobody can see; when every page is written, the
+//! destination key is switched to it in one step, so readers and crashes see
+//! the old value or the new one, never a mix.
+
+use std::sync::Arc;
+
+use crate::db::Db;
+use crate::error::{Error, Result};
+use crate::geometry::{PAGE_BITS, PAGE_WORDS};
+use crate::meta::{Kind, Meta};
+use crate::ops::stream::PageStream;
+use crate::page::{Encoding, Page};
+
+/// A BITOP operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BitOp {
+    /// Bits set in every source.
+    And,
+    /// Bits set in any source.
+    Or,
+    /// Bits set in an odd number of sources.
+    Xor,
+    /// The complement of the single source, over its length.
+    Not,
+    /// `X & !(A1 | A2 | ...)`: in the first source and in none of the others.
+    Diff,
+    /// `!X & (A1 | A2 | ...)`: in some other source but not the first.
+    Diff1,
+    /// `X & (A1 | A2 | ...)`: in the first source and in at least one other.
+    AndOr,
+    /// Bits set in exactly one source.
+    One,
+}
+
+impl BitOp {
+    /// The Redis name of the operation.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            BitOp::And => "AND",
+            BitOp::Or => "OR",
+            BitOp::Xor => "XOR",
+            BitOp::Not => "NOT",
+            BitOp::Diff => "DIFF",
+            BitOp::Diff1 => "DIFF1",
+            BitOp::AndOr => "ANDOR",
+            BitOp::One => "ONE",
+        }
+    }
+}
+
+/// The sources of one result page, each `None` if absent (all zero).
+type Column = Vec<Option<Arc<Page>>>;
+
+impl Db {
+    /// Computes `op` over `sources` into `dest` (Redis BITOP) and returns the
+    /// result's length in bytes: the longest source's. Missing and shorter
+    /// sources count as zeros. An empty result deletes `dest`. `dest` may be
+    /// one of the sources.
+    ///
+    /// Cost: streams every source page by page (AND and DIFF/ANDOR skip pages
+    /// the first source or any source lacks without reading them); memory is
+    /// one page per source plus result pages up to the dirty budget. The
+    /// destination changes atomically at the end.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a wrong number of sources (NOT takes
+    /// one; DIFF, DIFF1 and ANDOR at least two; the rest at least one);
+    /// [`Error::WrongType`] if a source is not a string;
+    /// [`Error::Corrupted`] if a source page does not decode.
+    ///
+    /// ```
+    /// # fn main() -> bitsled::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// use bitsled::BitOp;
+    /// let db = bitsled::Db::open(dir.path())?;
+    /// db.set_bits(b"mon", &[1, 2, 3], true)?;
+    /// db.set_bits(b"tue", &[2, 3, 4], true)?;
+    /// assert_eq!(db.bitop(BitOp::And, b"both", &[b"mon", b"tue"])?, 1);
+    /// assert_eq!(db.bitcount(b"both", None)?, 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn bitop(&self, op: BitOp, dest: &[u8], sources: &[&[u8]]) -> Result<u64> {
+        check_arity(op, sources.len())?;
+        let inner = &self.inner;
+        inner.check_writable()?;
+        let _reading = inner.reclaim_gate.read();
+        let mut metas = Vec::with_capacity(sources.len());
+        for s in sources {
+            metas.push(inner.string_meta(s)?);
+        }
+        let len = metas.iter().flatten().map(|m| m.len).max().unwrap_or(0);
+        let build = inner.begin_build()?;
+        if len == 0 {
+            build.publish(dest, None)?;
+            return Ok(0);
+        }
+        let last_page = (len * 8 - 1) / PAGE_BITS;
+        let mut streams: Vec<Option<PageStream>> = sources
+            .iter()
+            .zip(&metas)
+            .map(|(name, m)| m.map(|m| PageStream::new(inner, name, m.id, 0, last_page)))
+            .collect();
+        let mut ones = 0u64;
+        let mut scratch = Scratch::new();
+        let mut column: Column = vec![None; sources.len()];
+        let mut next = 0u64;
+        while let Some(page) = next_page(op, &mut streams, next, last_page)? {
+            for (slot, s) in column.iter_mut().zip(streams.iter_mut()) {
+                *slot = match s {
+                    Some(s) => take_at(s, page)?,
+                    None => None,
+                };
+            }
+            if let Some(mut result) = combine(op, &column, &mut scratch) {
+                if page == last_page {
+                    // NOT (and nothing else) can set bits past the length.
+                    let tail = len * 8 - page * PAGE_BITS;
+                    if tail < PAGE_BITS {
+                        result.truncate(tail as u32);
+                    }
+                }
+                ones += u64::from(result.count_ones());
+                build.put(page, result)?;
+            }
+            next = page + 1;
+        }
+        let meta = Meta { kind: Kind::String, id: build.id, len, ones, expire_at_ms: 0 };
+        build.publish(dest, Some(meta))?;
+        Ok(len)
+    }
+}
+
+fn check_arity(op: BitOp, n: usize) -> Result<()> {
+    let ok = match op {
+        BitOp::Not => n == 1,
+        BitOp::Diff | BitOp::Diff1 | BitOp::AndOr => n >= 2,
+        _ => n >= 1,
+    };
+    if ok {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(match op {
+        BitOp::Not => "BITOP NOT must be called with a single source key.".into(),
+        BitOp::Diff | BitOp::Diff1 | BitOp::AndOr => {
+            format!("BITOP {} must be called with at least two source keys.", op.name())
+        }
+        _ => "BITOP requires at least one source key".into(),
+    }))
+}
+
+/// The page of `s` numbered `page`, if it has one; skips earlier pages.
+fn take_at(s: &mut PageStream, page: u64) -> Result<Option<Arc<Page>>> {
+    s.seek(page)?;
+    if s.peek()? == Some(page) {
+        return Ok(s.take()?.map(|(_, p)| p));
+    }
+    Ok(None)
+}
+
+/// The next page number `>= from` that can be non-zero in the result.
+fn next_page(op: BitOp, streams: &mut [Option<PageStream>], from: u64, last: u64) -> Result<Option<u64>> {
+    if from > last {
+        return Ok(None);
+    }
+    let p = match op {
+        // Every page, present or not, is non-zero in the result.
+        BitOp::Not => Some(from),
+        BitOp::And => next_common(streams, from)?,
+        BitOp::Or | BitOp::Xor | BitOp::One => min_head(streams, from)?,
+        BitOp::Diff => match &mut streams[0] {
+            Some(s) => {
+                s.seek(from)?;
+                s.peek()?
+            }
+            None => None,
+        },
+        BitOp::AndOr => {
+            let mut at = from;
+            loop {
+                let Some(first) = streams[0].as_mut() else { break None };
+                first.seek(at)?;
+                let Some(x) = first.peek()? else { break None };
+                let Some(a) = min_head(&mut streams[1..], x)? else { break None };
+                if a == x {
+                    break Some(x);
+                }
+                // No other source has page x: move the first one up to a.
+                at = a;
+            }
+        }
+        BitOp::Diff1 => min_head(&mut streams[1..], from)?,
+    };
+    Ok(p.filter(|&p| p <= last))
+}
+
+/// The smallest candidate page `>= from` over `streams`.
+fn min_head(streams: &mut [Option<PageStream>], from: u64) -> Result<Option<u64>> {
+    let mut best: Option<u64> = None;
+    for s in streams.iter_mut().flatten() {
+        s.seek(from)?;
+        if let Some(p) = s.peek()? {
+            best = Some(best.map_or(p, |b| b.min(p)));
+        }
+    }
+    Ok(best)
+}
+
+/// The smallest page `>= from` that every stream has a candidate for.
+fn next_common(streams: &mut [Option<PageStream>], from: u64) -> Result<Option<u64>> {
+    if streams.iter().any(Option::is_none) {
+        return Ok(None);
+    }
+    let mut at = from;
+    loop {
+        let mut agreed = true;
+        for s in streams.iter_mut().flatten() {
+            s.seek(at)?;
+            match s.peek()? {
+                None => return Ok(None),
+                Some(p) if p > at => {
+                    at = p;
+                    agreed = false;
+                }
+                Some(_) => {}
+            }
+        }
+        if agreed {
+            return Ok(Some(at));
+        }
+    }
+}
+
+/// Word buffers reused across pages.
+struct Scratch {
+    acc: Box<[u64; PAGE_WORDS]>,
+    other: Box<[u64; PAGE_WORDS]>,
+    twice: Box<[u64; PAGE_WORDS]>,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        Scratch {
+            acc: Box::new([0; PAGE_WORDS]),
+            other: Box::new([0; PAGE_WORDS]),
+            twice: Box::new([0; PAGE_WORDS]),
+        }
+    }
+}
+
+/// The result page of `op` over one column, or `None` if it is all zero.
+fn combine(op: BitOp, col: &Column, s: &mut Scratch) -> Option<Page> {
+    let present = || col.iter().flatten();
+    let page = match op {
+        BitOp::And => {
+            if col.iter().any(Option::is_none) {
+                return None;
+            }
+            // The sparsest page bounds the result: start from it.
+            let smallest = present().min_by_key(|p| p.count_ones())?;
+            let others = || present().filter(|p| !Arc::ptr_eq(p, smallest));
+            if smallest.encoding() == Encoding::Sparse {
+                let mut result = (**smallest).clone();
+                for p in others() {
+                    result = result.and(p);
+                    if result.is_empty() {
+                        return None;
+                    }
+                }
+                return Some(result);
+            }
+            smallest.to_words(&mut s.acc);
+            for p in others() {
+                p.and_into(&mut s.acc);
+            }
+            Page::from_words(&s.acc)
+        }
+        BitOp::Or => {
+            let mut it = present();
+            let first = it.next()?;
+            if present().count() == 1 {
+                return Some((**first).clone());
+            }
+            first.to_words(&mut s.acc);
+            for p in it {
+                p.or_into(&mut s.acc);
+            }
+            Page::from_words(&s.acc)
+        }
+        BitOp::Xor => {
+            s.acc.fill(0);
+            for p in present() {
+                p.xor_into(&mut s.acc);
+            }
+            Page::from_words(&s.acc)
+        }
+        BitOp::One => {
+            s.acc.fill(0);
+            s.twice.fill(0);
+            for p in present() {
+                p.to_words(&mut s.other);
+                for ((seen, twice), x) in s.acc.iter_mut().zip(s.twice.iter_mut()).zip(s.other.iter()) {
+                    *twice |= *seen & x;
+                    *seen |= x;
+                }
+            }
+            for (seen, twice) in s.acc.iter_mut().zip(s.twice.iter()) {
+                *seen &= !twice;
+            }
+            Page::from_words(&s.acc)
+        }
+        BitOp::Not => match &col[0] {
+            Some(p) => p.not(),
+            None => Page::full(),
+        },
+        BitOp::Diff | BitOp::AndOr | BitOp::Diff1 => {
+            // s.acc = A1 | A2 | ...
+            s.acc.fill(0);
+            let mut any = false;
+            for p in col[1..].iter().flatten() {
+                p.or_into(&mut s.acc);
+                any = true;
+            }
+            let x = col[0].as_deref();
+            match op {
+                BitOp::Diff => {
+                    let x = x?;
+                    if !any {
+                        return Some(x.clone());
+                    }
+                    x.to_words(&mut s.other);
+                    for (o, a) in s.other.iter_mut().zip(s.acc.iter()) {
+                        *o &= !a;
+                    }
+                    Page::from_words(&s.other)
+                }
+                BitOp::AndOr => {
+                    let x = x?;
+                    x.and_into(&mut s.acc);
+                    Page::from_words(&s.acc)
+                }
+                _ => {
+                    if let Some(x) = x {
+                        x.andnot_into(&mut s.acc);
+                    }
+                    Page::from_words(&s.acc)
+                }
+            }
+        }
+    };
+    (!page.is_empty()).then_some(page)
+}

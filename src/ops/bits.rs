@@ -1,0 +1,145 @@
+//! Single bits: SETBIT, GETBIT, and the batch form for bulk loading.
+
+use crate::db::{check_string, Db};
+use crate::error::Result;
+use crate::geometry::{locate, PAGE_BITS};
+use crate::meta::{Kind, Meta};
+
+/// Page groups handled under one hold of the write gate by [`Db::set_bits`].
+const BATCH_PAGES: usize = 64;
+
+impl Db {
+    /// Sets or clears the bit at `offset` of string `key` (Redis SETBIT) and
+    /// returns its previous value.
+    ///
+    /// A missing key is created; the string grows to `offset / 8 + 1` bytes,
+    /// zero-filled. The library accepts any `u64` offset; the Redis command
+    /// layer limits offsets to `2^32 - 1`.
+    ///
+    /// Cost: one page read (usually cached) and one page change in memory.
+    ///
+    /// # Errors
+    /// [`crate::Error::WrongType`] if `key` is not a string;
+    /// [`crate::Error::Corrupted`] if the page does not decode.
+    ///
+    /// ```
+    /// # fn main() -> bitsled::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = bitsled::Db::open(dir.path())?;
+    /// assert!(!db.setbit(b"login", 999_999_999, true)?);
+    /// assert!(db.getbit(b"login", 999_999_999)?);
+    /// assert_eq!(db.strlen(b"login")?, 125_000_000);
+    /// # Ok(()) }
+    /// ```
+    pub fn setbit(&self, key: &[u8], offset: u64, value: bool) -> Result<bool> {
+        let inner = &*self.inner;
+        inner.write(|| {
+            let mut g = inner.metas.lock(key);
+            let meta = check_string(inner.meta_locked(&mut g, key)?)?;
+            let mut meta = match meta {
+                Some(m) => m,
+                None => Meta { kind: Kind::String, id: inner.store.next_id()?, len: 0, ones: 0, expire_at_ms: 0 },
+            };
+            let at = locate(offset);
+            let byte_len = offset / 8 + 1;
+            let current = inner.page(key, meta.id, at.page)?.is_some_and(|p| p.get(at.bit));
+            let mut changed = false;
+            if current != value {
+                inner.update_page(key, meta.id, at.page, |p| p.set(at.bit, value))?;
+                if value {
+                    meta.ones += 1;
+                } else {
+                    meta.ones -= 1;
+                }
+                changed = true;
+            }
+            if byte_len > meta.len {
+                meta.len = byte_len;
+                changed = true;
+            }
+            if changed {
+                g.set(key, Some(meta));
+            }
+            Ok(current)
+        })
+    }
+
+    /// The bit at `offset` of `key` (Redis GETBIT): `false` past the end or
+    /// for a missing key.
+    ///
+    /// Cost: one page read (usually cached).
+    ///
+    /// # Errors
+    /// [`crate::Error::WrongType`], [`crate::Error::Corrupted`].
+    pub fn getbit(&self, key: &[u8], offset: u64) -> Result<bool> {
+        let inner = &*self.inner;
+        let Some(meta) = inner.string_meta(key)? else { return Ok(false) };
+        let at = locate(offset);
+        Ok(inner.page(key, meta.id, at.page)?.is_some_and(|p| p.get(at.bit)))
+    }
+
+    /// Sets (or clears) every bit in `offsets` of `key`: the bulk-loading
+    /// form of [`Db::setbit`]. Offsets may come in any order and repeat.
+    /// Returns how many bits changed.
+    ///
+    /// Cost: one read-modify-write per touched page. Each group of up to 64
+    /// pages is applied atomically, but the batch as a whole is not: a crash
+    /// may keep a prefix of the groups (in page order).
+    ///
+    /// # Errors
+    /// [`crate::Error::WrongType`], [`crate::Error::Corrupted`]; on an error
+    /// the groups applied before it stay applied.
+    pub fn set_bits(&self, key: &[u8], offsets: &[u64], value: bool) -> Result<u64> {
+        let mut sorted = offsets.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let inner = &*self.inner;
+        let mut changed_total = 0u64;
+        let mut rest = &sorted[..];
+        while !rest.is_empty() {
+            // Take the offsets of up to BATCH_PAGES pages.
+            let mut end = 0;
+            let mut pages = 0;
+            let mut last_page = None;
+            while end < rest.len() {
+                let p = rest[end] / PAGE_BITS;
+                if last_page != Some(p) {
+                    if pages == BATCH_PAGES {
+                        break;
+                    }
+                    pages += 1;
+                    last_page = Some(p);
+                }
+                end += 1;
+            }
+            let (group, tail) = rest.split_at(end);
+            rest = tail;
+            changed_total += inner.write(|| {
+                let mut g = inner.metas.lock(key);
+                let meta = check_string(inner.meta_locked(&mut g, key)?)?;
+                let mut meta = match meta {
+                    Some(m) => m,
+                    None if !value && group.is_empty() => return Ok(0),
+                    None => Meta { kind: Kind::String, id: inner.store.next_id()?, len: 0, ones: 0, expire_at_ms: 0 },
+                };
+                let mut changed = 0u64;
+                for same_page in group.chunk_by(|a, b| a / PAGE_BITS == b / PAGE_BITS) {
+                    let page = same_page[0] / PAGE_BITS;
+                    changed += inner.update_page(key, meta.id, page, |p| {
+                        same_page.iter().filter(|&&o| p.set(locate(o).bit, value) != value).count() as u64
+                    })?;
+                }
+                if value {
+                    meta.ones += changed;
+                } else {
+                    meta.ones -= changed;
+                }
+                let byte_len = group.last().map_or(0, |o| o / 8 + 1);
+                meta.len = meta.len.max(byte_len);
+                g.set(key, Some(meta));
+                Ok(changed)
+            })?;
+        }
+        Ok(changed_total)
+    }
+}

@@ -1,0 +1,124 @@
+//! BITCOUNT and BITPOS.
+
+use crate::db::{Db, Inner};
+use crate::error::{Error, Result};
+use crate::geometry::PAGE_BITS;
+use crate::meta::Meta;
+use crate::ops::range::{clamp, span_bits, to_bits, total_units, Span, Unit};
+use crate::ops::stream::PageStream;
+use std::sync::Arc;
+
+/// The page-relative bounds `[lo, hi)` of the inclusive bit range
+/// `first ..= last` within page `page`.
+fn page_bounds(page: u64, first: u64, last: u64) -> (u32, u32) {
+    let lo = if page == first / PAGE_BITS { first % PAGE_BITS } else { 0 };
+    let hi = if page == last / PAGE_BITS { last % PAGE_BITS + 1 } else { PAGE_BITS };
+    // Both are at most PAGE_BITS (32,768).
+    (lo as u32, hi as u32)
+}
+
+impl Db {
+    /// Counts the set bits of `key` (Redis BITCOUNT), within `span` if given.
+    ///
+    /// Cost: without a span, O(1): the count is kept in the key's metadata
+    /// and no page is read. With a span, reads the pages the span touches
+    /// (only pages that exist); the two edge pages count a sub-range, the
+    /// others use their cached popcount.
+    ///
+    /// # Errors
+    /// [`Error::WrongType`], [`Error::Corrupted`].
+    ///
+    /// ```
+    /// # fn main() -> bitsled::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// use bitsled::Span;
+    /// let db = bitsled::Db::open(dir.path())?;
+    /// db.set(b"k", b"foobar")?;
+    /// assert_eq!(db.bitcount(b"k", None)?, 26);
+    /// assert_eq!(db.bitcount(b"k", Some(Span::bytes(1, 1)))?, 6);
+    /// assert_eq!(db.bitcount(b"k", Some(Span::bits(5, 30)))?, 17);
+    /// # Ok(()) }
+    /// ```
+    pub fn bitcount(&self, key: &[u8], span: Option<Span>) -> Result<u64> {
+        let inner = &self.inner;
+        let Some(meta) = inner.string_meta(key)? else { return Ok(0) };
+        let Some(span) = span else { return Ok(meta.ones) };
+        let Some((first, last)) = span_bits(span, meta.len) else { return Ok(0) };
+        if first == 0 && last.saturating_add(1) >= meta.len.saturating_mul(8) {
+            return Ok(meta.ones);
+        }
+        let _reading = inner.reclaim_gate.read();
+        let mut stream = PageStream::new(inner, key, meta.id, first / PAGE_BITS, last / PAGE_BITS);
+        let mut total = 0u64;
+        while let Some((page, p)) = stream.next_page()? {
+            let (lo, hi) = page_bounds(page, first, last);
+            total += u64::from(if lo == 0 && hi as u64 == PAGE_BITS {
+                p.count_ones()
+            } else {
+                p.count_range(lo, hi)
+            });
+        }
+        Ok(total)
+    }
+
+    /// The position of the first bit equal to `bit` in `key` (Redis BITPOS),
+    /// optionally from `start` and up to `end` (inclusive, negative indexes
+    /// count from the end) in `unit`s.
+    ///
+    /// Redis's rules: a missing key is all zeros (`-1` for a 1, `0` for a 0);
+    /// when looking for a 0 without an explicit `end`, the string is taken as
+    /// followed by zeros, so a string of all ones answers its length in bits;
+    /// with an explicit `end` and no match, the answer is `-1`. `end` without
+    /// `start` is ignored (the command layer never passes it).
+    ///
+    /// Cost: reads pages in order from the start of the range until the
+    /// first match; absent pages count as zeros without a read.
+    ///
+    /// # Errors
+    /// [`Error::WrongType`], [`Error::Corrupted`].
+    pub fn bitpos(&self, key: &[u8], bit: bool, start: Option<i64>, end: Option<i64>, unit: Unit) -> Result<i64> {
+        let inner = &self.inner;
+        let Some(meta) = inner.string_meta(key)? else { return Ok(if bit { -1 } else { 0 }) };
+        let (range, end_given) = match start {
+            None => (clamp(0, -1, meta.len).map(|(a, b)| to_bits(a, b, Unit::Byte)), false),
+            Some(start) => {
+                let end_given = end.is_some();
+                let end = end.unwrap_or(-1);
+                let total = total_units(meta.len, unit);
+                (clamp(start, end, total).map(|(a, b)| to_bits(a, b, unit)), end_given)
+            }
+        };
+        let Some((first, last)) = range else { return Ok(-1) };
+        let found = find(inner, key, &meta, bit, first, last)?;
+        let pos = match found {
+            Some(p) => p,
+            None if bit || end_given => return Ok(-1),
+            None => last.saturating_add(1),
+        };
+        i64::try_from(pos).map_err(|_| Error::OffsetOutOfRange { offset: pos })
+    }
+}
+
+/// The first bit equal to `bit` in `first ..= last` of the bitmap.
+pub(crate) fn find(inner: &Arc<Inner>, key: &[u8], meta: &Meta, bit: bool, first: u64, last: u64) -> Result<Option<u64>> {
+    let _reading = inner.reclaim_gate.read();
+    let (first_page, last_page) = (first / PAGE_BITS, last / PAGE_BITS);
+    let mut stream = PageStream::new(inner, key, meta.id, first_page, last_page);
+    // The next page number not yet known to hold no match (used for zeros).
+    let mut expected = first_page;
+    while let Some((page, p)) = stream.next_page()? {
+        if !bit && page > expected {
+            // An absent page is all zeros.
+            return Ok(Some((expected * PAGE_BITS).max(first)));
+        }
+        let (lo, hi) = page_bounds(page, first, last);
+        if let Some(b) = p.find(bit, lo, hi) {
+            return Ok(Some(page * PAGE_BITS + u64::from(b)));
+        }
+        expected = page + 1;
+    }
+    if !bit && expected <= last_page {
+        return Ok(Some((expected * PAGE_BITS).max(first)));
+    }
+    Ok(None)
+}

@@ -1,0 +1,112 @@
+//! Iteration over the set positions of a bitmap ("list the uids").
+
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+use parking_lot::{RawRwLock, lock_api::ArcRwLockReadGuard};
+
+use crate::db::Db;
+use crate::error::Result;
+use crate::geometry::PAGE_BITS;
+use crate::ops::stream::PageStream;
+use crate::page::Page;
+
+/// An iterator over the set bit offsets of a bitmap, ascending; see
+/// [`Db::ones`]. Holds one page at a time.
+pub struct Ones {
+    stream: Option<PageStream>,
+    current: Option<(u64, Arc<Page>)>,
+    next_bit: u32,
+    first: u64,
+    last: u64,
+    _reading: Option<ArcRwLockReadGuard<RawRwLock, ()>>,
+}
+
+impl std::fmt::Debug for Ones {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ones").field("first", &self.first).field("last", &self.last).finish_non_exhaustive()
+    }
+}
+
+impl Db {
+    /// The offsets of the set bits of `key` within `range`, ascending.
+    ///
+    /// The iterator reads one page at a time, so it lists bitmaps larger than
+    /// memory. While it lives, pages of deleted keys are not reclaimed.
+    ///
+    /// # Errors
+    /// [`crate::Error::WrongType`]; the iterator yields
+    /// [`crate::Error::Corrupted`] for a page that does not decode, then ends.
+    ///
+    /// ```
+    /// # fn main() -> bitsled::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = bitsled::Db::open(dir.path())?;
+    /// db.set_bits(b"tag:vip", &[5, 70_000, 1_000_000_000], true)?;
+    /// let uids: Vec<u64> = db.ones(b"tag:vip", ..)?.collect::<bitsled::Result<_>>()?;
+    /// assert_eq!(uids, vec![5, 70_000, 1_000_000_000]);
+    /// assert_eq!(db.ones(b"tag:vip", 6..=70_000)?.count(), 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn ones(&self, key: &[u8], range: impl RangeBounds<u64>) -> Result<Ones> {
+        let inner = &self.inner;
+        let first = match range.start_bound() {
+            Bound::Included(&s) => Some(s),
+            Bound::Excluded(&s) => s.checked_add(1),
+            Bound::Unbounded => Some(0),
+        };
+        let last = match range.end_bound() {
+            Bound::Included(&e) => Some(e),
+            Bound::Excluded(&e) => e.checked_sub(1),
+            Bound::Unbounded => Some(u64::MAX),
+        };
+        let meta = inner.string_meta(key)?;
+        let empty = Ones { stream: None, current: None, next_bit: 0, first: 0, last: 0, _reading: None };
+        let (Some(meta), Some(first), Some(last)) = (meta, first, last) else { return Ok(empty) };
+        if first > last || meta.len == 0 {
+            return Ok(empty);
+        }
+        let last = last.min(meta.len.saturating_mul(8).saturating_sub(1));
+        let reading = inner.reclaim_gate.read_arc();
+        Ok(Ones {
+            stream: Some(PageStream::new(inner, key, meta.id, first / PAGE_BITS, last / PAGE_BITS)),
+            current: None,
+            next_bit: 0,
+            first,
+            last,
+            _reading: Some(reading),
+        })
+    }
+}
+
+impl Iterator for Ones {
+    type Item = Result<u64>;
+
+    fn next(&mut self) -> Option<Result<u64>> {
+        loop {
+            if let Some((page, p)) = &self.current {
+                let hi = if *page == self.last / PAGE_BITS { self.last % PAGE_BITS + 1 } else { PAGE_BITS };
+                // hi <= PAGE_BITS fits in u32.
+                if let Some(b) = p.find(true, self.next_bit, hi as u32) {
+                    self.next_bit = b + 1;
+                    return Some(Ok(page * PAGE_BITS + u64::from(b)));
+                }
+                self.current = None;
+            }
+            match self.stream.as_mut()?.next_page() {
+                Ok(Some((page, p))) => {
+                    self.next_bit = if page == self.first / PAGE_BITS { (self.first % PAGE_BITS) as u32 } else { 0 };
+                    self.current = Some((page, p));
+                }
+                Ok(None) => {
+                    self.stream = None;
+                    return None;
+                }
+                Err(e) => {
+                    self.stream = None;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}

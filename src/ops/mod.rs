@@ -1,0 +1,15 @@
+//! Bitmap operations with Redis semantics, as methods of [`crate::Db`].
+
+pub(crate) mod bitop;
+pub(crate) mod bits;
+pub(crate) mod count;
+pub(crate) mod iter;
+pub(crate) mod range;
+pub(crate) mod stream;
+pub(crate) mod value;
+pub(crate) mod verify;
+
+pub use bitop::BitOp;
+pub use iter::Ones;
+pub use range::{Span, Unit};
+pub use verify::{Problem, VerifyReport};

@@ -1,0 +1,132 @@
+//! Whole values and keys: GET, SET, STRLEN, DEL, EXISTS, KEYS.
+
+use std::collections::BTreeMap;
+
+use crate::db::Db;
+use crate::error::{Error, Result};
+use crate::geometry::{PAGE_BITS, PAGE_BYTES};
+use crate::glob::glob_match;
+use crate::key;
+use crate::meta::{Kind, Meta};
+use crate::ops::stream::PageStream;
+use crate::page::Page;
+
+impl Db {
+    /// The bytes of string `key` (Redis GET), or `None` if it is missing.
+    ///
+    /// Bytes are Redis's: bit offset 0 is the most significant bit of the
+    /// first byte, and absent pages read as zero bytes.
+    ///
+    /// Cost: builds the whole value in memory; reads only stored pages.
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] if the value is longer than
+    /// [`crate::Config::max_value_bytes`]; [`Error::WrongType`];
+    /// [`Error::Corrupted`].
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let inner = &self.inner;
+        let Some(meta) = inner.string_meta(key)? else { return Ok(None) };
+        if meta.len > inner.config.max_value_bytes {
+            return Err(Error::TooLarge {
+                key: String::from_utf8_lossy(key).into_owned(),
+                len: meta.len,
+                limit: inner.config.max_value_bytes,
+            });
+        }
+        let len = usize::try_from(meta.len).map_err(|_| Error::TooLarge {
+            key: String::from_utf8_lossy(key).into_owned(),
+            len: meta.len,
+            limit: usize::MAX as u64,
+        })?;
+        let mut out = vec![0u8; len];
+        if len == 0 {
+            return Ok(Some(out));
+        }
+        let _reading = inner.reclaim_gate.read();
+        let last_page = (meta.len * 8 - 1) / PAGE_BITS;
+        let mut stream = PageStream::new(inner, key, meta.id, 0, last_page);
+        let page_bytes = PAGE_BYTES as usize;
+        while let Some((page, p)) = stream.next_page()? {
+            // page <= last_page, so page * PAGE_BYTES < len fits in usize.
+            let start = page as usize * page_bytes;
+            let end = (start + page_bytes).min(len);
+            p.write_bytes(&mut out[start..end]);
+        }
+        Ok(Some(out))
+    }
+
+    /// Replaces `key` with the string `value` (Redis SET without options).
+    /// The key's expiry, if any, is removed.
+    ///
+    /// Cost: builds one page per 4 KiB of `value` (all-zero pages are not
+    /// stored); the key switches to the new value atomically.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`] after an earlier store failure.
+    pub fn set(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let build = self.inner.begin_build()?;
+        let mut ones = 0u64;
+        for (i, chunk) in value.chunks(PAGE_BYTES as usize).enumerate() {
+            let page = Page::from_bytes(chunk);
+            ones += u64::from(page.count_ones());
+            build.put(i as u64, page)?;
+        }
+        let meta = Meta { kind: Kind::String, id: build.id, len: value.len() as u64, ones, expire_at_ms: 0 };
+        build.publish(key, Some(meta))
+    }
+
+    /// The length in bytes of string `key` (Redis STRLEN); 0 if missing.
+    ///
+    /// # Errors
+    /// [`Error::WrongType`].
+    pub fn strlen(&self, key: &[u8]) -> Result<u64> {
+        Ok(self.inner.string_meta(key)?.map_or(0, |m| m.len))
+    }
+
+    /// Deletes `key`; returns whether it existed.
+    ///
+    /// Cost: O(1); the pages are deleted in the background after the next
+    /// write-back.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`], [`Error::Corrupted`] metadata.
+    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        let inner = &*self.inner;
+        inner.write(|| {
+            let mut g = inner.metas.lock(key);
+            inner.replace_locked(&mut g, key, None)
+        })
+    }
+
+    /// Whether `key` exists.
+    ///
+    /// # Errors
+    /// [`Error::Corrupted`] metadata.
+    pub fn exists(&self, key: &[u8]) -> Result<bool> {
+        Ok(self.inner.meta(key)?.is_some())
+    }
+
+    /// Every key matching the Redis glob `pattern` (`*`, `?`, `[a-z]`,
+    /// `[^x]`, `\` escapes), in byte order.
+    ///
+    /// Cost: scans the keys sharing the pattern's literal prefix.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] if the scan fails.
+    pub fn keys(&self, pattern: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let literal = pattern.iter().position(|c| b"*?[\\".contains(c)).unwrap_or(pattern.len());
+        let prefix = key::meta_key(&pattern[..literal]);
+        let mut found: BTreeMap<Vec<u8>, bool> = BTreeMap::new();
+        // Dirty state first: it is newer than the store for the keys it names.
+        for m in self.inner.metas.dirty_snapshot() {
+            found.insert(m.name, m.meta.is_some());
+        }
+        for r in self.inner.store.scan_prefix(&prefix) {
+            let (k, _) = r?;
+            if let Some(name) = key::name_of_meta_key(&k) {
+                found.entry(name.to_vec()).or_insert(true);
+            }
+        }
+        Ok(found.into_iter().filter(|(n, live)| *live && glob_match(pattern, n)).map(|(n, _)| n).collect())
+    }
+}

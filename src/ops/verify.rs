@@ -1,0 +1,171 @@
+//! VERIFY: check every stored record.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::db::Db;
+use crate::error::{Error, Result};
+use crate::geometry::PAGE_BITS;
+use crate::key;
+use crate::meta::{self, Meta};
+use crate::page::Page;
+
+/// One problem found by [`Db::verify`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// The key concerned, if the record belongs to one.
+    pub key: Option<Vec<u8>>,
+    /// The page concerned, if the record is a page.
+    pub page: Option<u64>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.key {
+            Some(k) => write!(f, "key {:?}", String::from_utf8_lossy(k))?,
+            None => f.write_str("store")?,
+        }
+        if let Some(p) = self.page {
+            write!(f, " page {p}")?;
+        }
+        write!(f, ": {}", self.reason)
+    }
+}
+
+/// What [`Db::verify`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Keys checked.
+    pub keys: u64,
+    /// Pages checked.
+    pub pages: u64,
+    /// Every problem found; empty when the store is sound.
+    pub problems: Vec<Problem>,
+}
+
+impl VerifyReport {
+    /// Whether no problem was found.
+    #[must_use]
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+struct Tally {
+    name: Vec<u8>,
+    meta: Meta,
+    ones: u64,
+}
+
+impl Db {
+    /// Checks every record in the store: the superblock, each key's metadata
+    /// (checksum, fields), each page (checksum, header, structure), that no
+    /// page holds bits past its key's length, that each key's stored count
+    /// equals the sum over its pages, and that no page is left without a
+    /// key. Writes pending changes back first so the store is complete.
+    ///
+    /// Cost: reads and decodes every record once.
+    ///
+    /// # Errors
+    /// Only if the store cannot be read at all; damage is reported in the
+    /// [`VerifyReport`], not as an error.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let inner = &self.inner;
+        inner.write_back()?;
+        let _reading = inner.reclaim_gate.read();
+        let mut report = VerifyReport::default();
+        let problem = |key: Option<&[u8]>, page: Option<u64>, reason: String| Problem {
+            key: key.map(<[u8]>::to_vec),
+            page,
+            reason,
+        };
+        match inner.store.get(&key::superblock_key())? {
+            Some(b) => {
+                if let Err(e) = meta::check_superblock(&b) {
+                    report.problems.push(problem(None, None, e.to_string()));
+                }
+            }
+            None => report.problems.push(problem(None, None, "superblock missing".into())),
+        }
+        let mut by_id: HashMap<u64, Tally> = HashMap::new();
+        for r in inner.store.scan_prefix(&[key::NS_META]) {
+            let (k, v) = r?;
+            let Some(name) = key::name_of_meta_key(&k) else { continue };
+            report.keys += 1;
+            match Meta::decode(name, &v) {
+                Ok(m) => {
+                    if let Some(other) = by_id.insert(m.id, Tally { name: name.to_vec(), meta: m, ones: 0 }) {
+                        report.problems.push(problem(
+                            Some(name),
+                            None,
+                            format!("shares bitmap id {} with key {:?}", m.id, String::from_utf8_lossy(&other.name)),
+                        ));
+                    }
+                }
+                Err(e) => report.problems.push(problem(Some(name), None, reason_of(e))),
+            }
+        }
+        let reclaimable: HashSet<u64> = inner
+            .store
+            .scan_prefix(&[key::NS_RECLAIM])
+            .filter_map(|r| r.ok().and_then(|(k, _)| key::parse_reclaim_key(&k)))
+            .collect();
+        for r in inner.store.scan_prefix(&[key::NS_PAGE]) {
+            let (k, v) = r?;
+            report.pages += 1;
+            let Some((id, page)) = key::parse_page_key(&k) else {
+                report.problems.push(problem(None, None, format!("malformed page key {k:?}")));
+                continue;
+            };
+            let Some(tally) = by_id.get_mut(&id) else {
+                if !reclaimable.contains(&id) {
+                    report.problems.push(problem(None, Some(page), format!("page of bitmap id {id} that no key uses")));
+                }
+                continue;
+            };
+            match Page::decode(&v) {
+                Ok(p) => {
+                    tally.ones += u64::from(p.count_ones());
+                    let end_bit = tally.meta.len.saturating_mul(8);
+                    let page_start = page.saturating_mul(PAGE_BITS);
+                    let beyond = if end_bit <= page_start {
+                        p.count_ones()
+                    } else if end_bit - page_start < PAGE_BITS {
+                        // Below PAGE_BITS, so it fits in u32.
+                        p.count_range((end_bit - page_start) as u32, PAGE_BITS as u32)
+                    } else {
+                        0
+                    };
+                    if beyond > 0 {
+                        report.problems.push(problem(
+                            Some(&tally.name),
+                            Some(page),
+                            format!("{beyond} bits set past the key's length of {} bytes", tally.meta.len),
+                        ));
+                    }
+                }
+                Err(e) => report.problems.push(problem(Some(&tally.name), Some(page), e.to_string())),
+            }
+        }
+        let mut tallies: Vec<&Tally> = by_id.values().collect();
+        tallies.sort_by(|a, b| a.name.cmp(&b.name));
+        for t in tallies {
+            if t.ones != t.meta.ones {
+                report.problems.push(problem(
+                    Some(&t.name),
+                    None,
+                    format!("metadata counts {} set bits, pages hold {}", t.meta.ones, t.ones),
+                ));
+            }
+        }
+        Ok(report)
+    }
+}
+
+fn reason_of(e: Error) -> String {
+    match e {
+        Error::Corrupted { reason, .. } => reason,
+        other => other.to_string(),
+    }
+}

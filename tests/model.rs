@@ -1,0 +1,218 @@
+//! Invariant: any sequence of bitmap operations, with flushes and a close and
+//! reopen in the middle, gives the same replies and the same final bytes as
+//! the naive Redis model (`bitsled::model::Model`).
+
+use bitsled::model::Model;
+use bitsled::{BitOp, Config, Db, Span, Unit};
+use proptest::prelude::*;
+
+const KEYS: [&[u8]; 3] = [b"a", b"b", b"c"];
+const PAGE_BITS: u64 = 32_768;
+
+#[derive(Clone, Debug)]
+enum Op {
+    SetBit(usize, u64, bool),
+    GetBit(usize, u64),
+    SetBits(usize, Vec<u64>, bool),
+    BitCount(usize, Option<Span>),
+    BitPos(usize, bool, Option<i64>, Option<i64>, Unit),
+    BitOp(BitOp, usize, Vec<usize>),
+    Get(usize),
+    Set(usize, Vec<u8>),
+    Delete(usize),
+    Ones(usize),
+    Flush,
+    Reopen,
+}
+
+/// Offsets clustered at byte, word and page edges of the first few pages.
+fn offset() -> impl Strategy<Value = u64> {
+    let edge = prop_oneof![
+        Just(0u64),
+        Just(1),
+        Just(7),
+        Just(8),
+        Just(63),
+        Just(64),
+        Just(65),
+        Just(4095 * 8),
+        Just(PAGE_BITS - 64),
+        Just(PAGE_BITS - 1),
+    ];
+    prop_oneof![
+        3 => (0u64..4, edge).prop_map(|(p, e)| p * PAGE_BITS + e),
+        2 => (0u64..4, 0u64..PAGE_BITS).prop_map(|(p, e)| p * PAGE_BITS + e),
+        1 => 0u64..200,
+    ]
+}
+
+fn index() -> impl Strategy<Value = i64> {
+    prop_oneof![-20i64..20, -20_000i64..20_000, Just(i64::MIN), Just(i64::MAX)]
+}
+
+fn unit() -> impl Strategy<Value = Unit> {
+    prop_oneof![Just(Unit::Byte), Just(Unit::Bit)]
+}
+
+fn span() -> impl Strategy<Value = Option<Span>> {
+    prop_oneof![Just(None), (index(), index(), unit()).prop_map(|(s, e, u)| Some(Span { start: s, end: e, unit: u }))]
+}
+
+/// Values forcing each page encoding: runs (EWAH), random bytes (dense),
+/// a few bits (sparse), and empty.
+fn value() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        (0usize..9000, any::<u8>()).prop_map(|(n, b)| vec![b; n]),
+        proptest::collection::vec(any::<u8>(), 0..9000),
+        (0usize..12_000, proptest::collection::vec((0usize..12_000, any::<u8>()), 0..20)).prop_map(|(n, pokes)| {
+            let mut v = vec![0u8; n];
+            for (i, b) in pokes {
+                if i < n {
+                    v[i] = b;
+                }
+            }
+            v
+        }),
+    ]
+}
+
+fn bitop() -> impl Strategy<Value = BitOp> {
+    prop_oneof![
+        Just(BitOp::And),
+        Just(BitOp::Or),
+        Just(BitOp::Xor),
+        Just(BitOp::Not),
+        Just(BitOp::Diff),
+        Just(BitOp::Diff1),
+        Just(BitOp::AndOr),
+        Just(BitOp::One),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let k = 0usize..KEYS.len();
+    prop_oneof![
+        8 => (k.clone(), offset(), any::<bool>()).prop_map(|(k, o, v)| Op::SetBit(k, o, v)),
+        3 => (k.clone(), offset()).prop_map(|(k, o)| Op::GetBit(k, o)),
+        2 => (k.clone(), proptest::collection::vec(offset(), 0..3000), any::<bool>()).prop_map(|(k, o, v)| Op::SetBits(k, o, v)),
+        3 => (k.clone(), span()).prop_map(|(k, s)| Op::BitCount(k, s)),
+        3 => (k.clone(), any::<bool>(), proptest::option::of(index()), proptest::option::of(index()), unit())
+            .prop_map(|(k, b, s, e, u)| Op::BitPos(k, b, s, if s.is_some() { e } else { None }, u)),
+        3 => (bitop(), k.clone(), proptest::collection::vec(0usize..KEYS.len(), 1..4)).prop_map(|(op, d, s)| Op::BitOp(op, d, s)),
+        1 => k.clone().prop_map(Op::Get),
+        2 => (k.clone(), value()).prop_map(|(k, v)| Op::Set(k, v)),
+        1 => k.clone().prop_map(Op::Delete),
+        1 => k.prop_map(Op::Ones),
+        1 => Just(Op::Flush),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+fn open(dir: &std::path::Path) -> Db {
+    // A tiny cache and dirty budget force evictions and write-backs.
+    Config::new(dir).cache_bytes(64 << 10).dirty_bytes(32 << 10).flush_interval(None).open().unwrap()
+}
+
+fn run(ops: &[Op]) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut db = open(dir.path());
+    let mut m = Model::default();
+    for (i, op) in ops.iter().enumerate() {
+        let ctx = format!("step {i}: {op:?}");
+        match op {
+            Op::SetBit(k, o, v) => prop_assert_eq!(db.setbit(KEYS[*k], *o, *v).unwrap(), m.setbit(KEYS[*k], *o, *v), "{}", ctx),
+            Op::GetBit(k, o) => prop_assert_eq!(db.getbit(KEYS[*k], *o).unwrap(), m.getbit(KEYS[*k], *o), "{}", ctx),
+            Op::SetBits(k, offs, v) => {
+                let before: Vec<bool> = offs.iter().map(|&o| m.getbit(KEYS[*k], o)).collect();
+                let mut changed = std::collections::BTreeSet::new();
+                for (&o, b) in offs.iter().zip(before) {
+                    if b != *v {
+                        changed.insert(o);
+                    }
+                    m.setbit(KEYS[*k], o, *v);
+                }
+                if offs.is_empty() {
+                    // No offsets: nothing is created.
+                }
+                prop_assert_eq!(db.set_bits(KEYS[*k], offs, *v).unwrap(), changed.len() as u64, "{}", ctx);
+            }
+            Op::BitCount(k, s) => prop_assert_eq!(db.bitcount(KEYS[*k], *s).unwrap(), m.bitcount(KEYS[*k], *s), "{}", ctx),
+            Op::BitPos(k, b, s, e, u) => {
+                prop_assert_eq!(db.bitpos(KEYS[*k], *b, *s, *e, *u).unwrap(), m.bitpos(KEYS[*k], *b, *s, *e, *u), "{}", ctx)
+            }
+            Op::BitOp(op, d, srcs) => {
+                let names: Vec<&[u8]> = srcs.iter().map(|&s| KEYS[s]).collect();
+                let ok = match op {
+                    BitOp::Not => names.len() == 1,
+                    BitOp::Diff | BitOp::Diff1 | BitOp::AndOr => names.len() >= 2,
+                    _ => true,
+                };
+                let got = db.bitop(*op, KEYS[*d], &names);
+                if ok {
+                    prop_assert_eq!(got.unwrap(), m.bitop(*op, KEYS[*d], &names), "{}", ctx);
+                } else {
+                    prop_assert!(matches!(got, Err(bitsled::Error::InvalidArgument(_))), "{}: {:?}", ctx, got);
+                }
+            }
+            Op::Get(k) => prop_assert_eq!(db.get(KEYS[*k]).unwrap(), m.get(KEYS[*k]), "{}", ctx),
+            Op::Set(k, v) => {
+                db.set(KEYS[*k], v).unwrap();
+                m.set(KEYS[*k], v);
+            }
+            Op::Delete(k) => prop_assert_eq!(db.delete(KEYS[*k]).unwrap(), m.delete(KEYS[*k]), "{}", ctx),
+            Op::Ones(k) => {
+                let got: Vec<u64> = db.ones(KEYS[*k], ..).unwrap().map(Result::unwrap).collect();
+                prop_assert_eq!(got, m.ones(KEYS[*k]), "{}", ctx);
+            }
+            Op::Flush => db.flush().unwrap(),
+            Op::Reopen => {
+                drop(db);
+                db = open(dir.path());
+            }
+        }
+        for k in KEYS {
+            prop_assert_eq!(db.strlen(k).unwrap(), m.strlen(k), "strlen {:?} after {}", k, ctx);
+            prop_assert_eq!(db.exists(k).unwrap(), m.keys.contains_key(k), "exists {:?} after {}", k, ctx);
+        }
+    }
+    for k in KEYS {
+        prop_assert_eq!(db.get(k).unwrap(), m.get(k), "final bytes of {:?}", k);
+        prop_assert_eq!(db.bitcount(k, None).unwrap(), m.bitcount(k, None));
+    }
+    let keys: Vec<Vec<u8>> = m.keys.keys().cloned().collect();
+    prop_assert_eq!(db.keys(b"*").unwrap(), keys);
+    let report = db.verify().unwrap();
+    prop_assert!(report.is_ok(), "verify: {:?}", report);
+    drop(db);
+    let db = open(dir.path());
+    for k in KEYS {
+        prop_assert_eq!(db.get(k).unwrap(), m.get(k), "bytes of {:?} after reopen", k);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn engine_matches_model(ops in proptest::collection::vec(op(), 1..80)) {
+        run(&ops)?;
+    }
+}
+
+/// The BITOP NOT of a missing key is empty; of a short key covers its length
+/// exactly (no bit past the end).
+#[test]
+fn not_is_bounded_by_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    db.setbit(b"x", 5, true).unwrap();
+    assert_eq!(db.bitop(BitOp::Not, b"n", &[b"x"]).unwrap(), 1);
+    assert_eq!(db.get(b"n").unwrap(), Some(vec![0b1111_1011]));
+    assert_eq!(db.bitop(BitOp::Not, b"n", &[b"missing"]).unwrap(), 0);
+    assert!(!db.exists(b"n").unwrap());
+    db.setbit(b"y", PAGE_BITS * 2 + 3, true).unwrap();
+    assert_eq!(db.bitop(BitOp::Not, b"n", &[b"y"]).unwrap(), 8193);
+    assert_eq!(db.bitcount(b"n", None).unwrap(), 8193 * 8 - 1);
+    assert!(db.verify().unwrap().is_ok());
+}
