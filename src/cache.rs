@@ -207,12 +207,8 @@ impl PageCache {
     /// Replaces the page `id` with `page` (`None`: all zero) and marks it dirty.
     pub(crate) fn put(&self, id: PageId, page: Option<Page>) {
         let mut shard = self.shard(id);
-        let slot = shard.entry(id).or_insert_with(|| PageSlot {
-            page: None,
-            dirty: 0,
-            hot: true,
-            bytes: SLOT_OVERHEAD,
-        });
+        let slot =
+            shard.entry(id).or_insert_with(|| PageSlot { page: None, dirty: 0, hot: true, bytes: SLOT_OVERHEAD });
         slot.page = page.filter(|p| !p.is_empty()).map(Arc::new);
         self.mark_dirty(id, slot);
     }

@@ -108,14 +108,7 @@ mod tests {
 
     #[test]
     fn corrupted_display_names_key_and_page() {
-        let e = Error::Corrupted {
-            key: "k".into(),
-            page: Some(7),
-            reason: "checksum mismatch".into(),
-        };
-        assert_eq!(
-            e.to_string(),
-            "corrupted data in key \"k\" page 7: checksum mismatch"
-        );
+        let e = Error::Corrupted { key: "k".into(), page: Some(7), reason: "checksum mismatch".into() };
+        assert_eq!(e.to_string(), "corrupted data in key \"k\" page 7: checksum mismatch");
     }
 }

@@ -40,4 +40,8 @@ pub use db::{
     DEFAULT_STORE_CACHE_BYTES,
 };
 pub use error::{Error, Result};
-pub use ops::{BitOp, Ones, Problem, Span, Unit, VerifyReport};
+pub use ops::{BitOp, KeyStats, Ones, Problem, Span, Unit, VerifyReport};
+
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -98,9 +98,7 @@ impl Meta {
         let stored = read_u32(b, CRC);
         let computed = crc32fast::hash(&b[..CRC]);
         if stored != computed {
-            return Err(bad(format!(
-                "checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"
-            )));
+            return Err(bad(format!("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")));
         }
         if b[VERSION] != FORMAT_VERSION {
             return Err(Error::UnsupportedVersion { found: b[VERSION], supported: FORMAT_VERSION });
@@ -145,11 +143,7 @@ pub(crate) fn encode_superblock() -> Vec<u8> {
 /// Validates a stored superblock against this build.
 pub(crate) fn check_superblock(b: &[u8]) -> Result<()> {
     use super_layout::*;
-    let bad = |reason: String| Error::Corrupted {
-        key: "<superblock>".into(),
-        page: None,
-        reason,
-    };
+    let bad = |reason: String| Error::Corrupted { key: "<superblock>".into(), page: None, reason };
     if b.len() != SIZE || &b[..8] != MAGIC {
         return Err(bad("not a bitsled superblock".into()));
     }
@@ -162,9 +156,7 @@ pub(crate) fn check_superblock(b: &[u8]) -> Result<()> {
     }
     let words = u16::from_le_bytes([b[super_layout::PAGE_WORDS], b[super_layout::PAGE_WORDS + 1]]);
     if usize::from(words) != WORDS_PER_PAGE {
-        return Err(bad(format!(
-            "store uses {words} words per page, this build uses {WORDS_PER_PAGE}"
-        )));
+        return Err(bad(format!("store uses {words} words per page, this build uses {WORDS_PER_PAGE}")));
     }
     Ok(())
 }

@@ -149,12 +149,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = SledStore::open(dir.path(), 1 << 20).unwrap();
         assert!(s.is_empty());
-        s.apply(vec![
-            (vec![2, 1], Some(vec![1])),
-            (vec![2, 0], Some(vec![0])),
-            (vec![3], Some(vec![3])),
-        ])
-        .unwrap();
+        s.apply(vec![(vec![2, 1], Some(vec![1])), (vec![2, 0], Some(vec![0])), (vec![3], Some(vec![3]))]).unwrap();
         let keys: Vec<Vec<u8>> = s.scan(&[2], &[2, 255]).map(|r| r.unwrap().0.to_vec()).collect();
         assert_eq!(keys, vec![vec![2, 0], vec![2, 1]]);
         s.apply(vec![(vec![3], None)]).unwrap();

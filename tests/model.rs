@@ -120,7 +120,9 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
     for (i, op) in ops.iter().enumerate() {
         let ctx = format!("step {i}: {op:?}");
         match op {
-            Op::SetBit(k, o, v) => prop_assert_eq!(db.setbit(KEYS[*k], *o, *v).unwrap(), m.setbit(KEYS[*k], *o, *v), "{}", ctx),
+            Op::SetBit(k, o, v) => {
+                prop_assert_eq!(db.setbit(KEYS[*k], *o, *v).unwrap(), m.setbit(KEYS[*k], *o, *v), "{}", ctx)
+            }
             Op::GetBit(k, o) => prop_assert_eq!(db.getbit(KEYS[*k], *o).unwrap(), m.getbit(KEYS[*k], *o), "{}", ctx),
             Op::SetBits(k, offs, v) => {
                 let before: Vec<bool> = offs.iter().map(|&o| m.getbit(KEYS[*k], o)).collect();
@@ -136,9 +138,16 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
                 }
                 prop_assert_eq!(db.set_bits(KEYS[*k], offs, *v).unwrap(), changed.len() as u64, "{}", ctx);
             }
-            Op::BitCount(k, s) => prop_assert_eq!(db.bitcount(KEYS[*k], *s).unwrap(), m.bitcount(KEYS[*k], *s), "{}", ctx),
+            Op::BitCount(k, s) => {
+                prop_assert_eq!(db.bitcount(KEYS[*k], *s).unwrap(), m.bitcount(KEYS[*k], *s), "{}", ctx)
+            }
             Op::BitPos(k, b, s, e, u) => {
-                prop_assert_eq!(db.bitpos(KEYS[*k], *b, *s, *e, *u).unwrap(), m.bitpos(KEYS[*k], *b, *s, *e, *u), "{}", ctx)
+                prop_assert_eq!(
+                    db.bitpos(KEYS[*k], *b, *s, *e, *u).unwrap(),
+                    m.bitpos(KEYS[*k], *b, *s, *e, *u),
+                    "{}",
+                    ctx
+                )
             }
             Op::BitOp(op, d, srcs) => {
                 let names: Vec<&[u8]> = srcs.iter().map(|&s| KEYS[s]).collect();

@@ -243,11 +243,7 @@ struct Scratch {
 
 impl Scratch {
     fn new() -> Scratch {
-        Scratch {
-            acc: Box::new([0; PAGE_WORDS]),
-            other: Box::new([0; PAGE_WORDS]),
-            twice: Box::new([0; PAGE_WORDS]),
-        }
+        Scratch { acc: Box::new([0; PAGE_WORDS]), other: Box::new([0; PAGE_WORDS]), twice: Box::new([0; PAGE_WORDS]) }
     }
 }
 

@@ -52,11 +52,7 @@ impl Db {
         let mut total = 0u64;
         while let Some((page, p)) = stream.next_page()? {
             let (lo, hi) = page_bounds(page, first, last);
-            total += u64::from(if lo == 0 && hi as u64 == PAGE_BITS {
-                p.count_ones()
-            } else {
-                p.count_range(lo, hi)
-            });
+            total += u64::from(if lo == 0 && hi as u64 == PAGE_BITS { p.count_ones() } else { p.count_range(lo, hi) });
         }
         Ok(total)
     }
@@ -100,7 +96,14 @@ impl Db {
 }
 
 /// The first bit equal to `bit` in `first ..= last` of the bitmap.
-pub(crate) fn find(inner: &Arc<Inner>, key: &[u8], meta: &Meta, bit: bool, first: u64, last: u64) -> Result<Option<u64>> {
+pub(crate) fn find(
+    inner: &Arc<Inner>,
+    key: &[u8],
+    meta: &Meta,
+    bit: bool,
+    first: u64,
+    last: u64,
+) -> Result<Option<u64>> {
     let _reading = inner.reclaim_gate.read();
     let (first_page, last_page) = (first / PAGE_BITS, last / PAGE_BITS);
     let mut stream = PageStream::new(inner, key, meta.id, first_page, last_page);

@@ -3,7 +3,7 @@
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
-use parking_lot::{RawRwLock, lock_api::ArcRwLockReadGuard};
+use parking_lot::{lock_api::ArcRwLockReadGuard, RawRwLock};
 
 use crate::db::Db;
 use crate::error::Result;

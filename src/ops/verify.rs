@@ -111,6 +111,7 @@ impl Db {
             .scan_prefix(&[key::NS_RECLAIM])
             .filter_map(|r| r.ok().and_then(|(k, _)| key::parse_reclaim_key(&k)))
             .collect();
+        let mut unowned: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
         for r in inner.store.scan_prefix(&[key::NS_PAGE]) {
             let (k, v) = r?;
             report.pages += 1;
@@ -120,7 +121,7 @@ impl Db {
             };
             let Some(tally) = by_id.get_mut(&id) else {
                 if !reclaimable.contains(&id) {
-                    report.problems.push(problem(None, Some(page), format!("page of bitmap id {id} that no key uses")));
+                    *unowned.entry(id).or_insert(0u64) += 1;
                 }
                 continue;
             };
@@ -147,6 +148,11 @@ impl Db {
                 }
                 Err(e) => report.problems.push(problem(Some(&tally.name), Some(page), e.to_string())),
             }
+        }
+        let damaged_meta = report.problems.iter().any(|p| p.key.is_some());
+        for (id, n) in unowned {
+            let hint = if damaged_meta { " (their key's metadata may be damaged)" } else { "" };
+            report.problems.push(problem(None, None, format!("{n} pages of bitmap id {id} belong to no key{hint}")));
         }
         let mut tallies: Vec<&Tally> = by_id.values().collect();
         tallies.sort_by(|a, b| a.name.cmp(&b.name));

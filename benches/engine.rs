@@ -1,0 +1,134 @@
+//! End-to-end engine benchmarks on a real on-disk store, each beside a peer
+//! measured in the same run: a plain in-memory `Vec<u64>` loop (the memory
+//! bandwidth limit) for BITOP and BITCOUNT.
+//!
+//! `cargo bench --bench engine`; set `BITSLED_BENCH_BITS` to change the
+//! bitmap size (default 10^8 bits).
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use bitsled::{BitOp, Config, Db, Span};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use rand::{Rng, SeedableRng};
+
+fn bits() -> u64 {
+    std::env::var("BITSLED_BENCH_BITS").ok().and_then(|s| s.parse().ok()).unwrap_or(100_000_000)
+}
+
+/// Random bytes in which each bit is set with probability `density`.
+fn random_bytes(len: usize, density: f64, seed: u64) -> Vec<u8> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    if (density - 0.5).abs() < 1e-9 {
+        let mut v = vec![0u8; len];
+        rng.fill(&mut v[..]);
+        return v;
+    }
+    let mut v = vec![0u8; len];
+    let total = len as u64 * 8;
+    let n = (total as f64 * density) as u64;
+    for _ in 0..n {
+        let o = rng.gen_range(0..total);
+        v[(o / 8) as usize] |= 0x80 >> (o % 8);
+    }
+    v
+}
+
+fn words_of(bytes: &[u8]) -> Vec<u64> {
+    bytes
+        .chunks(8)
+        .map(|c| {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            u64::from_be_bytes(w)
+        })
+        .collect()
+}
+
+fn open(dir: &std::path::Path) -> Db {
+    Config::new(dir).cache_bytes(1 << 30).open().unwrap()
+}
+
+fn setbit(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let n = bits();
+    let mut g = c.benchmark_group("setbit");
+    g.throughput(Throughput::Elements(1));
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    g.bench_function("random", |b| b.iter(|| db.setbit(b"r", rng.gen_range(0..n), true).unwrap()));
+    let mut next = 0u64;
+    g.bench_function("sequential", |b| {
+        b.iter(|| {
+            next = (next + 1) % n;
+            db.setbit(b"s", next, true).unwrap()
+        })
+    });
+    let batch: Vec<u64> = (0..1_000_000).map(|_| rng.gen_range(0..n)).collect();
+    g.throughput(Throughput::Elements(batch.len() as u64));
+    g.sample_size(10);
+    g.bench_function("set_bits_1e6_random", |b| b.iter(|| db.set_bits(b"batch", &batch, true).unwrap()));
+    g.finish();
+}
+
+fn bitcount(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let n = bits();
+    let bytes = random_bytes((n / 8) as usize, 0.5, 7);
+    let words = words_of(&bytes);
+    db.set(b"k", &bytes).unwrap();
+    db.flush().unwrap();
+    let mut g = c.benchmark_group("bitcount");
+    g.throughput(Throughput::Elements(n));
+    g.bench_function("bitsled_whole_key", |b| b.iter(|| db.bitcount(black_box(b"k"), None).unwrap()));
+    g.bench_function("vec_u64_popcount", |b| {
+        b.iter(|| black_box(&words).iter().map(|w| u64::from(w.count_ones())).sum::<u64>())
+    });
+    let mid = (n / 16) as i64;
+    g.bench_function("bitsled_half_range", |b| {
+        b.iter(|| db.bitcount(b"k", Some(Span::bytes(mid / 2, mid + mid / 2))).unwrap())
+    });
+    g.finish();
+}
+
+fn bitop_and(c: &mut Criterion) {
+    let n = bits();
+    let mut g = c.benchmark_group("and7_bitcount");
+    g.sample_size(10).measurement_time(Duration::from_secs(10));
+    g.throughput(Throughput::Elements(7 * n));
+    for density in [0.5, 0.01] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        let days: Vec<Vec<u8>> = (0..7).map(|d| random_bytes((n / 8) as usize, density, 100 + d)).collect();
+        let names: Vec<String> = (0..7).map(|d| format!("checkin:2026010{}", d + 1)).collect();
+        for (name, bytes) in names.iter().zip(&days) {
+            db.set(name.as_bytes(), bytes).unwrap();
+        }
+        db.flush().unwrap();
+        let srcs: Vec<&[u8]> = names.iter().map(|s| s.as_bytes()).collect();
+        g.bench_with_input(BenchmarkId::new("bitsled", density), &density, |b, _| {
+            b.iter(|| {
+                db.bitop(BitOp::And, b"week", &srcs).unwrap();
+                db.bitcount(b"week", None).unwrap()
+            })
+        });
+        let words: Vec<Vec<u64>> = days.iter().map(|d| words_of(d)).collect();
+        let mut out = vec![0u64; words[0].len()];
+        g.bench_with_input(BenchmarkId::new("vec_u64_and_popcount", density), &density, |b, _| {
+            b.iter(|| {
+                let mut ones = 0u64;
+                for (i, o) in out.iter_mut().enumerate() {
+                    let w = words.iter().fold(u64::MAX, |a, d| a & d[i]);
+                    *o = w;
+                    ones += u64::from(w.count_ones());
+                }
+                black_box(ones)
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, setbit, bitcount, bitop_and);
+criterion_main!(benches);

@@ -1,0 +1,208 @@
+//! Test and fuzz support for bitsled's internals.
+//!
+//! **Not a stable API**: hidden from the documentation and used only by the
+//! integration tests, the benchmarks and the fuzz targets, which cannot reach
+//! crate-private types. The `check_*` functions panic with a message naming
+//! the broken invariant; that is what the fuzzers look for.
+
+use crate::geometry::{PAGE_BYTES, PAGE_WORDS};
+use crate::page::check::{self, Words};
+use crate::page::{peek_header, Page};
+
+pub use crate::page::{Encoding, PageError};
+
+/// Decodes arbitrary bytes as a stored page; must never panic.
+///
+/// If the bytes decode, the page must satisfy its invariants, agree with
+/// `peek_header`, and round trip through every encoding. The bytes are then
+/// tried again with their checksum trailer recomputed, so that random input
+/// also reaches the structural validation behind the checksum.
+pub fn check_page_decode(bytes: &[u8]) {
+    check_decode_once(bytes);
+    if bytes.len() >= 8 {
+        let mut sealed = bytes.to_vec();
+        reseal(&mut sealed);
+        check_decode_once(&sealed);
+    }
+}
+
+fn check_decode_once(bytes: &[u8]) {
+    let header = peek_header(bytes);
+    match Page::decode(bytes) {
+        Ok(page) => {
+            let ctx = "decoded page";
+            check::check_invariants(&page, ctx);
+            assert_eq!(header, Ok((page.encoding(), page.count_ones())), "{ctx}: peek_header agrees with decode");
+            assert!(!page.is_empty(), "{ctx}: an empty page never decodes");
+            check::check_codec(&page, ctx);
+        }
+        Err(e) => {
+            assert!(!e.0.is_empty(), "decode errors carry a message");
+        }
+    }
+}
+
+/// Replaces the last four bytes of `bytes` (at least 8 long) by the CRC-32 of
+/// the rest, as the page format's trailer.
+pub fn reseal(bytes: &mut Vec<u8>) {
+    if bytes.len() < 4 {
+        return;
+    }
+    bytes.truncate(bytes.len() - 4);
+    let crc = crc32fast::hash(bytes);
+    bytes.extend_from_slice(&crc.to_le_bytes());
+}
+
+/// Interprets `data` as a recipe for two pages and some probe bits, then
+/// checks every page operation in every representation against a plain
+/// word-array model, including encode/decode round trips.
+///
+/// Recipe: byte 0 selects how each page is built (bits 0-1 for the first,
+/// bits 2-3 for the second: positions, scattered words, word runs or Redis
+/// bytes; bit 4 starts scattered words from a full page). The rest is split in
+/// two halves, one per page; the first 16 bytes of it also give probe bits.
+pub fn check_page_roundtrip(data: &[u8]) {
+    let Some((&select, rest)) = data.split_first() else {
+        return;
+    };
+    let (da, db) = rest.split_at(rest.len() / 2);
+    let full_base = select & 0x10 != 0;
+    let ma = model_from_recipe(select & 3, full_base, da);
+    let mb = model_from_recipe((select >> 2) & 3, full_base, db);
+    let probes: Vec<u32> = rest
+        .chunks_exact(2)
+        .take(8)
+        .map(|c| u32::from(u16::from_le_bytes([c[0], c[1]])) % (crate::geometry::PAGE_BITS as u32 + 1))
+        .collect();
+    check::check_all(&ma, &mb, &probes, &format!("recipe {select:#04x}"));
+}
+
+/// A word chosen by one recipe byte.
+fn word_from(k: u8) -> u64 {
+    let shift = u32::from(k / 6) % 64;
+    match k % 6 {
+        0 => 0,
+        1 => u64::MAX,
+        2 => 1u64 << shift,
+        3 => !(1u64 << shift),
+        4 => u64::from(k).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        _ => 0xAAAA_AAAA_AAAA_AAAA,
+    }
+}
+
+fn model_from_recipe(kind: u8, full_base: bool, data: &[u8]) -> Box<Words> {
+    match kind {
+        0 => {
+            let pos: Vec<u16> = data.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]) & 0x7FFF).collect();
+            check::model_from_positions(&pos)
+        }
+        1 => {
+            let mut m = Box::new([if full_base { u64::MAX } else { 0 }; PAGE_WORDS]);
+            for c in data.chunks_exact(3) {
+                let i = usize::from(u16::from_le_bytes([c[0], c[1]])) % PAGE_WORDS;
+                m[i] = word_from(c[2]);
+            }
+            m
+        }
+        2 => {
+            let mut m = Box::new([0u64; PAGE_WORDS]);
+            let mut i = 0;
+            for c in data.chunks_exact(2) {
+                let end = (i + usize::from(c[0]) + 1).min(PAGE_WORDS);
+                m[i..end].fill(word_from(c[1]));
+                i = end;
+            }
+            m
+        }
+        _ => {
+            let page = Page::from_bytes(data);
+            check::page_words(&page)
+        }
+    }
+}
+
+/// Encodes the page with these bits set (any order; duplicates ignored) in
+/// its smallest encoding.
+///
+/// # Panics
+///
+/// If `positions` is empty (empty pages are never stored) or holds a
+/// position of 32,768 or more.
+pub fn encode_page_from_positions(positions: &[u16]) -> Vec<u8> {
+    let mut pos = positions.to_vec();
+    pos.sort_unstable();
+    pos.dedup();
+    assert!(!pos.is_empty(), "empty pages are never stored");
+    assert!(pos.iter().all(|&p| u64::from(p) < PAGE_BYTES * 8), "positions must be below 32768");
+    Page::from_positions(&pos).encode()
+}
+
+/// Decodes stored page bytes to their set positions.
+pub fn decode_page_positions(bytes: &[u8]) -> Result<Vec<u16>, String> {
+    let page = Page::decode(bytes).map_err(|e| e.0)?;
+    // Positions are below 32,768 and fit in u16.
+    Ok(page.ones_in(0, 32_768).map(|p| p as u16).collect())
+}
+
+/// The encoding name ("dense", "sparse", "ewah") in a stored page's header,
+/// after validating the header and checksum.
+pub fn page_encoding_name(bytes: &[u8]) -> Result<&'static str, String> {
+    peek_header(bytes).map(|(e, _)| e.name()).map_err(|e| e.0)
+}
+
+/// A page for the benchmarks, forced into one in-memory representation.
+#[derive(Clone, Debug)]
+pub struct BenchPage(Page);
+
+impl BenchPage {
+    /// The page with these bits set (any order, duplicates ignored, each
+    /// below 32,768), held in `encoding`.
+    pub fn from_positions(positions: &[u16], encoding: Encoding) -> BenchPage {
+        let mut pos: Vec<u16> = positions.iter().map(|&p| p & 0x7FFF).collect();
+        pos.sort_unstable();
+        pos.dedup();
+        BenchPage(Page::from_positions(&pos).with_encoding(encoding))
+    }
+
+    /// The in-memory representation.
+    pub fn encoding(&self) -> Encoding {
+        self.0.encoding()
+    }
+
+    /// Number of set bits (cached).
+    pub fn count_ones(&self) -> u32 {
+        self.0.count_ones()
+    }
+
+    /// Set bits in `[from, to)`, computed from the representation.
+    pub fn count_range(&self, from: u32, to: u32) -> u32 {
+        self.0.count_range(from, to)
+    }
+
+    /// Stored bytes in the smallest encoding.
+    pub fn encode(&self) -> Vec<u8> {
+        self.0.encode()
+    }
+
+    /// Stored bytes in the given encoding.
+    pub fn encode_as(&self, encoding: Encoding) -> Vec<u8> {
+        self.0.encode_as(encoding)
+    }
+
+    /// Decodes stored bytes.
+    pub fn decode(bytes: &[u8]) -> Result<BenchPage, PageError> {
+        Page::decode(bytes).map(BenchPage)
+    }
+
+    /// `self & other`.
+    #[must_use]
+    pub fn and(&self, other: &BenchPage) -> BenchPage {
+        BenchPage(self.0.and(&other.0))
+    }
+
+    /// `self | other`.
+    #[must_use]
+    pub fn or(&self, other: &BenchPage) -> BenchPage {
+        BenchPage(self.0.or(&other.0))
+    }
+}

@@ -1,0 +1,121 @@
+//! Invariant: a damaged stored page is reported as `Error::Corrupted` naming
+//! the key and page, never a panic; other keys keep working; `verify()`
+//! names the damaged key and page.
+
+use bitsled::{Config, Db, Error};
+
+const PAGE_NS: u8 = 0x02;
+const META_NS: u8 = 0x01;
+
+fn open(dir: &std::path::Path) -> Db {
+    Config::new(dir).flush_interval(None).open().unwrap()
+}
+
+/// Rewrites every stored record of namespace `ns` with `damage` applied, by
+/// opening the store directly while bitsled has it closed.
+fn damage_records(dir: &std::path::Path, ns: u8, damage: impl Fn(&mut Vec<u8>)) -> usize {
+    let store = sled::open(dir).unwrap();
+    let mut n = 0;
+    for r in store.scan_prefix([ns]) {
+        let (k, v) = r.unwrap();
+        let mut v = v.to_vec();
+        damage(&mut v);
+        store.insert(k, v).unwrap();
+        n += 1;
+    }
+    store.flush().unwrap();
+    n
+}
+
+fn setup(dir: &std::path::Path) {
+    let db = open(dir);
+    db.set_bits(b"victim", &[1, 100, 40_000], true).unwrap();
+    db.flush().unwrap();
+}
+
+fn assert_corrupted_page<T: std::fmt::Debug>(r: bitsled::Result<T>, page: u64) {
+    match r {
+        Err(Error::Corrupted { key, page: p, reason }) => {
+            assert_eq!(key, "victim");
+            assert_eq!(p, Some(page));
+            assert!(!reason.is_empty());
+        }
+        other => panic!("expected Corrupted for page {page}, got {other:?}"),
+    }
+}
+
+#[test]
+fn flipped_page_byte_is_reported_with_key_and_page() {
+    for at in [0usize, 1, 2, 5, 9] {
+        let dir = tempfile::tempdir().unwrap();
+        setup(dir.path());
+        {
+            let db = open(dir.path());
+            db.set_bits(b"healthy", &[3, 50_000], true).unwrap();
+            db.flush().unwrap();
+        }
+        // Damage only the victim's pages: they are the first bitmap id.
+        let store = sled::open(dir.path()).unwrap();
+        let victim_pages: Vec<_> = store.scan_prefix([PAGE_NS]).take(2).map(|r| r.unwrap()).collect();
+        for (k, v) in victim_pages {
+            let mut v = v.to_vec();
+            let i = at.min(v.len() - 1);
+            v[i] ^= 0x10;
+            store.insert(k, v).unwrap();
+        }
+        store.flush().unwrap();
+        drop(store);
+
+        let db = open(dir.path());
+        assert_corrupted_page(db.getbit(b"victim", 1), 0);
+        assert_corrupted_page(db.getbit(b"victim", 40_000), 1);
+        assert_corrupted_page(db.bitcount(b"victim", Some(bitsled::Span::bytes(0, 3))), 0);
+        assert_corrupted_page(db.get(b"victim"), 0);
+        assert_corrupted_page(db.bitop(bitsled::BitOp::Or, b"dst", &[b"victim"]), 0);
+        // Whole-key BITCOUNT reads only metadata, which is intact.
+        assert_eq!(db.bitcount(b"victim", None).unwrap(), 3);
+        // The healthy key is unaffected.
+        assert!(db.getbit(b"healthy", 50_000).unwrap());
+        assert_eq!(db.get(b"healthy").unwrap().map(|v| v.len()), Some(6251));
+        let report = db.verify().unwrap();
+        let named: Vec<(Option<Vec<u8>>, Option<u64>)> =
+            report.problems.iter().map(|p| (p.key.clone(), p.page)).collect();
+        assert!(named.contains(&(Some(b"victim".to_vec()), Some(0))), "{report:?}");
+        assert!(named.contains(&(Some(b"victim".to_vec()), Some(1))), "{report:?}");
+        assert!(report.problems.iter().all(|p| p.key.as_deref() == Some(&b"victim"[..])), "{report:?}");
+    }
+}
+
+#[test]
+fn truncated_and_zeroed_pages_are_errors() {
+    for damage in [
+        (|v: &mut Vec<u8>| v.truncate(3)) as fn(&mut Vec<u8>),
+        |v| v.iter_mut().for_each(|b| *b = 0),
+        |v| v.clear(),
+        |v| v.extend_from_slice(&[0; 8]),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        setup(dir.path());
+        assert_eq!(damage_records(dir.path(), PAGE_NS, damage), 2);
+        let db = open(dir.path());
+        assert_corrupted_page(db.getbit(b"victim", 100), 0);
+        assert!(!db.verify().unwrap().is_ok());
+    }
+}
+
+#[test]
+fn damaged_metadata_is_reported_with_key() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    damage_records(dir.path(), META_NS, |v| v[5] ^= 1);
+    let db = open(dir.path());
+    let r = db.getbit(b"victim", 1);
+    assert!(matches!(&r, Err(Error::Corrupted { key, page: None, .. }) if key == "victim"), "{r:?}");
+    let r = db.setbit(b"victim", 1, false);
+    assert!(matches!(r, Err(Error::Corrupted { .. })), "{r:?}");
+    let report = db.verify().unwrap();
+    assert_eq!(report.problems[0].key.as_deref(), Some(&b"victim"[..]), "{report:?}");
+    // Its pages now belong to no readable key: reported once, without a key.
+    assert_eq!(report.problems.len(), 2, "{report:?}");
+    assert_eq!(report.problems[1].key, None, "{report:?}");
+}
