@@ -1,18 +1,19 @@
 //! The database handle, its configuration, the write-back of dirty state and
 //! the reclamation of dead bitmaps.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 
-use crate::cache::{Journal, MetaCache, MetaGuard, PageCache};
+use crate::cache::{Directories, DirtyPage, Journal, JournalEntry, MetaCache, MetaGuard, PageCache};
 use crate::error::{Error, Result};
 use crate::key;
 use crate::meta::{self, Kind, Meta};
+use crate::ops::stream::PageStream;
 use crate::page::Page;
 use crate::store::{SledStore, Store, Write};
 
@@ -148,15 +149,17 @@ pub(crate) struct Inner {
     pub(crate) config: Config,
     pub(crate) pages: PageCache,
     pub(crate) metas: MetaCache,
+    /// Directories of stored pages per bitmap.
+    pub(crate) dirs: Directories,
     journal: Journal,
     /// Held shared by every visible change, exclusively while a write-back
     /// captures the dirty state: a write-back sees whole operations only.
     gate: RwLock<()>,
-    /// Held shared by operations that read many pages of a bitmap; the
-    /// reclaimer deletes pages only when it can take it exclusively.
-    pub(crate) reclaim_gate: Arc<RwLock<()>>,
-    /// Serialises write-backs.
-    flush_lock: Mutex<()>,
+    /// Bitmap ids being read by a page stream, with the number of streams.
+    /// Their pages are neither reclaimed nor discarded meanwhile.
+    pins: Mutex<HashMap<u64, usize>>,
+    /// Serialises write-backs and reclamation.
+    pub(crate) flush_lock: Mutex<()>,
     /// Bitmap ids being built by a running operation (not yet published).
     building: Mutex<HashSet<u64>>,
     /// Set after a failed store write; every later write is refused.
@@ -196,9 +199,11 @@ impl Db {
             store: Box::new(store),
             pages: PageCache::new(cache_bytes),
             metas: MetaCache::new(cache_bytes / 8),
+            // A directory entry costs 8 bytes; allow an eighth of the budget.
+            dirs: Directories::new(cache_bytes / 64),
             journal: Journal::new(),
             gate: RwLock::new(()),
-            reclaim_gate: Arc::new(RwLock::new(())),
+            pins: Mutex::new(HashMap::new()),
             flush_lock: Mutex::new(()),
             building: Mutex::new(HashSet::new()),
             poisoned: Mutex::new(None),
@@ -326,8 +331,13 @@ impl Inner {
     /// Writes every dirty page, key and journal record to the store in one
     /// atomic batch, then reclaims dead bitmaps.
     pub(crate) fn write_back(&self) -> Result<()> {
+        let f = self.flush_lock.lock();
+        self.write_back_locked(&f)
+    }
+
+    /// [`Inner::write_back`] with the write-back lock already held.
+    pub(crate) fn write_back_locked(&self, _flush_lock: &MutexGuard<'_, ()>) -> Result<()> {
         self.check_writable()?;
-        let _f = self.flush_lock.lock();
         let (pages, metas, journal) = {
             let _g = self.gate.write();
             (self.pages.dirty_snapshot(), self.metas.dirty_snapshot(), self.journal.snapshot())
@@ -335,6 +345,7 @@ impl Inner {
         if pages.is_empty() && metas.is_empty() && journal.is_empty() {
             return Ok(());
         }
+        let pages = self.drop_dead_pages(pages, &journal);
         let mut writes: Vec<Write> = Vec::with_capacity(pages.len() + metas.len() + journal.len());
         for p in &pages {
             let k = key::page_key(p.id.0, p.id.1).to_vec();
@@ -347,6 +358,8 @@ impl Inner {
             writes.push((k.clone(), v.clone()));
         }
         self.store.apply(writes).inspect_err(|e| self.poison(e))?;
+        let stored: Vec<(u64, u64, bool)> = pages.iter().map(|p| (p.id.0, p.id.1, p.page.is_some())).collect();
+        self.dirs.apply(&stored);
         self.pages.mark_clean(&pages);
         self.metas.mark_clean(&metas);
         self.journal.mark_clean(&journal);
@@ -355,11 +368,55 @@ impl Inner {
         Ok(())
     }
 
+    /// Removes from a captured write-back the pages of bitmaps that died
+    /// before ever being written (a BITOP result overwritten by the next
+    /// one, a key deleted soon after it was set): their reclaim marker is in
+    /// this same batch, so writing them would only make work for the
+    /// reclaimer. Skipped while a multi-page reader might still read them.
+    fn drop_dead_pages(&self, pages: Vec<DirtyPage>, journal: &[JournalEntry]) -> Vec<DirtyPage> {
+        let building = self.building.lock().clone();
+        let dead: HashSet<u64> = journal
+            .iter()
+            .filter(|(_, _, v)| v.is_some())
+            .filter_map(|(k, _, _)| key::parse_reclaim_key(k))
+            .filter(|id| !building.contains(id))
+            .collect();
+        if dead.is_empty() {
+            return pages;
+        }
+        let pins = self.pins.lock();
+        let dead: HashSet<u64> = dead.into_iter().filter(|id| !pins.contains_key(id)).collect();
+        drop(pins);
+        let (gone, keep): (Vec<DirtyPage>, Vec<DirtyPage>) = pages.into_iter().partition(|p| dead.contains(&p.id.0));
+        let ids: Vec<_> = gone.iter().map(|p| p.id).collect();
+        self.pages.discard(&ids);
+        keep
+    }
+
+    /// Marks `bitmap` as being read: its pages are neither reclaimed nor
+    /// discarded until [`Inner::unpin`]. Pin only an id read from live
+    /// metadata while holding the key's lock, so the id cannot die between
+    /// the read and the pin.
+    pub(crate) fn pin(&self, bitmap: u64) {
+        *self.pins.lock().entry(bitmap).or_insert(0) += 1;
+    }
+
+    /// Ends one [`Inner::pin`].
+    pub(crate) fn unpin(&self, bitmap: u64) {
+        let mut pins = self.pins.lock();
+        if let Some(n) = pins.get_mut(&bitmap) {
+            *n -= 1;
+            if *n == 0 {
+                pins.remove(&bitmap);
+            }
+        }
+    }
+
     /// Deletes the pages of every bitmap id with a reclaim marker in the
     /// store, unless a running operation still builds it or a newer marker
-    /// state waits in the journal. Called with `flush_lock` held.
+    /// state waits in the journal, or a stream reads it. Called with
+    /// `flush_lock` held.
     fn reclaim(&self) -> Result<()> {
-        let Some(_excl) = self.reclaim_gate.try_write() else { return Ok(()) };
         let markers: Vec<u64> = self
             .store
             .scan_prefix(&[key::NS_RECLAIM])
@@ -371,9 +428,13 @@ impl Inner {
         for id in markers {
             // Order matters: publishing removes the journal marker before it
             // leaves `building`.
-            if self.building.lock().contains(&id) || self.journal.contains(&key::reclaim_key(id)) {
+            if self.building.lock().contains(&id)
+                || self.journal.contains(&key::reclaim_key(id))
+                || self.pins.lock().contains_key(&id)
+            {
                 continue;
             }
+            self.dirs.remove(id);
             loop {
                 let (from, to) = key::page_range(id, 0, u64::MAX);
                 let batch: Vec<Write> = self
@@ -418,6 +479,23 @@ impl Inner {
     /// The metadata of a string key, or `WrongType`.
     pub(crate) fn string_meta(&self, name: &[u8]) -> Result<Option<Meta>> {
         check_string(self.meta(name)?)
+    }
+
+    /// The metadata of string key `name` and, when `pages(&meta)` names a
+    /// page range, a stream over it. Both are taken under the key's lock,
+    /// so the stream pins a live bitmap.
+    pub(crate) fn meta_and_stream(
+        self: &Arc<Self>,
+        name: &[u8],
+        pages: impl FnOnce(&Meta) -> Option<(u64, u64)>,
+    ) -> Result<(Option<Meta>, Option<PageStream>)> {
+        let mut g = self.metas.lock(name);
+        let Some(meta) = check_string(self.meta_locked(&mut g, name)?)? else { return Ok((None, None)) };
+        let stream = match pages(&meta) {
+            Some((from, to)) => Some(PageStream::new(self, name, meta.id, from, to)?),
+            None => None,
+        };
+        Ok((Some(meta), stream))
     }
 
     /// Reads and decodes a page from the store.

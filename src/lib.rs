@@ -34,6 +34,8 @@ pub mod model;
 mod ops;
 pub(crate) mod page;
 mod store;
+#[doc(hidden)]
+pub mod testing;
 
 pub use db::{
     Config, Db, DEFAULT_CACHE_BYTES, DEFAULT_DIRTY_BYTES, DEFAULT_FLUSH_INTERVAL, DEFAULT_MAX_VALUE_BYTES,

@@ -16,7 +16,7 @@ enum Op {
     SetBits(usize, Vec<u64>, bool),
     BitCount(usize, Option<Span>),
     BitPos(usize, bool, Option<i64>, Option<i64>, Unit),
-    BitOp(BitOp, usize, Vec<usize>),
+    Bitop(BitOp, usize, Vec<usize>),
     Get(usize),
     Set(usize, Vec<u8>),
     Delete(usize),
@@ -98,7 +98,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (k.clone(), span()).prop_map(|(k, s)| Op::BitCount(k, s)),
         3 => (k.clone(), any::<bool>(), proptest::option::of(index()), proptest::option::of(index()), unit())
             .prop_map(|(k, b, s, e, u)| Op::BitPos(k, b, s, if s.is_some() { e } else { None }, u)),
-        3 => (bitop(), k.clone(), proptest::collection::vec(0usize..KEYS.len(), 1..4)).prop_map(|(op, d, s)| Op::BitOp(op, d, s)),
+        3 => (bitop(), k.clone(), proptest::collection::vec(0usize..KEYS.len(), 1..4)).prop_map(|(op, d, s)| Op::Bitop(op, d, s)),
         1 => k.clone().prop_map(Op::Get),
         2 => (k.clone(), value()).prop_map(|(k, v)| Op::Set(k, v)),
         1 => k.clone().prop_map(Op::Delete),
@@ -149,7 +149,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
                     ctx
                 )
             }
-            Op::BitOp(op, d, srcs) => {
+            Op::Bitop(op, d, srcs) => {
                 let names: Vec<&[u8]> = srcs.iter().map(|&s| KEYS[s]).collect();
                 let ok = match op {
                     BitOp::Not => names.len() == 1,
@@ -201,7 +201,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
     fn engine_matches_model(ops in proptest::collection::vec(op(), 1..80)) {

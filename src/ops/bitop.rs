@@ -87,10 +87,12 @@ impl Db {
         check_arity(op, sources.len())?;
         let inner = &self.inner;
         inner.check_writable()?;
-        let _reading = inner.reclaim_gate.read();
         let mut metas = Vec::with_capacity(sources.len());
-        for s in sources {
-            metas.push(inner.string_meta(s)?);
+        let mut streams: Vec<Option<PageStream>> = Vec::with_capacity(sources.len());
+        for name in sources {
+            let (meta, stream) = inner.meta_and_stream(name, |_| Some((0, u64::MAX)))?;
+            metas.push(meta);
+            streams.push(stream);
         }
         let len = metas.iter().flatten().map(|m| m.len).max().unwrap_or(0);
         let build = inner.begin_build()?;
@@ -99,11 +101,6 @@ impl Db {
             return Ok(0);
         }
         let last_page = (len * 8 - 1) / PAGE_BITS;
-        let mut streams: Vec<Option<PageStream>> = sources
-            .iter()
-            .zip(&metas)
-            .map(|(name, m)| m.map(|m| PageStream::new(inner, name, m.id, 0, last_page)))
-            .collect();
         let mut ones = 0u64;
         let mut scratch = Scratch::new();
         let mut column: Column = vec![None; sources.len()];

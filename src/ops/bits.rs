@@ -73,7 +73,10 @@ impl Db {
     /// [`crate::Error::WrongType`], [`crate::Error::Corrupted`].
     pub fn getbit(&self, key: &[u8], offset: u64) -> Result<bool> {
         let inner = &*self.inner;
-        let Some(meta) = inner.string_meta(key)? else { return Ok(false) };
+        // The key's lock is held while the page is read, so the bitmap
+        // cannot be replaced (and its pages discarded) in between.
+        let mut g = inner.metas.lock(key);
+        let Some(meta) = check_string(inner.meta_locked(&mut g, key)?)? else { return Ok(false) };
         let at = locate(offset);
         Ok(inner.page(key, meta.id, at.page)?.is_some_and(|p| p.get(at.bit)))
     }

@@ -1,12 +1,11 @@
 //! BITCOUNT and BITPOS.
 
-use crate::db::{Db, Inner};
+use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::geometry::PAGE_BITS;
 use crate::meta::Meta;
 use crate::ops::range::{clamp, span_bits, to_bits, total_units, Span, Unit};
 use crate::ops::stream::PageStream;
-use std::sync::Arc;
 
 /// The page-relative bounds `[lo, hi)` of the inclusive bit range
 /// `first ..= last` within page `page`.
@@ -41,14 +40,17 @@ impl Db {
     /// ```
     pub fn bitcount(&self, key: &[u8], span: Option<Span>) -> Result<u64> {
         let inner = &self.inner;
-        let Some(meta) = inner.string_meta(key)? else { return Ok(0) };
-        let Some(span) = span else { return Ok(meta.ones) };
-        let Some((first, last)) = span_bits(span, meta.len) else { return Ok(0) };
-        if first == 0 && last.saturating_add(1) >= meta.len.saturating_mul(8) {
-            return Ok(meta.ones);
-        }
-        let _reading = inner.reclaim_gate.read();
-        let mut stream = PageStream::new(inner, key, meta.id, first / PAGE_BITS, last / PAGE_BITS);
+        // The pages to read, unless the answer is the whole-key count or 0.
+        let partial = |meta: &Meta| {
+            let (first, last) = span_bits(span?, meta.len)?;
+            let whole = first == 0 && last.saturating_add(1) >= meta.len.saturating_mul(8);
+            (!whole).then_some((first, last))
+        };
+        let (meta, stream) = inner.meta_and_stream(key, |m| partial(m).map(|(f, l)| (f / PAGE_BITS, l / PAGE_BITS)))?;
+        let Some(meta) = meta else { return Ok(0) };
+        let (Some((first, last)), Some(mut stream)) = (partial(&meta), stream) else {
+            return Ok(if span.is_some_and(|s| span_bits(s, meta.len).is_none()) { 0 } else { meta.ones });
+        };
         let mut total = 0u64;
         while let Some((page, p)) = stream.next_page()? {
             let (lo, hi) = page_bounds(page, first, last);
@@ -74,18 +76,18 @@ impl Db {
     /// [`Error::WrongType`], [`Error::Corrupted`].
     pub fn bitpos(&self, key: &[u8], bit: bool, start: Option<i64>, end: Option<i64>, unit: Unit) -> Result<i64> {
         let inner = &self.inner;
-        let Some(meta) = inner.string_meta(key)? else { return Ok(if bit { -1 } else { 0 }) };
-        let (range, end_given) = match start {
-            None => (clamp(0, -1, meta.len).map(|(a, b)| to_bits(a, b, Unit::Byte)), false),
+        let end_given = start.is_some() && end.is_some();
+        // The inclusive bit range searched, by Redis's rules.
+        let range = |meta: &Meta| match start {
+            None => clamp(0, -1, meta.len).map(|(a, b)| to_bits(a, b, Unit::Byte)),
             Some(start) => {
-                let end_given = end.is_some();
-                let end = end.unwrap_or(-1);
-                let total = total_units(meta.len, unit);
-                (clamp(start, end, total).map(|(a, b)| to_bits(a, b, unit)), end_given)
+                clamp(start, end.unwrap_or(-1), total_units(meta.len, unit)).map(|(a, b)| to_bits(a, b, unit))
             }
         };
-        let Some((first, last)) = range else { return Ok(-1) };
-        let found = find(inner, key, &meta, bit, first, last)?;
+        let (meta, stream) = inner.meta_and_stream(key, |m| range(m).map(|(f, l)| (f / PAGE_BITS, l / PAGE_BITS)))?;
+        let Some(meta) = meta else { return Ok(if bit { -1 } else { 0 }) };
+        let (Some((first, last)), Some(stream)) = (range(&meta), stream) else { return Ok(-1) };
+        let found = find(stream, bit, first, last)?;
         let pos = match found {
             Some(p) => p,
             None if bit || end_given => return Ok(-1),
@@ -95,18 +97,10 @@ impl Db {
     }
 }
 
-/// The first bit equal to `bit` in `first ..= last` of the bitmap.
-pub(crate) fn find(
-    inner: &Arc<Inner>,
-    key: &[u8],
-    meta: &Meta,
-    bit: bool,
-    first: u64,
-    last: u64,
-) -> Result<Option<u64>> {
-    let _reading = inner.reclaim_gate.read();
+/// The first bit equal to `bit` in `first ..= last` of the bitmap, given a
+/// stream over the pages of that range.
+fn find(mut stream: PageStream, bit: bool, first: u64, last: u64) -> Result<Option<u64>> {
     let (first_page, last_page) = (first / PAGE_BITS, last / PAGE_BITS);
-    let mut stream = PageStream::new(inner, key, meta.id, first_page, last_page);
     // The next page number not yet known to hold no match (used for zeros).
     let mut expected = first_page;
     while let Some((page, p)) = stream.next_page()? {

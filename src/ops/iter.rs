@@ -3,11 +3,10 @@
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
-use parking_lot::{lock_api::ArcRwLockReadGuard, RawRwLock};
-
 use crate::db::Db;
 use crate::error::Result;
 use crate::geometry::PAGE_BITS;
+use crate::meta::Meta;
 use crate::ops::stream::PageStream;
 use crate::page::Page;
 
@@ -19,7 +18,6 @@ pub struct Ones {
     next_bit: u32,
     first: u64,
     last: u64,
-    _reading: Option<ArcRwLockReadGuard<RawRwLock, ()>>,
 }
 
 impl std::fmt::Debug for Ones {
@@ -32,7 +30,9 @@ impl Db {
     /// The offsets of the set bits of `key` within `range`, ascending.
     ///
     /// The iterator reads one page at a time, so it lists bitmaps larger than
-    /// memory. While it lives, pages of deleted keys are not reclaimed.
+    /// memory. It keeps listing the value the key had when it was created,
+    /// even if the key is replaced or deleted meanwhile (that value's pages
+    /// are reclaimed only after the iterator is dropped).
     ///
     /// # Errors
     /// [`crate::Error::WrongType`]; the iterator yields
@@ -60,22 +60,17 @@ impl Db {
             Bound::Excluded(&e) => e.checked_sub(1),
             Bound::Unbounded => Some(u64::MAX),
         };
-        let meta = inner.string_meta(key)?;
-        let empty = Ones { stream: None, current: None, next_bit: 0, first: 0, last: 0, _reading: None };
-        let (Some(meta), Some(first), Some(last)) = (meta, first, last) else { return Ok(empty) };
-        if first > last || meta.len == 0 {
-            return Ok(empty);
-        }
-        let last = last.min(meta.len.saturating_mul(8).saturating_sub(1));
-        let reading = inner.reclaim_gate.read_arc();
-        Ok(Ones {
-            stream: Some(PageStream::new(inner, key, meta.id, first / PAGE_BITS, last / PAGE_BITS)),
-            current: None,
-            next_bit: 0,
-            first,
-            last,
-            _reading: Some(reading),
-        })
+        // The inclusive bit range listed, clipped to the key's length.
+        let bounds = |m: &Meta| {
+            let last = last?.min(m.len.checked_mul(8)?.checked_sub(1)?);
+            let first = first?;
+            (first <= last).then_some((first, last))
+        };
+        let (meta, stream) = inner.meta_and_stream(key, |m| bounds(m).map(|(f, l)| (f / PAGE_BITS, l / PAGE_BITS)))?;
+        let (Some((first, last)), Some(stream)) = (meta.as_ref().and_then(bounds), stream) else {
+            return Ok(Ones { stream: None, current: None, next_bit: 0, first: 0, last: 0 });
+        };
+        Ok(Ones { stream: Some(stream), current: None, next_bit: 0, first, last })
     }
 }
 

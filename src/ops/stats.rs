@@ -41,9 +41,11 @@ impl Db {
     /// [`Error::Corrupted`] if a page header does not validate.
     pub fn key_stats(&self, key: &[u8]) -> Result<Option<KeyStats>> {
         let inner = &self.inner;
-        inner.write_back()?;
+        // Holding the write-back lock keeps the store still: no write-back
+        // and no reclamation runs until the scan is done.
+        let f = inner.flush_lock.lock();
+        inner.write_back_locked(&f)?;
         let Some(meta) = inner.string_meta(key)? else { return Ok(None) };
-        let _reading = inner.reclaim_gate.read();
         let mut st = KeyStats { len: meta.len, ones: meta.ones, ..KeyStats::default() };
         if let Some(v) = inner.store.get(&key::meta_key(key))? {
             st.stored_bytes += (key::meta_key(key).len() + v.len()) as u64;

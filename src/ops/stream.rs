@@ -16,7 +16,7 @@ pub(crate) struct PageStream {
     inner: Arc<Inner>,
     name: Vec<u8>,
     bitmap: u64,
-    scan: Peekable<Scan>,
+    stored: Stored,
     dirty: Vec<u64>,
     next_dirty: usize,
     /// A candidate taken from the merge but not fetched yet.
@@ -24,18 +24,42 @@ pub(crate) struct PageStream {
 }
 
 impl PageStream {
-    /// Pages `from ..= to` of bitmap `bitmap`, owned by key `name`.
-    pub(crate) fn new(inner: &Arc<Inner>, name: &[u8], bitmap: u64, from: u64, to: u64) -> PageStream {
-        let (lo, hi) = key::page_range(bitmap, from, to);
-        PageStream {
+    /// Pages `from ..= to` of bitmap `bitmap`, owned by key `name`. The
+    /// caller must hold the key's lock (so `bitmap` is live); the stream pins
+    /// the bitmap, so it stays readable after the lock is released.
+    ///
+    /// Uses the bitmap's cached directory of stored pages; a stream from page
+    /// 0 builds that directory if it is missing, other streams scan the store.
+    pub(crate) fn new(inner: &Arc<Inner>, name: &[u8], bitmap: u64, from: u64, to: u64) -> Result<PageStream> {
+        // The dirty pages first: a page leaves the dirty index only after a
+        // write-back has added it to the store and to the directories.
+        let dirty = inner.pages.dirty_pages_of(bitmap, from, to);
+        let dir = match inner.dirs.get(bitmap) {
+            Some(d) => Some(d),
+            None if from == 0 => Some(build_directory(inner, bitmap)?),
+            None => None,
+        };
+        let stored = match dir {
+            Some(pages) => {
+                let next = pages.partition_point(|&p| p < from);
+                let end = pages.partition_point(|&p| p <= to);
+                Stored::Directory { pages, next, end }
+            }
+            None => {
+                let (lo, hi) = key::page_range(bitmap, from, to);
+                Stored::Scan(inner.store.scan(&lo, &hi).peekable())
+            }
+        };
+        inner.pin(bitmap);
+        Ok(PageStream {
             inner: Arc::clone(inner),
             name: name.to_vec(),
             bitmap,
-            scan: inner.store.scan(&lo, &hi).peekable(),
-            dirty: inner.pages.dirty_pages_of(bitmap, from, to),
+            stored,
+            dirty,
             next_dirty: 0,
             head: None,
-        }
+        })
     }
 
     /// The page number of the next candidate page, without reading it.
@@ -88,18 +112,9 @@ impl PageStream {
         Ok(None)
     }
 
-    /// The next candidate from the merge of the store scan and the dirty list.
+    /// The next candidate from the merge of the stored pages and the dirty list.
     fn pull(&mut self) -> Result<Option<(u64, Option<Bytes>)>> {
-        let stored = match self.scan.peek() {
-            Some(Ok((k, _))) => key::parse_page_key(k).map(|(_, p)| p),
-            Some(Err(_)) => {
-                return match self.scan.next() {
-                    Some(Err(e)) => Err(e),
-                    _ => Ok(None),
-                }
-            }
-            None => None,
-        };
+        let stored = self.stored.peek()?;
         let dirty = self.dirty.get(self.next_dirty).copied();
         let page = match (stored, dirty) {
             (None, None) => return Ok(None),
@@ -110,12 +125,68 @@ impl PageStream {
         if dirty == Some(page) {
             self.next_dirty += 1;
         }
-        let mut bytes = None;
-        if stored == Some(page) {
-            if let Some(Ok((_, v))) = self.scan.next() {
-                bytes = Some(v);
-            }
-        }
+        let bytes = if stored == Some(page) { self.stored.advance() } else { None };
         Ok(Some((page, bytes)))
     }
+}
+
+impl Drop for PageStream {
+    fn drop(&mut self) {
+        self.inner.unpin(self.bitmap);
+    }
+}
+
+/// Where a stream learns which pages are stored.
+enum Stored {
+    /// A cached directory; `next .. end` are the pages still to visit.
+    Directory { pages: Arc<Vec<u64>>, next: usize, end: usize },
+    /// A range scan of the store (which also yields the encoded pages).
+    Scan(Peekable<Scan>),
+}
+
+impl Stored {
+    fn peek(&mut self) -> Result<Option<u64>> {
+        match self {
+            Stored::Directory { pages, next, end } => Ok((*next < *end).then(|| pages[*next])),
+            Stored::Scan(scan) => match scan.peek() {
+                Some(Ok((k, _))) => Ok(key::parse_page_key(k).map(|(_, p)| p)),
+                Some(Err(_)) => match scan.next() {
+                    Some(Err(e)) => Err(e),
+                    _ => Ok(None),
+                },
+                None => Ok(None),
+            },
+        }
+    }
+
+    /// Moves past the current stored page; returns its bytes if at hand.
+    fn advance(&mut self) -> Option<Bytes> {
+        match self {
+            Stored::Directory { next, .. } => {
+                *next += 1;
+                None
+            }
+            Stored::Scan(scan) => match scan.next() {
+                Some(Ok((_, v))) => Some(v),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// Scans the store for the pages of `bitmap` and caches the directory
+/// (unless a write-back ran meanwhile; the result is correct either way).
+fn build_directory(inner: &Inner, bitmap: u64) -> Result<Arc<Vec<u64>>> {
+    let version = inner.dirs.version();
+    let (lo, hi) = key::page_range(bitmap, 0, u64::MAX);
+    let mut pages = Vec::new();
+    for r in inner.store.scan(&lo, &hi) {
+        let (k, _) = r?;
+        if let Some((_, p)) = key::parse_page_key(&k) {
+            pages.push(p);
+        }
+    }
+    let pages = Arc::new(pages);
+    inner.dirs.insert(bitmap, Arc::clone(&pages), version);
+    Ok(pages)
 }

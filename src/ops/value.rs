@@ -8,7 +8,6 @@ use crate::geometry::{PAGE_BITS, PAGE_BYTES};
 use crate::glob::glob_match;
 use crate::key;
 use crate::meta::{Kind, Meta};
-use crate::ops::stream::PageStream;
 use crate::page::Page;
 
 impl Db {
@@ -25,7 +24,10 @@ impl Db {
     /// [`Error::Corrupted`].
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let inner = &self.inner;
-        let Some(meta) = inner.string_meta(key)? else { return Ok(None) };
+        let max = inner.config.max_value_bytes;
+        let pages = |m: &Meta| (m.len > 0 && m.len <= max).then(|| (0, (m.len * 8 - 1) / PAGE_BITS));
+        let (meta, stream) = inner.meta_and_stream(key, pages)?;
+        let Some(meta) = meta else { return Ok(None) };
         if meta.len > inner.config.max_value_bytes {
             return Err(Error::TooLarge {
                 key: String::from_utf8_lossy(key).into_owned(),
@@ -39,12 +41,7 @@ impl Db {
             limit: usize::MAX as u64,
         })?;
         let mut out = vec![0u8; len];
-        if len == 0 {
-            return Ok(Some(out));
-        }
-        let _reading = inner.reclaim_gate.read();
-        let last_page = (meta.len * 8 - 1) / PAGE_BITS;
-        let mut stream = PageStream::new(inner, key, meta.id, 0, last_page);
+        let Some(mut stream) = stream else { return Ok(Some(out)) };
         let page_bytes = PAGE_BYTES as usize;
         while let Some((page, p)) = stream.next_page()? {
             // page <= last_page, so page * PAGE_BYTES < len fits in usize.

@@ -72,8 +72,9 @@ impl Db {
     /// [`VerifyReport`], not as an error.
     pub fn verify(&self) -> Result<VerifyReport> {
         let inner = &self.inner;
-        inner.write_back()?;
-        let _reading = inner.reclaim_gate.read();
+        // Holding the write-back lock keeps the store still while it is read.
+        let f = inner.flush_lock.lock();
+        inner.write_back_locked(&f)?;
         let mut report = VerifyReport::default();
         let problem = |key: Option<&[u8]>, page: Option<u64>, reason: String| Problem {
             key: key.map(<[u8]>::to_vec),

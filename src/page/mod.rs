@@ -1,0 +1,711 @@
+//! Page codecs: one page of `PAGE_WORDS` 64-bit words in one of three
+//! representations (dense, sparse position list, EWAH), its on-disk encoding
+//! and the bit operations the engine needs.
+//!
+//! # Representations
+//!
+//! * [`Encoding::Dense`]: the 512 words, boxed.
+//! * [`Encoding::Sparse`]: the strictly increasing list of set positions.
+//! * [`Encoding::Ewah`]: an EWAH stream (see [`ewah`]).
+//!
+//! Every page caches its popcount. Pages built from computed data
+//! ([`Page::from_words`], the results of [`Page::and`], [`Page::or`], ...) take
+//! the representation whose *encoded* size is smallest, the same rule
+//! [`Page::encode`] uses. Pages mutated bit by bit ([`Page::set`]) move between
+//! sparse and dense with hysteresis ([`SPARSE_MAX`], [`SPARSE_BACK`]) so a page
+//! hovering around the threshold does not convert on every write.
+//!
+//! # On-disk format, version 1
+//!
+//! All integers little-endian:
+//!
+//! ```text
+//! offset 0      u8   format version = 1 (PAGE_FORMAT_VERSION)
+//! offset 1      u8   encoding: 0 = dense, 1 = sparse, 2 = ewah
+//! offset 2..4   u16  popcount, 1..=32768 (empty pages are never stored)
+//! offset 4..n-4      body
+//! offset n-4..n u32  crc32 of bytes 0..n-4
+//! ```
+//!
+//! * Dense body: 512 `u64` words (4,096 bytes).
+//! * Sparse body: popcount `u16` positions, strictly increasing, each below
+//!   32,768.
+//! * EWAH body: `u64` words, see [`ewah`].
+//!
+//! Callers never store an empty page: its encoding (popcount 0) is rejected by
+//! [`Page::decode`]. An empty page is represented by the absence of a record.
+
+pub(crate) mod check;
+mod codec;
+mod dense;
+mod ewah;
+mod sparse;
+#[cfg(test)]
+mod tests;
+
+use crate::geometry::{word_mask, PAGE_BITS, PAGE_WORDS};
+
+pub(crate) use codec::encoded_len;
+
+/// Bits per page as a `u32` (32,768).
+// PAGE_BITS is 32,768, which fits in u32.
+const BITS: u32 = PAGE_BITS as u32;
+
+/// A sparse page whose position list grows above this converts to dense on
+/// [`Page::set`].
+pub(crate) const SPARSE_MAX: u32 = 2048;
+
+/// A dense page whose popcount drops below this through [`Page::set`] (or
+/// [`Page::truncate`]) converts to sparse.
+pub(crate) const SPARSE_BACK: u32 = 1024;
+
+/// Which representation a page uses, in memory or on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    /// 512 literal words.
+    Dense,
+    /// Sorted list of set positions.
+    Sparse,
+    /// EWAH run-length words.
+    Ewah,
+}
+
+impl Encoding {
+    /// All encodings, in the order ties are broken when choosing the smallest.
+    pub(crate) const ALL: [Encoding; 3] = [Encoding::Sparse, Encoding::Ewah, Encoding::Dense];
+
+    /// Lower-case name, as used in file names and benchmark ids.
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Encoding::Dense => "dense",
+            Encoding::Sparse => "sparse",
+            Encoding::Ewah => "ewah",
+        }
+    }
+}
+
+/// Why a stored page did not decode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageError(pub String);
+
+impl std::fmt::Display for PageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// In-memory representation of a page.
+#[derive(Clone, Debug)]
+enum Repr {
+    /// All 512 words.
+    Dense(Box<[u64; PAGE_WORDS]>),
+    /// Strictly increasing set positions, each below 32,768.
+    Sparse(Vec<u16>),
+    /// A valid EWAH stream covering exactly 512 words (see [`ewah`]).
+    Ewah(Vec<u64>),
+}
+
+/// One page of a bitmap.
+///
+/// Equality compares bits, whatever the representations.
+#[derive(Clone, Debug)]
+pub(crate) struct Page {
+    repr: Repr,
+    /// Cached popcount, always equal to the number of set bits in `repr`.
+    ones: u32,
+}
+
+impl PartialEq for Page {
+    fn eq(&self, other: &Page) -> bool {
+        if self.ones != other.ones {
+            return false;
+        }
+        match (&self.repr, &other.repr) {
+            (Repr::Dense(a), Repr::Dense(b)) => a == b,
+            (Repr::Sparse(a), Repr::Sparse(b)) => a == b,
+            (Repr::Ewah(a), Repr::Ewah(b)) if a == b => true,
+            _ => {
+                let mut a = [0u64; PAGE_WORDS];
+                let mut b = [0u64; PAGE_WORDS];
+                self.to_words(&mut a);
+                other.to_words(&mut b);
+                a == b
+            }
+        }
+    }
+}
+
+impl Eq for Page {}
+
+/// The encoding with the smallest encoded size for a page with `ones` set bits
+/// whose canonical EWAH stream has `ewah_words` words. Ties prefer sparse,
+/// then EWAH, then dense.
+fn smallest(ones: u32, ewah_words: usize) -> Encoding {
+    let sparse = encoded_len(Encoding::Sparse, ones as usize);
+    let ewah = encoded_len(Encoding::Ewah, ewah_words);
+    let dense = encoded_len(Encoding::Dense, PAGE_WORDS);
+    if sparse <= ewah && sparse <= dense {
+        Encoding::Sparse
+    } else if ewah <= dense {
+        Encoding::Ewah
+    } else {
+        Encoding::Dense
+    }
+}
+
+impl Page {
+    /// The empty page.
+    pub(crate) fn zeros() -> Page {
+        Page { repr: Repr::Sparse(Vec::new()), ones: 0 }
+    }
+
+    /// The page with every bit set (one EWAH marker).
+    pub(crate) fn full() -> Page {
+        Page { repr: Repr::Ewah(vec![ewah::marker(true, PAGE_WORDS, 0)]), ones: BITS }
+    }
+
+    /// A page with these words, in its smallest representation.
+    pub(crate) fn from_words(words: &[u64; PAGE_WORDS]) -> Page {
+        let ones = dense::popcount(words);
+        Page::compact_words(words, ones)
+    }
+
+    /// A page with these bits set. `positions` must be strictly increasing
+    /// and below 32,768. Takes the smallest representation.
+    pub(crate) fn from_positions(positions: &[u16]) -> Page {
+        debug_assert!(sparse::is_valid(positions), "positions must be strictly increasing and below 32768");
+        let sparse = Page {
+            // Below 32,768 positions, checked by the caller's contract; the
+            // length of a strictly increasing list below 32,768 is at most 32,768.
+            ones: positions.len() as u32,
+            repr: Repr::Sparse(positions.to_vec()),
+        };
+        sparse.compacted()
+    }
+
+    /// A page from its Redis bytes: at most 4,096 are used, fewer are padded
+    /// with zeros.
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Page {
+        let mut words = [0u64; PAGE_WORDS];
+        let bytes = &bytes[..bytes.len().min(PAGE_WORDS * 8)];
+        for (word, chunk) in words.iter_mut().zip(bytes.chunks(8)) {
+            let mut be = [0u8; 8];
+            be[..chunk.len()].copy_from_slice(chunk);
+            *word = u64::from_be_bytes(be);
+        }
+        Page::from_words(&words)
+    }
+
+    /// Writes the first `out.len()` (at most 4,096) Redis bytes of the page
+    /// into `out`, zeros included.
+    pub(crate) fn write_bytes(&self, out: &mut [u8]) {
+        debug_assert!(out.len() <= PAGE_WORDS * 8, "a page has 4096 bytes");
+        let len = out.len().min(PAGE_WORDS * 8);
+        let out = &mut out[..len];
+        match &self.repr {
+            Repr::Dense(words) => dense::write_bytes(&words[..], out),
+            Repr::Sparse(pos) => {
+                out.fill(0);
+                for &p in pos {
+                    let byte = usize::from(p / 8);
+                    match out.get_mut(byte) {
+                        Some(b) => *b |= 0x80 >> (p % 8),
+                        None => break,
+                    }
+                }
+            }
+            Repr::Ewah(stream) => {
+                for seg in ewah::Segments::new(stream) {
+                    let start = seg.start() * 8;
+                    if start >= out.len() {
+                        break;
+                    }
+                    match seg {
+                        ewah::Segment::Run { len, ones, .. } => {
+                            let end = (start + len * 8).min(out.len());
+                            out[start..end].fill(if ones { 0xFF } else { 0 });
+                        }
+                        ewah::Segment::Lits { words, .. } => {
+                            let end = (start + words.len() * 8).min(out.len());
+                            dense::write_bytes(words, &mut out[start..end]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether page-relative bit `bit` (below 32,768) is set.
+    pub(crate) fn get(&self, bit: u32) -> bool {
+        debug_assert!(bit < BITS, "bit {bit} outside the page");
+        match &self.repr {
+            Repr::Dense(words) => {
+                let (w, m) = word_mask(bit);
+                words[w] & m != 0
+            }
+            Repr::Sparse(pos) => u16::try_from(bit).is_ok_and(|b| pos.binary_search(&b).is_ok()),
+            Repr::Ewah(stream) => ewah::get(stream, bit),
+        }
+    }
+
+    /// Sets bit `bit` (below 32,768) to `value` and returns its old value.
+    pub(crate) fn set(&mut self, bit: u32, value: bool) -> bool {
+        debug_assert!(bit < BITS, "bit {bit} outside the page");
+        if let Repr::Ewah(_) = self.repr {
+            self.repr = if self.ones <= SPARSE_MAX {
+                Repr::Sparse(self.positions())
+            } else {
+                let mut words = Box::new([0u64; PAGE_WORDS]);
+                self.to_words(&mut words);
+                Repr::Dense(words)
+            };
+        }
+        match &mut self.repr {
+            Repr::Dense(words) => {
+                let (w, m) = word_mask(bit);
+                let old = words[w] & m != 0;
+                if old == value {
+                    return old;
+                }
+                words[w] ^= m;
+                if value {
+                    self.ones += 1;
+                } else {
+                    self.ones -= 1;
+                    if self.ones < SPARSE_BACK {
+                        self.repr = Repr::Sparse(dense::positions(words, self.ones));
+                    }
+                }
+                old
+            }
+            Repr::Sparse(pos) => {
+                // `bit` is below 32,768 by contract; an out-of-range bit is
+                // treated as unset and left alone.
+                let Ok(b) = u16::try_from(bit) else {
+                    return false;
+                };
+                match (pos.binary_search(&b), value) {
+                    (Ok(_), true) => true,
+                    (Err(_), false) => false,
+                    (Ok(i), false) => {
+                        pos.remove(i);
+                        self.ones -= 1;
+                        true
+                    }
+                    (Err(i), true) => {
+                        pos.insert(i, b);
+                        self.ones += 1;
+                        if self.ones > SPARSE_MAX {
+                            let words = Box::new(sparse::to_words(pos));
+                            self.repr = Repr::Dense(words);
+                        }
+                        false
+                    }
+                }
+            }
+            Repr::Ewah(_) => unreachable!("converted above"),
+        }
+    }
+
+    /// Number of set bits.
+    pub(crate) fn count_ones(&self) -> u32 {
+        self.ones
+    }
+
+    /// Whether no bit is set.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ones == 0
+    }
+
+    /// Whether every bit is set.
+    pub(crate) fn is_full(&self) -> bool {
+        self.ones == BITS
+    }
+
+    /// Number of set bits in `[from, to)`; `to` is at most 32,768.
+    pub(crate) fn count_range(&self, from: u32, to: u32) -> u32 {
+        let to = to.min(BITS);
+        if from >= to {
+            return 0;
+        }
+        if from == 0 && to == BITS {
+            return self.ones;
+        }
+        match &self.repr {
+            Repr::Dense(words) => dense::count_range(words, from, to),
+            Repr::Sparse(pos) => sparse::count_range(pos, from, to),
+            Repr::Ewah(stream) => ewah::count_range(stream, from, to),
+        }
+    }
+
+    /// The first bit `p` in `[from, to)` with `get(p) == value`.
+    pub(crate) fn find(&self, value: bool, from: u32, to: u32) -> Option<u32> {
+        let to = to.min(BITS);
+        if from >= to {
+            return None;
+        }
+        if (value && self.ones == 0) || (!value && self.ones == BITS) {
+            return None;
+        }
+        match &self.repr {
+            Repr::Dense(words) => dense::find(words, value, from, to),
+            Repr::Sparse(pos) => sparse::find(pos, value, from, to),
+            Repr::Ewah(stream) => ewah::find(stream, value, from, to),
+        }
+    }
+
+    /// The set bits in `[from, to)`, ascending.
+    pub(crate) fn ones_in(&self, from: u32, to: u32) -> Box<dyn Iterator<Item = u32> + '_> {
+        let to = to.min(BITS);
+        if from >= to || self.ones == 0 {
+            return Box::new(std::iter::empty());
+        }
+        match &self.repr {
+            Repr::Dense(words) => Box::new(dense::ones_in(&words[..], 0, from, to)),
+            Repr::Sparse(pos) => {
+                let lo = sparse::rank(pos, from);
+                let hi = sparse::rank(pos, to);
+                Box::new(pos[lo..hi].iter().map(|&p| u32::from(p)))
+            }
+            Repr::Ewah(stream) => Box::new(ewah::ones_in(stream, from, to)),
+        }
+    }
+
+    /// Writes all 512 words of the page into `out`.
+    pub(crate) fn to_words(&self, out: &mut [u64; PAGE_WORDS]) {
+        match &self.repr {
+            Repr::Dense(words) => out.copy_from_slice(&words[..]),
+            Repr::Sparse(pos) => {
+                out.fill(0);
+                sparse::or_into(pos, out);
+            }
+            Repr::Ewah(stream) => ewah::to_words(stream, out),
+        }
+    }
+
+    /// `acc &= self`.
+    pub(crate) fn and_into(&self, acc: &mut [u64; PAGE_WORDS]) {
+        match &self.repr {
+            Repr::Dense(words) => acc.iter_mut().zip(words.iter()).for_each(|(a, w)| *a &= w),
+            Repr::Sparse(pos) => sparse::and_into(pos, acc),
+            Repr::Ewah(stream) => ewah::and_into(stream, acc),
+        }
+    }
+
+    /// `acc |= self`.
+    pub(crate) fn or_into(&self, acc: &mut [u64; PAGE_WORDS]) {
+        match &self.repr {
+            Repr::Dense(words) => acc.iter_mut().zip(words.iter()).for_each(|(a, w)| *a |= w),
+            Repr::Sparse(pos) => sparse::or_into(pos, acc),
+            Repr::Ewah(stream) => ewah::or_into(stream, acc),
+        }
+    }
+
+    /// `acc ^= self`.
+    pub(crate) fn xor_into(&self, acc: &mut [u64; PAGE_WORDS]) {
+        match &self.repr {
+            Repr::Dense(words) => acc.iter_mut().zip(words.iter()).for_each(|(a, w)| *a ^= w),
+            Repr::Sparse(pos) => sparse::xor_into(pos, acc),
+            Repr::Ewah(stream) => ewah::xor_into(stream, acc),
+        }
+    }
+
+    /// `acc &= !self`.
+    pub(crate) fn andnot_into(&self, acc: &mut [u64; PAGE_WORDS]) {
+        match &self.repr {
+            Repr::Dense(words) => acc.iter_mut().zip(words.iter()).for_each(|(a, w)| *a &= !w),
+            Repr::Sparse(pos) => sparse::andnot_into(pos, acc),
+            Repr::Ewah(stream) => ewah::andnot_into(stream, acc),
+        }
+    }
+
+    /// `self & other`, in its smallest representation.
+    pub(crate) fn and(&self, other: &Page) -> Page {
+        if self.is_empty() || other.is_empty() {
+            return Page::zeros();
+        }
+        if self.is_full() {
+            return other.compacted_clone();
+        }
+        if other.is_full() {
+            return self.compacted_clone();
+        }
+        match (&self.repr, &other.repr) {
+            (Repr::Sparse(a), Repr::Sparse(b)) => Page::sparse(sparse::merge(a, b, sparse::Keep::AND)),
+            (Repr::Sparse(a), _) => Page::sparse(other.filter(a, true)),
+            (_, Repr::Sparse(b)) => Page::sparse(self.filter(b, true)),
+            _ => self.via_words(other, Page::and_into),
+        }
+    }
+
+    /// `self | other`, in its smallest representation.
+    pub(crate) fn or(&self, other: &Page) -> Page {
+        if self.is_full() || other.is_full() {
+            return Page::full();
+        }
+        if self.is_empty() {
+            return other.compacted_clone();
+        }
+        if other.is_empty() {
+            return self.compacted_clone();
+        }
+        match (&self.repr, &other.repr) {
+            (Repr::Sparse(a), Repr::Sparse(b)) => Page::sparse(sparse::merge(a, b, sparse::Keep::OR)),
+            _ => self.via_words(other, Page::or_into),
+        }
+    }
+
+    /// `self ^ other`, in its smallest representation.
+    pub(crate) fn xor(&self, other: &Page) -> Page {
+        if self.is_empty() {
+            return other.compacted_clone();
+        }
+        if other.is_empty() {
+            return self.compacted_clone();
+        }
+        if self.is_full() {
+            return other.not();
+        }
+        if other.is_full() {
+            return self.not();
+        }
+        match (&self.repr, &other.repr) {
+            (Repr::Sparse(a), Repr::Sparse(b)) => Page::sparse(sparse::merge(a, b, sparse::Keep::XOR)),
+            _ => self.via_words(other, Page::xor_into),
+        }
+    }
+
+    /// `self & !other`, in its smallest representation.
+    pub(crate) fn andnot(&self, other: &Page) -> Page {
+        if self.is_empty() || other.is_full() {
+            return Page::zeros();
+        }
+        if other.is_empty() {
+            return self.compacted_clone();
+        }
+        if self.is_full() {
+            return other.not();
+        }
+        match (&self.repr, &other.repr) {
+            (Repr::Sparse(a), Repr::Sparse(b)) => Page::sparse(sparse::merge(a, b, sparse::Keep::ANDNOT)),
+            (Repr::Sparse(a), _) => Page::sparse(other.filter(a, false)),
+            _ => self.via_words(other, Page::andnot_into),
+        }
+    }
+
+    /// `!self`, in its smallest representation.
+    pub(crate) fn not(&self) -> Page {
+        if self.is_empty() {
+            return Page::full();
+        }
+        if self.is_full() {
+            return Page::zeros();
+        }
+        match &self.repr {
+            Repr::Ewah(stream) => Page { repr: Repr::Ewah(ewah::invert(stream)), ones: BITS - self.ones }.compacted(),
+            _ => {
+                let mut words = [0u64; PAGE_WORDS];
+                self.to_words(&mut words);
+                words.iter_mut().for_each(|w| *w = !*w);
+                Page::compact_words(&words, BITS - self.ones)
+            }
+        }
+    }
+
+    /// Clears every bit at or above `bits`.
+    pub(crate) fn truncate(&mut self, bits: u32) {
+        if bits >= BITS || self.ones == 0 {
+            return;
+        }
+        match &mut self.repr {
+            Repr::Sparse(pos) => {
+                pos.truncate(sparse::rank(pos, bits));
+                // The list is at most 32,768 long (strictly increasing u16 below 32,768).
+                self.ones = pos.len() as u32;
+            }
+            Repr::Dense(words) => {
+                dense::truncate(words, bits);
+                self.ones = dense::popcount(&words[..]);
+                if self.ones < SPARSE_BACK {
+                    self.repr = Repr::Sparse(dense::positions(words, self.ones));
+                }
+            }
+            Repr::Ewah(_) => {
+                let mut words = [0u64; PAGE_WORDS];
+                self.to_words(&mut words);
+                dense::truncate(&mut words, bits);
+                *self = Page::from_words(&words);
+            }
+        }
+    }
+
+    /// The current in-memory representation.
+    pub(crate) fn encoding(&self) -> Encoding {
+        match self.repr {
+            Repr::Dense(_) => Encoding::Dense,
+            Repr::Sparse(_) => Encoding::Sparse,
+            Repr::Ewah(_) => Encoding::Ewah,
+        }
+    }
+
+    /// Approximate heap bytes held by the page, for cache budgeting.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        std::mem::size_of::<Page>()
+            + match &self.repr {
+                Repr::Dense(_) => std::mem::size_of::<[u64; PAGE_WORDS]>(),
+                Repr::Sparse(pos) => pos.capacity() * std::mem::size_of::<u16>(),
+                Repr::Ewah(stream) => stream.capacity() * std::mem::size_of::<u64>(),
+            }
+    }
+
+    /// The on-disk bytes of the page in its smallest encoding (ties prefer
+    /// sparse, then EWAH, then dense). The bytes depend only on the bits, not
+    /// on the in-memory representation.
+    ///
+    /// Must not be called on an empty page: callers never store one, and its
+    /// encoding (popcount 0) does not decode.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        debug_assert!(!self.is_empty(), "empty pages are never stored");
+        codec::encode_smallest(self)
+    }
+
+    /// Decodes and fully validates stored page bytes. The page keeps the
+    /// representation stored on disk.
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Page, PageError> {
+        codec::decode(bytes)
+    }
+
+    // ----- helpers beyond the contract -----
+
+    /// The on-disk bytes of the page in the given encoding, whether or not it
+    /// is the smallest. [`Page::decode`] accepts all of them; used by tests,
+    /// benchmarks and fuzzing.
+    pub(crate) fn encode_as(&self, encoding: Encoding) -> Vec<u8> {
+        codec::encode_as(self, encoding)
+    }
+
+    /// A copy of the page forced into the given in-memory representation (a
+    /// canonical EWAH stream for [`Encoding::Ewah`]). Used by tests,
+    /// benchmarks and fuzzing to exercise each representation.
+    pub(crate) fn with_encoding(&self, encoding: Encoding) -> Page {
+        let repr = match encoding {
+            Encoding::Sparse => Repr::Sparse(self.positions()),
+            Encoding::Dense => {
+                let mut words = Box::new([0u64; PAGE_WORDS]);
+                self.to_words(&mut words);
+                Repr::Dense(words)
+            }
+            Encoding::Ewah => {
+                let mut words = [0u64; PAGE_WORDS];
+                self.to_words(&mut words);
+                Repr::Ewah(ewah::encode(&words))
+            }
+        };
+        Page { repr, ones: self.ones }
+    }
+
+    /// The encoding [`Page::encode`] would choose.
+    pub(crate) fn smallest_encoding(&self) -> Encoding {
+        let mut words = [0u64; PAGE_WORDS];
+        self.to_words(&mut words);
+        smallest(self.ones, ewah::stream_len(&words))
+    }
+
+    /// All set positions, ascending.
+    fn positions(&self) -> Vec<u16> {
+        match &self.repr {
+            Repr::Sparse(pos) => pos.clone(),
+            Repr::Dense(words) => dense::positions(words, self.ones),
+            Repr::Ewah(stream) => {
+                let mut out = Vec::with_capacity(self.ones as usize);
+                // Every position is below 32,768 and so fits in u16.
+                out.extend(ewah::ones_in(stream, 0, BITS).map(|p| p as u16));
+                out
+            }
+        }
+    }
+
+    /// A page in the smallest representation for `words` with `ones` set bits.
+    fn compact_words(words: &[u64; PAGE_WORDS], ones: u32) -> Page {
+        if ones == 0 {
+            return Page::zeros();
+        }
+        let ewah_len = ewah::stream_len(words);
+        let repr = match smallest(ones, ewah_len) {
+            Encoding::Sparse => Repr::Sparse(dense::positions(words, ones)),
+            Encoding::Ewah => {
+                let mut stream = Vec::with_capacity(ewah_len);
+                ewah::encode_into(words, &mut stream);
+                Repr::Ewah(stream)
+            }
+            Encoding::Dense => Repr::Dense(Box::new(*words)),
+        };
+        Page { repr, ones }
+    }
+
+    /// A sparse page from a computed position list, then made smallest.
+    fn sparse(positions: Vec<u16>) -> Page {
+        Page {
+            // At most 32,768 strictly increasing u16 positions below 32,768.
+            ones: positions.len() as u32,
+            repr: Repr::Sparse(positions),
+        }
+        .compacted()
+    }
+
+    /// The page converted to its smallest representation.
+    fn compacted(self) -> Page {
+        match &self.repr {
+            // Four positions (16 bytes) never lose to one EWAH marker plus a
+            // literal; skip the word pass for tiny lists.
+            Repr::Sparse(pos) if pos.len() <= 4 => self,
+            Repr::Ewah(stream) if self.ones > 0 && ewah::is_canonical(stream) => {
+                if smallest(self.ones, stream.len()) == Encoding::Ewah {
+                    self
+                } else {
+                    self.compacted_clone()
+                }
+            }
+            _ => self.compacted_clone(),
+        }
+    }
+
+    /// A copy of the page in its smallest representation.
+    fn compacted_clone(&self) -> Page {
+        let mut words = [0u64; PAGE_WORDS];
+        self.to_words(&mut words);
+        Page::compact_words(&words, self.ones)
+    }
+
+    /// The positions of `list` whose bit in `self` equals `keep`.
+    fn filter(&self, list: &[u16], keep: bool) -> Vec<u16> {
+        match &self.repr {
+            Repr::Dense(words) => sparse::filter_words(list, words, keep),
+            Repr::Sparse(pos) => {
+                let k = if keep { sparse::Keep::AND } else { sparse::Keep::ANDNOT };
+                sparse::merge(list, pos, k)
+            }
+            Repr::Ewah(_) => {
+                let mut words = [0u64; PAGE_WORDS];
+                self.to_words(&mut words);
+                sparse::filter_words(list, &words, keep)
+            }
+        }
+    }
+
+    /// `op(other)` applied to the words of `self`, made smallest.
+    fn via_words(&self, other: &Page, op: fn(&Page, &mut [u64; PAGE_WORDS])) -> Page {
+        let mut words = [0u64; PAGE_WORDS];
+        self.to_words(&mut words);
+        op(other, &mut words);
+        Page::from_words(&words)
+    }
+}
+
+/// Reads a stored page's header without decoding the body.
+///
+/// Validates the length, version, encoding byte, popcount range and checksum;
+/// returns the encoding and the popcount.
+pub(crate) fn peek_header(bytes: &[u8]) -> Result<(Encoding, u32), PageError> {
+    codec::split(bytes).map(|parts| (parts.encoding, parts.popcount))
+}

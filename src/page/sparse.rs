@@ -1,0 +1,144 @@
+//! Helpers over sorted position lists (the sparse representation).
+
+use crate::geometry::{word_mask, PAGE_WORDS};
+
+use super::BITS;
+
+/// Whether `pos` is strictly increasing with every position below 32,768.
+pub(super) fn is_valid(pos: &[u16]) -> bool {
+    pos.windows(2).all(|w| w[0] < w[1]) && pos.last().is_none_or(|&p| u32::from(p) < BITS)
+}
+
+/// Number of positions below `bit`.
+pub(super) fn rank(pos: &[u16], bit: u32) -> usize {
+    pos.partition_point(|&p| u32::from(p) < bit)
+}
+
+/// Number of positions in `[from, to)`.
+pub(super) fn count_range(pos: &[u16], from: u32, to: u32) -> u32 {
+    // The difference is at most the list length, at most 32,768.
+    (rank(pos, to) - rank(pos, from)) as u32
+}
+
+/// First bit in `[from, to)` whose value is `value` (`from < to <= 32,768`).
+pub(super) fn find(pos: &[u16], value: bool, from: u32, to: u32) -> Option<u32> {
+    let i = rank(pos, from);
+    if value {
+        return pos.get(i).map(|&p| u32::from(p)).filter(|&p| p < to);
+    }
+    let mut p = from;
+    for &q in &pos[i..] {
+        if u32::from(q) != p {
+            break;
+        }
+        p += 1;
+    }
+    (p < to).then_some(p)
+}
+
+/// The page words of a position list.
+pub(super) fn to_words(pos: &[u16]) -> [u64; PAGE_WORDS] {
+    let mut words = [0u64; PAGE_WORDS];
+    or_into(pos, &mut words);
+    words
+}
+
+/// `acc |= pos`.
+pub(super) fn or_into(pos: &[u16], acc: &mut [u64; PAGE_WORDS]) {
+    for &p in pos {
+        let (w, m) = word_mask(u32::from(p));
+        acc[w] |= m;
+    }
+}
+
+/// `acc ^= pos`.
+pub(super) fn xor_into(pos: &[u16], acc: &mut [u64; PAGE_WORDS]) {
+    for &p in pos {
+        let (w, m) = word_mask(u32::from(p));
+        acc[w] ^= m;
+    }
+}
+
+/// `acc &= !pos`.
+pub(super) fn andnot_into(pos: &[u16], acc: &mut [u64; PAGE_WORDS]) {
+    for &p in pos {
+        let (w, m) = word_mask(u32::from(p));
+        acc[w] &= !m;
+    }
+}
+
+/// `acc &= pos`.
+pub(super) fn and_into(pos: &[u16], acc: &mut [u64; PAGE_WORDS]) {
+    let mut next = 0usize;
+    for group in pos.chunk_by(|a, b| a / 64 == b / 64) {
+        let (w, _) = word_mask(u32::from(group[0]));
+        let mask = group.iter().fold(0u64, |m, &p| m | word_mask(u32::from(p)).1);
+        acc[next..w].fill(0);
+        acc[w] &= mask;
+        next = w + 1;
+    }
+    acc[next..].fill(0);
+}
+
+/// The positions of `list` whose bit in `words` equals `keep`.
+pub(super) fn filter_words(list: &[u16], words: &[u64; PAGE_WORDS], keep: bool) -> Vec<u16> {
+    list.iter()
+        .copied()
+        .filter(|&p| {
+            let (w, m) = word_mask(u32::from(p));
+            (words[w] & m != 0) == keep
+        })
+        .collect()
+}
+
+/// Which elements a [`merge`] keeps: those only in `a`, in both, only in `b`.
+#[derive(Clone, Copy)]
+pub(super) struct Keep {
+    a_only: bool,
+    both: bool,
+    b_only: bool,
+}
+
+impl Keep {
+    pub(super) const AND: Keep = Keep { a_only: false, both: true, b_only: false };
+    pub(super) const OR: Keep = Keep { a_only: true, both: true, b_only: true };
+    pub(super) const XOR: Keep = Keep { a_only: true, both: false, b_only: true };
+    pub(super) const ANDNOT: Keep = Keep { a_only: true, both: false, b_only: false };
+}
+
+/// Merges two sorted lists keeping the elements selected by `keep`.
+pub(super) fn merge(a: &[u16], b: &[u16], keep: Keep) -> Vec<u16> {
+    let cap = if keep.b_only { a.len() + b.len() } else { a.len() };
+    let mut out = Vec::with_capacity(cap);
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => {
+                if keep.a_only {
+                    out.push(a[i]);
+                }
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                if keep.b_only {
+                    out.push(b[j]);
+                }
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                if keep.both {
+                    out.push(a[i]);
+                }
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    if keep.a_only {
+        out.extend_from_slice(&a[i..]);
+    }
+    if keep.b_only {
+        out.extend_from_slice(&b[j..]);
+    }
+    out
+}
