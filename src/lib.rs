@@ -23,6 +23,7 @@
 #![deny(missing_docs, unsafe_code)]
 
 mod cache;
+pub mod command;
 mod db;
 pub mod error;
 pub mod geometry;

@@ -6,6 +6,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
@@ -64,15 +65,36 @@ impl SledStore {
     pub(crate) fn open(dir: &Path, cache_bytes: u64) -> Result<SledStore> {
         fs::create_dir_all(dir)?;
         remove_unfinished_snapshots(dir)?;
-        let db = sled::Config::new()
+        let config = sled::Config::new()
             .path(dir)
             .cache_capacity(cache_bytes)
             // bitsled issues its own barriers; sled's timer would only add
             // unsolicited writes.
-            .flush_every_ms(None)
-            .open()?;
+            .flush_every_ms(None);
+        // sled's I/O threads may hold the directory's lock for a moment
+        // after the previous handle was dropped: retry briefly before
+        // reporting the directory as in use.
+        let mut wait = Duration::from_millis(1);
+        let deadline = Instant::now() + LOCK_WAIT;
+        let db = loop {
+            match config.open() {
+                Err(sled::Error::Io(e)) if is_lock_error(&e) && Instant::now() < deadline => {
+                    std::thread::sleep(wait);
+                    wait = (wait * 2).min(Duration::from_millis(50));
+                }
+                other => break other?,
+            }
+        };
         Ok(SledStore { db, dir: dir.to_path_buf() })
     }
+}
+
+/// How long `open` waits for another handle of the same directory to let go.
+const LOCK_WAIT: Duration = Duration::from_secs(2);
+
+/// Whether sled failed to take the directory's file lock.
+fn is_lock_error(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::WouldBlock || e.to_string().contains("could not acquire lock")
 }
 
 /// Removes `snap.*.generating` files: a snapshot interrupted by a crash is

@@ -4,9 +4,11 @@ pub(crate) mod bitop;
 pub(crate) mod bits;
 pub(crate) mod count;
 pub(crate) mod iter;
+pub(crate) mod keys;
 pub(crate) mod range;
 pub(crate) mod stats;
 pub(crate) mod stream;
+pub(crate) mod strings;
 pub(crate) mod value;
 pub(crate) mod verify;
 

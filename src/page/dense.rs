@@ -107,8 +107,15 @@ impl Iterator for WordBits {
 pub(super) fn positions(words: &[u64; PAGE_WORDS], ones: u32) -> Vec<u16> {
     let mut out = Vec::with_capacity(ones as usize);
     for (w, &word) in words.iter().enumerate() {
-        // Positions are below 32,768 and fit in u16.
-        out.extend(WordBits::new(w, word).map(|p| p as u16));
+        let mut rest = word;
+        // Word indices are below 512, so positions are below 32,768 and fit
+        // in u16. A plain loop: most words of a sparse page hold 0 or 1 bit.
+        let base = (w as u16) << 6;
+        while rest != 0 {
+            let lz = rest.leading_zeros();
+            out.push(base | lz as u16);
+            rest ^= 1u64 << (63 - lz);
+        }
     }
     out
 }

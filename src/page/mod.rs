@@ -431,7 +431,10 @@ impl Page {
             return self.compacted_clone();
         }
         match (&self.repr, &other.repr) {
-            (Repr::Sparse(a), Repr::Sparse(b)) => Page::sparse(sparse::merge(a, b, sparse::Keep::AND)),
+            // A list much shorter than the other is intersected by search.
+            (Repr::Sparse(a), Repr::Sparse(b)) if a.len() * 8 < b.len() => Page::sparse(sparse::intersect_search(a, b)),
+            (Repr::Sparse(a), Repr::Sparse(b)) if b.len() * 8 < a.len() => Page::sparse(sparse::intersect_search(b, a)),
+            (Repr::Sparse(a), Repr::Sparse(b)) => Page::sparse(sparse::intersect_merge(a, b)),
             (Repr::Sparse(a), _) => Page::sparse(other.filter(a, true)),
             (_, Repr::Sparse(b)) => Page::sparse(self.filter(b, true)),
             _ => self.via_words(other, Page::and_into),

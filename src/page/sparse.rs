@@ -106,6 +106,41 @@ impl Keep {
     pub(super) const ANDNOT: Keep = Keep { a_only: true, both: false, b_only: false };
 }
 
+/// The elements of `small` that are also in `large`, by binary search in the
+/// shrinking rest of `large`: cheaper than a merge when `small` is much
+/// shorter.
+pub(super) fn intersect_search(small: &[u16], large: &[u16]) -> Vec<u16> {
+    let mut out = Vec::with_capacity(small.len());
+    let mut rest = large;
+    for &x in small {
+        match rest.binary_search(&x) {
+            Ok(i) => {
+                out.push(x);
+                rest = &rest[i + 1..];
+            }
+            Err(i) => rest = &rest[i..],
+        }
+    }
+    out
+}
+
+/// The elements common to two sorted lists of similar length, by a merge
+/// whose steps do not branch on the data (the comparisons of two random
+/// lists are unpredictable, so branches would mostly mispredict).
+pub(super) fn intersect_merge(a: &[u16], b: &[u16]) -> Vec<u16> {
+    let mut out = vec![0u16; a.len().min(b.len())];
+    let (mut i, mut j, mut k) = (0usize, 0usize, 0usize);
+    while i < a.len() && j < b.len() && k < out.len() {
+        let (x, y) = (a[i], b[j]);
+        out[k] = x;
+        k += usize::from(x == y);
+        i += usize::from(x <= y);
+        j += usize::from(y <= x);
+    }
+    out.truncate(k);
+    out
+}
+
 /// Merges two sorted lists keeping the elements selected by `keep`.
 pub(super) fn merge(a: &[u16], b: &[u16], keep: Keep) -> Vec<u16> {
     let cap = if keep.b_only { a.len() + b.len() } else { a.len() };
@@ -141,4 +176,22 @@ pub(super) fn merge(a: &[u16], b: &[u16], keep: Keep) -> Vec<u16> {
         out.extend_from_slice(&b[j..]);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The search-based intersection equals the merge-based one.
+    #[test]
+    fn intersect_search_matches_merge() {
+        let large: Vec<u16> = (0..3000u16).map(|i| i * 7 + 3).collect();
+        for small in
+            [vec![], vec![3u16], vec![0, 3, 10, 17, 18, 20_992], (0..400u16).map(|i| i * 50).collect::<Vec<_>>()]
+        {
+            assert_eq!(intersect_search(&small, &large), merge(&small, &large, Keep::AND), "{small:?}");
+            assert_eq!(intersect_merge(&small, &large), merge(&small, &large, Keep::AND), "{small:?}");
+            assert_eq!(intersect_merge(&large, &small), merge(&small, &large, Keep::AND), "{small:?}");
+        }
+    }
 }

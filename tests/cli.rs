@@ -1,0 +1,188 @@
+//! The `bitsled` binary prints, for a redis-cli script on stdin, exactly the
+//! bytes `redis-cli --no-raw` prints for the same script against a real
+//! `redis-server`.
+//!
+//! The test starts its own `redis-server` on a free loopback port (no
+//! persistence) and stops it at the end. If `redis-server` or `redis-cli`
+//! is missing, the test prints a notice and passes, unless
+//! `BITSLED_REQUIRE_REDIS=1` is set, in which case it fails. Install them
+//! with `apt-get install redis-server redis-tools`.
+//!
+//! The script avoids what legitimately differs: KEYS/SCAN over several keys
+//! (Redis's order is its hash table's), commands slow enough for redis-cli
+//! to print their time, and the Redis 8.2 BITOP operations (Redis 7 lacks
+//! them).
+
+use std::io::Write;
+use std::net::{Ipv4Addr, TcpListener};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The script: every reply kind, escapes in both directions, wide arrays,
+/// errors, redis-cli's own messages (bad quoting, repeat counts), blank
+/// lines, and `quit` followed by a line that must not run.
+const SCRIPT: &str = r#"PING
+ping "hello world"
+SETBIT k 7 1
+SETBIT k 7 1
+setbit k 4294967296 1
+setbit k 1 2
+GETBIT k 7
+GET k
+BITCOUNT k
+bitcount k 0
+bitcount k 0 -1 bit
+SET bin "\x00\x01\x7f\x80\xff\n\r\t\a\b\\\"'x"
+GET bin
+STRLEN bin
+set q 'single \'quoted\' "text"'
+get q
+BITPOS bin 1
+BITPOS bin 0 2 -1 bit
+bitpos bin 2
+BITOP AND and k bin
+GET and
+BITOP NOT not bin
+GET not
+bitop not x k bin
+bitop diff x
+
+MGET k bin q missing a b c d e f g h
+MGET missing
+EXISTS k bin missing k
+TYPE k
+TYPE missing
+SET k v NX
+SET k v XX GET
+GETDEL k
+GETDEL k
+DEL bin q and not missing
+ECHO "tab\there"
+3 ECHO again
+0 PING
+nosuchcommand a "b c"
+get "unbalanced
+get 'bad'quote
+SETRANGE sr 3 "\xffab"
+APPEND sr "!"
+GETRANGE sr -3 -1
+GET sr
+RENAME sr sr2
+RENAME sr sr3
+COPY sr2 sr3
+COPY sr2 sr2
+RENAMENX sr2 sr3
+GET sr3
+DEL sr2
+FLUSHALL
+DBSIZE
+SET only one
+KEYS *
+GET
+quit
+PING
+"#;
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+fn free_port() -> u16 {
+    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind a loopback port");
+    l.local_addr().expect("local addr").port()
+}
+
+fn pipe(mut cmd: Command, input: &str) -> Vec<u8> {
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write script");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
+fn start_redis() -> Option<(Server, u16)> {
+    if !have("redis-server") || !have("redis-cli") {
+        assert!(
+            std::env::var("BITSLED_REQUIRE_REDIS").as_deref() != Ok("1"),
+            "BITSLED_REQUIRE_REDIS=1 but redis-server/redis-cli are not installed"
+        );
+        eprintln!("NOTICE: redis-server/redis-cli not found; skipping the comparison with real Redis");
+        return None;
+    }
+    let port = free_port();
+    let child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start redis-server");
+    let server = Server(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ping = Command::new("redis-cli").args(["-p", &port.to_string(), "ping"]).output().expect("redis-cli");
+        if ping.stdout.starts_with(b"PONG") {
+            return Some((server, port));
+        }
+        assert!(Instant::now() < deadline, "redis-server did not start on port {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The binary's output for the script equals redis-cli's, byte for byte.
+#[test]
+fn script_output_matches_redis_cli() {
+    let Some((_server, port)) = start_redis() else { return };
+    let mut redis_cli = Command::new("redis-cli");
+    redis_cli.args(["-p", &port.to_string(), "--no-raw"]);
+    let want = pipe(redis_cli, SCRIPT);
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut bitsled = Command::new(env!("CARGO_BIN_EXE_bitsled"));
+    bitsled.arg("--db").arg(dir.path());
+    let got = pipe(bitsled, SCRIPT);
+
+    // Sanity: the script really produced the interesting kinds of output.
+    let want_text = String::from_utf8_lossy(&want);
+    for needle in ["(error) ERR unknown command", "Invalid argument(s)", "10) ", "(nil)", "\\xff"] {
+        assert!(want_text.contains(needle), "redis-cli output lacks {needle:?}:\n{want_text}");
+    }
+    if got != want {
+        let got_text = String::from_utf8_lossy(&got);
+        for (i, (w, g)) in want_text.lines().zip(got_text.lines()).enumerate() {
+            if w != g {
+                panic!("line {} differs:\nredis-cli: {w}\nbitsled:   {g}\n\nbitsled output:\n{got_text}", i + 1);
+            }
+        }
+        panic!("outputs differ in length:\nredis-cli:\n{want_text}\nbitsled:\n{got_text}");
+    }
+}
+
+/// One command on the command line prints the same reply text; the exit
+/// code is 1 exactly when the reply is an error.
+#[test]
+fn one_command_mode() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_bitsled")).arg("--db").arg(dir.path()).args(args).output().unwrap();
+        (String::from_utf8_lossy(&out.stdout).into_owned(), out.status.code())
+    };
+    assert_eq!(run(&["SETBIT", "k", "7", "1"]), ("(integer) 0\n".into(), Some(0)));
+    assert_eq!(run(&["bitcount", "k", "-1", "-1"]), ("(integer) 1\n".into(), Some(0)));
+    assert_eq!(run(&["get", "k"]), ("\"\\x01\"\n".into(), Some(0)));
+    assert_eq!(
+        run(&["setbit", "k", "x", "1"]),
+        ("(error) ERR bit offset is not an integer or out of range\n".into(), Some(1))
+    );
+    let (text, code) = run(&["verify"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("ok"), "{text}");
+}
