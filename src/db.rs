@@ -28,8 +28,26 @@ pub const DEFAULT_MAX_VALUE_BYTES: u64 = 512 << 20;
 /// Default byte budget of sled's own page cache: 64 MiB.
 pub const DEFAULT_STORE_CACHE_BYTES: u64 = 64 << 20;
 
+/// Expired keys deleted per background tick (and per round at open).
+const SWEEP_BATCH: usize = 1000;
+
 /// Reclamation deletes a dead bitmap's pages in batches of this many.
 const RECLAIM_BATCH: usize = 512;
+
+/// The source of the current time, Unix milliseconds.
+#[derive(Clone)]
+pub(crate) struct Clock(Arc<dyn Fn() -> u64 + Send + Sync>);
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Clock")
+    }
+}
+
+fn system_clock_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+}
 
 /// Configuration of a database; build one with [`Config::new`], then
 /// [`Config::open`].
@@ -54,6 +72,7 @@ pub struct Config {
     store_cache_bytes: u64,
     flush_interval: Option<Duration>,
     pub(crate) max_value_bytes: u64,
+    clock: Clock,
 }
 
 impl Config {
@@ -67,6 +86,7 @@ impl Config {
             store_cache_bytes: DEFAULT_STORE_CACHE_BYTES,
             flush_interval: Some(DEFAULT_FLUSH_INTERVAL),
             max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
+            clock: Clock(Arc::new(system_clock_ms)),
         }
     }
 
@@ -77,8 +97,10 @@ impl Config {
         self
     }
 
-    /// Byte budget of changed pages held before they are written back to the
-    /// store (without a durability barrier). Default [`DEFAULT_DIRTY_BYTES`].
+    /// Byte budget of changed pages held in memory. Past it, the background
+    /// thread writes them back to the store (without a durability barrier);
+    /// past twice the budget, or without a background thread, the writing
+    /// operation does it itself. Default [`DEFAULT_DIRTY_BYTES`].
     pub fn dirty_bytes(mut self, bytes: u64) -> Config {
         self.dirty_bytes = bytes;
         self
@@ -103,6 +125,14 @@ impl Config {
     /// [`DEFAULT_MAX_VALUE_BYTES`].
     pub fn max_value_bytes(mut self, bytes: u64) -> Config {
         self.max_value_bytes = bytes;
+        self
+    }
+
+    /// The clock that decides when keys expire: a function returning the
+    /// current Unix time in milliseconds. Default: the system clock. Tests
+    /// pass a controllable one.
+    pub fn clock(mut self, now_ms: impl Fn() -> u64 + Send + Sync + 'static) -> Config {
+        self.clock = Clock(Arc::new(now_ms));
         self
     }
 
@@ -164,7 +194,8 @@ pub(crate) struct Inner {
     building: Mutex<HashSet<u64>>,
     /// Set after a failed store write; every later write is refused.
     poisoned: Mutex<Option<String>>,
-    stop: Arc<(Mutex<bool>, Condvar)>,
+    /// Wakes the background thread: to stop, or to write back early.
+    signal: Arc<(Mutex<Signal>, Condvar)>,
     flusher: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -207,7 +238,7 @@ impl Db {
             flush_lock: Mutex::new(()),
             building: Mutex::new(HashSet::new()),
             poisoned: Mutex::new(None),
-            stop: Arc::new((Mutex::new(false), Condvar::new())),
+            signal: Arc::new((Mutex::new(Signal::default()), Condvar::new())),
             flusher: Mutex::new(None),
             config,
         });
@@ -215,12 +246,16 @@ impl Db {
             let _f = inner.flush_lock.lock();
             inner.reclaim()?;
         }
+        // Keys that expired while the database was closed.
+        while inner.sweep_expired(SWEEP_BATCH)? == SWEEP_BATCH {
+            inner.write_back()?;
+        }
         if let Some(interval) = inner.config.flush_interval {
             let weak = Arc::downgrade(&inner);
-            let stop = Arc::clone(&inner.stop);
+            let signal = Arc::clone(&inner.signal);
             let handle = std::thread::Builder::new()
                 .name("bitsled-flush".into())
-                .spawn(move || background_flush(&weak, &stop, interval))?;
+                .spawn(move || background_flush(&weak, &signal, interval))?;
             *inner.flusher.lock() = Some(handle);
         }
         Ok(Db { inner })
@@ -254,28 +289,46 @@ impl Db {
     }
 }
 
-fn background_flush(weak: &Weak<Inner>, stop: &(Mutex<bool>, Condvar), interval: Duration) {
+/// Requests to the background thread.
+#[derive(Default)]
+struct Signal {
+    stop: bool,
+    /// The dirty budget is exceeded: write back now.
+    kick: bool,
+}
+
+/// The background thread: a durable flush every `interval`, and a
+/// write-back (without the sync) whenever writers report the dirty budget
+/// exceeded, so they need not do it themselves.
+fn background_flush(weak: &Weak<Inner>, signal: &(Mutex<Signal>, Condvar), interval: Duration) {
+    let mut next_flush = std::time::Instant::now() + interval;
     loop {
-        {
-            let mut stopped = stop.0.lock();
-            if *stopped {
+        let kicked = {
+            let mut s = signal.0.lock();
+            if !s.stop && !s.kick {
+                signal.1.wait_until(&mut s, next_flush);
+            }
+            if s.stop {
                 return;
             }
-            stop.1.wait_for(&mut stopped, interval);
-            if *stopped {
-                return;
-            }
-        }
+            std::mem::take(&mut s.kick)
+        };
         let Some(inner) = weak.upgrade() else { return };
         // A failure poisons the handle; the next operation reports it.
-        let _ = inner.flush();
+        if std::time::Instant::now() >= next_flush {
+            let _ = inner.sweep_expired(SWEEP_BATCH);
+            let _ = inner.flush();
+            next_flush = std::time::Instant::now() + interval;
+        } else if kicked {
+            let _ = inner.write_back();
+        }
     }
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        *self.stop.0.lock() = true;
-        self.stop.1.notify_all();
+        self.signal.0.lock().stop = true;
+        self.signal.1.notify_all();
         // The last handle may be dropped on the flush thread itself.
         if let Some(h) = self.flusher.lock().take() {
             if h.thread().id() != std::thread::current().id() {
@@ -309,11 +362,21 @@ impl Inner {
         r
     }
 
-    /// Writes back if the dirty budget is exceeded, and trims the cache.
+    /// Past the dirty budget, asks the background thread for a write-back;
+    /// past twice the budget (the background thread cannot keep up, or
+    /// there is none), writes back itself. Trims the cache.
     pub(crate) fn after_change(&self) -> Result<()> {
         let budget = usize::try_from(self.config.dirty_bytes).unwrap_or(usize::MAX);
-        if self.pages.dirty_bytes() > budget {
+        let dirty = self.pages.dirty_bytes();
+        let background = self.config.flush_interval.is_some();
+        if dirty > budget.saturating_mul(2) || (dirty > budget && !background) {
             self.write_back()?;
+        } else if dirty > budget {
+            let mut s = self.signal.0.lock();
+            if !s.kick {
+                s.kick = true;
+                self.signal.1.notify_all();
+            }
         }
         self.pages.evict_if_needed();
         Ok(())
@@ -457,17 +520,71 @@ impl Inner {
         Ok(())
     }
 
-    /// The metadata of `name` with the shard locked by `g`.
+    /// The metadata of `name` with the shard locked by `g`. A key whose
+    /// expiry has passed is absent: it is deleted on the spot.
     pub(crate) fn meta_locked(&self, g: &mut MetaGuard<'_>, name: &[u8]) -> Result<Option<Meta>> {
-        if let Some(m) = g.cached(name) {
-            return Ok(m);
-        }
-        let m = match self.store.get(&key::meta_key(name))? {
-            Some(b) => Some(Meta::decode(name, &b)?),
-            None => None,
+        let m = match g.cached(name) {
+            Some(m) => m,
+            None => {
+                let m = match self.store.get(&key::meta_key(name))? {
+                    Some(b) => Some(Meta::decode(name, &b)?),
+                    None => None,
+                };
+                g.insert_clean(name, m);
+                m
+            }
         };
-        g.insert_clean(name, m);
-        Ok(m)
+        match m {
+            Some(meta) if meta.expire_at_ms != 0 && meta.expire_at_ms <= self.now_ms() => {
+                // The reclaim marker goes first: if a write-back captures
+                // only it, the stored key is still expired (so absent) and
+                // losing its pages is harmless; the other order could leak
+                // the pages.
+                self.journal.set(key::reclaim_key(meta.id), Some(Vec::new()));
+                g.set(name, None);
+                Ok(None)
+            }
+            m => Ok(m),
+        }
+    }
+
+    /// The current time by the configured clock, Unix milliseconds.
+    pub(crate) fn now_ms(&self) -> u64 {
+        (self.config.clock.0)()
+    }
+
+    /// Records in the expiry index that `name` may expire at `at_ms`. Stale
+    /// entries (the key changed its expiry or went away) are dropped by the
+    /// sweeper, which always checks the key itself.
+    pub(crate) fn index_expiry(&self, name: &[u8], at_ms: u64) {
+        self.journal.set(key::expiry_key(at_ms, name), Some(Vec::new()));
+    }
+
+    /// Deletes up to `limit` keys whose expiry has passed, following the
+    /// expiry index, and drops the index entries it visits. Returns how many
+    /// index entries it processed.
+    pub(crate) fn sweep_expired(&self, limit: usize) -> Result<usize> {
+        let now = self.now_ms();
+        let (lo, hi) = (key::expiry_key(0, b""), key::expiry_key(now.saturating_add(1), b""));
+        let mut due: Vec<Vec<u8>> = Vec::new();
+        for r in self.store.scan(&lo, &hi).take(limit) {
+            let (k, _) = r?;
+            if key::parse_expiry_key(&k).is_some_and(|(at, _)| at <= now) {
+                due.push(k.to_vec());
+            }
+        }
+        for k in &due {
+            let Some((_, name)) = key::parse_expiry_key(k) else { continue };
+            self.write(|| {
+                let mut g = self.metas.lock(name);
+                // Deletes the key if it has expired; a key whose expiry moved
+                // later keeps its newer index entry.
+                self.meta_locked(&mut g, name)?;
+                self.journal.set(k.clone(), None);
+                Ok(())
+            })?;
+        }
+        Ok(due.len())
     }
 
     /// The metadata of `name`.
@@ -568,10 +685,18 @@ impl Build<'_> {
 
     /// Makes the new bitmap the value of `name` (or deletes `name` when
     /// `meta` is `None`), atomically.
-    pub(crate) fn publish(mut self, name: &[u8], meta: Option<Meta>) -> Result<()> {
+    pub(crate) fn publish(self, name: &[u8], meta: Option<Meta>) -> Result<()> {
+        self.publish_with(name, |_| meta)
+    }
+
+    /// As [`Build::publish`], with the new metadata computed from the key's
+    /// current metadata (`None` if absent) under the key's lock.
+    pub(crate) fn publish_with(mut self, name: &[u8], f: impl FnOnce(Option<&Meta>) -> Option<Meta>) -> Result<()> {
         let inner = self.inner;
         inner.write(|| {
             let mut g = inner.metas.lock(name);
+            let old = inner.meta_locked(&mut g, name)?;
+            let meta = f(old.as_ref());
             inner.replace_locked(&mut g, name, meta)?;
             if meta.is_some() {
                 inner.journal.set(key::reclaim_key(self.id), None);

@@ -9,6 +9,7 @@
 //! | `0x01`    | `0x01 name…`                               | key metadata     |
 //! | `0x02`    | `0x02 bitmap-id u64 BE, page-number u64 BE`| encoded page     |
 //! | `0x03`    | `0x03 bitmap-id u64 BE`                    | empty: pages to reclaim |
+//! | `0x04`    | `0x04 expire-at-ms u64 BE, name…`          | empty: expiry index |
 //!
 //! Numbers in keys are big-endian so that sled's byte order is numeric order:
 //! a range scan over one bitmap id returns its pages in page order.
@@ -22,6 +23,9 @@ pub(crate) const NS_PAGE: u8 = 0x02;
 /// Namespace byte of bitmap ids whose pages are garbage (deleted, replaced,
 /// or written by an operation that never published them).
 pub(crate) const NS_RECLAIM: u8 = 0x03;
+
+/// Namespace byte of the expiry index: keys that may expire, by time.
+pub(crate) const NS_EXPIRY: u8 = 0x04;
 
 /// Length of a page key.
 pub(crate) const PAGE_KEY_LEN: usize = 17;
@@ -79,6 +83,26 @@ pub(crate) fn reclaim_key(id: u64) -> Vec<u8> {
     k
 }
 
+/// The expiry index entry of key `name` expiring at `at_ms`.
+pub(crate) fn expiry_key(at_ms: u64, name: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(9 + name.len());
+    k.push(NS_EXPIRY);
+    k.extend_from_slice(&at_ms.to_be_bytes());
+    k.extend_from_slice(name);
+    k
+}
+
+/// The (time, name) of an expiry index entry.
+pub(crate) fn parse_expiry_key(key: &[u8]) -> Option<(u64, &[u8])> {
+    match key.split_first() {
+        Some((&NS_EXPIRY, rest)) if rest.len() >= 8 => {
+            let (at, name) = rest.split_at(8);
+            Some((u64::from_be_bytes(at.try_into().ok()?), name))
+        }
+        _ => None,
+    }
+}
+
 /// The bitmap id of a reclaim marker.
 pub(crate) fn parse_reclaim_key(key: &[u8]) -> Option<u64> {
     match key.split_first() {
@@ -110,5 +134,7 @@ mod tests {
         assert_eq!(parse_page_key(&meta_key(&[0u8; 16])), None);
         assert_eq!(parse_reclaim_key(&reclaim_key(42)), Some(42));
         assert_eq!(parse_reclaim_key(&meta_key(&[0u8; 8])), None);
+        assert_eq!(parse_expiry_key(&expiry_key(7, b"k")), Some((7, &b"k"[..])));
+        assert!(expiry_key(1, b"z") < expiry_key(2, b"a"), "expiry index sorts by time first");
     }
 }

@@ -43,7 +43,10 @@ pub use db::{
     DEFAULT_STORE_CACHE_BYTES,
 };
 pub use error::{Error, Result};
-pub use ops::{BitOp, KeyStats, Ones, Problem, Span, Unit, VerifyReport};
+pub use ops::{
+    BitOp, ExpireCondition, Expiry, KeyStats, Ones, Problem, SetExpiry, Span, Unit,
+    VerifyReport,
+};
 
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]

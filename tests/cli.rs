@@ -137,22 +137,23 @@ fn start_redis() -> Option<(Server, u16)> {
     }
 }
 
-/// The binary's output for the script equals redis-cli's, byte for byte.
-#[test]
-fn script_output_matches_redis_cli() {
+/// Runs `script` through redis-cli (against a fresh redis-server) and through
+/// bitsled; asserts redis-cli's output contains every needle (so the script
+/// really exercises those kinds of output) and that bitsled's output is
+/// byte for byte the same.
+fn compare_with_redis_cli(script: &str, needles: &[&str]) {
     let Some((_server, port)) = start_redis() else { return };
     let mut redis_cli = Command::new("redis-cli");
     redis_cli.args(["-p", &port.to_string(), "--no-raw"]);
-    let want = pipe(redis_cli, SCRIPT);
+    let want = pipe(redis_cli, script);
 
     let dir = tempfile::tempdir().expect("tempdir");
     let mut bitsled = Command::new(env!("CARGO_BIN_EXE_bitsled"));
     bitsled.arg("--db").arg(dir.path());
-    let got = pipe(bitsled, SCRIPT);
+    let got = pipe(bitsled, script);
 
-    // Sanity: the script really produced the interesting kinds of output.
     let want_text = String::from_utf8_lossy(&want);
-    for needle in ["(error) ERR unknown command", "Invalid argument(s)", "10) ", "(nil)", "\\xff"] {
+    for needle in needles {
         assert!(want_text.contains(needle), "redis-cli output lacks {needle:?}:\n{want_text}");
     }
     if got != want {
@@ -164,6 +165,22 @@ fn script_output_matches_redis_cli() {
         }
         panic!("outputs differ in length:\nredis-cli:\n{want_text}\nbitsled:\n{got_text}");
     }
+}
+
+/// The binary's output for the script equals redis-cli's, byte for byte.
+#[test]
+fn script_output_matches_redis_cli() {
+    compare_with_redis_cli(SCRIPT, &["(error) ERR unknown command", "Invalid argument(s)", "10) ", "(nil)", "\\xff"]);
+}
+
+/// Expiry commands (EXPIRE family with NX/XX/GT/LT, TTL family, PERSIST,
+/// SET EX/PX/EXAT/PXAT/KEEPTTL) reply exactly as Redis does.
+#[test]
+fn expiry_script_matches_redis_cli() {
+    compare_with_redis_cli(
+        include_str!("scripts/expiry.redis"),
+        &["invalid expire time in 'set' command", "(integer) 4102444800000", "(integer) -2"],
+    );
 }
 
 /// One command on the command line prints the same reply text; the exit

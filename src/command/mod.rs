@@ -22,6 +22,7 @@ pub mod format;
 
 mod args;
 mod bitmaps;
+mod expiry;
 mod keyspace;
 mod strings;
 
@@ -164,6 +165,15 @@ static COMMANDS: &[Spec] = &[
     spec("copy", -3, keyspace::copy),
     spec("flushall", -1, keyspace::flushall),
     spec("flushdb", -1, keyspace::flushall),
+    spec("expire", -3, expiry::expire),
+    spec("pexpire", -3, expiry::pexpire),
+    spec("expireat", -3, expiry::expireat),
+    spec("pexpireat", -3, expiry::pexpireat),
+    spec("ttl", 2, expiry::ttl),
+    spec("pttl", 2, expiry::pttl),
+    spec("expiretime", 2, expiry::expiretime),
+    spec("pexpiretime", 2, expiry::pexpiretime),
+    spec("persist", 2, expiry::persist),
 ];
 
 /// Runs one command (`args[0]` is its name, in any case) against `db` and

@@ -1,6 +1,6 @@
 //! GET, SET, STRLEN, MGET, GETDEL, GETRANGE, SETRANGE, APPEND.
 
-use super::args::{int, is, ERR_SYNTAX, MAX_STRING_BYTES};
+use super::args::{int, MAX_STRING_BYTES};
 use super::{CmdResult, Fail, Reply};
 use crate::db::Db;
 use crate::error::Error;
@@ -10,26 +10,15 @@ pub(crate) fn get(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Bulk(db.get(&a[1])?))
 }
 
-/// `SET key value [NX|XX] [GET]`.
+/// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`.
 pub(crate) fn set(db: &Db, a: &[Vec<u8>]) -> CmdResult {
-    let (mut nx, mut xx, mut get) = (false, false, false);
-    for opt in &a[3..] {
-        if is(opt, "nx") && !xx {
-            nx = true;
-        } else if is(opt, "xx") && !nx {
-            xx = true;
-        } else if is(opt, "get") {
-            get = true;
-        } else {
-            return Err(Fail::new(ERR_SYNTAX));
-        }
-    }
+    let (nx, xx, get, expiry) = super::expiry::set_options(db, &a[3..])?;
     let old = if get { db.get(&a[1])? } else { None };
     let found = if get { old.is_some() } else { db.exists(&a[1])? };
     if (nx && found) || (xx && !found) {
         return Ok(if get { Reply::Bulk(old) } else { Reply::Bulk(None) });
     }
-    db.set(&a[1], &a[2])?;
+    db.set_with_expiry(&a[1], &a[2], expiry)?;
     Ok(if get { Reply::Bulk(old) } else { Reply::ok() })
 }
 

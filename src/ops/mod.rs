@@ -3,6 +3,7 @@
 pub(crate) mod bitop;
 pub(crate) mod bits;
 pub(crate) mod count;
+pub(crate) mod expiry;
 pub(crate) mod iter;
 pub(crate) mod keys;
 pub(crate) mod range;
@@ -13,6 +14,7 @@ pub(crate) mod value;
 pub(crate) mod verify;
 
 pub use bitop::BitOp;
+pub use expiry::{ExpireCondition, Expiry, SetExpiry};
 pub use iter::Ones;
 pub use range::{Span, Unit};
 pub use stats::KeyStats;

@@ -7,8 +7,8 @@ use crate::error::{Error, Result};
 use crate::geometry::{PAGE_BITS, PAGE_BYTES};
 use crate::glob::glob_match;
 use crate::key;
-use crate::meta::{Kind, Meta};
-use crate::page::Page;
+use crate::meta::Meta;
+use crate::ops::expiry::stored_is_expired;
 
 impl Db {
     /// The bytes of string `key` (Redis GET), or `None` if it is missing.
@@ -61,15 +61,7 @@ impl Db {
     /// # Errors
     /// [`Error::Poisoned`] after an earlier store failure.
     pub fn set(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        let build = self.inner.begin_build()?;
-        let mut ones = 0u64;
-        for (i, chunk) in value.chunks(PAGE_BYTES as usize).enumerate() {
-            let page = Page::from_bytes(chunk);
-            ones += u64::from(page.count_ones());
-            build.put(i as u64, page)?;
-        }
-        let meta = Meta { kind: Kind::String, id: build.id, len: value.len() as u64, ones, expire_at_ms: 0 };
-        build.publish(key, Some(meta))
+        self.set_with_expiry(key, value, crate::SetExpiry::Clear)
     }
 
     /// The length in bytes of string `key` (Redis STRLEN); 0 if missing.
@@ -115,13 +107,15 @@ impl Db {
         let prefix = key::meta_key(&pattern[..literal]);
         let mut found: BTreeMap<Vec<u8>, bool> = BTreeMap::new();
         // Dirty state first: it is newer than the store for the keys it names.
+        let now = self.inner.now_ms();
+        let live = |m: &Meta| m.expire_at_ms == 0 || m.expire_at_ms > now;
         for m in self.inner.metas.dirty_snapshot() {
-            found.insert(m.name, m.meta.is_some());
+            found.insert(m.name, m.meta.as_ref().is_some_and(live));
         }
         for r in self.inner.store.scan_prefix(&prefix) {
-            let (k, _) = r?;
+            let (k, v) = r?;
             if let Some(name) = key::name_of_meta_key(&k) {
-                found.entry(name.to_vec()).or_insert(true);
+                found.entry(name.to_vec()).or_insert_with(|| !stored_is_expired(name, &v, now));
             }
         }
         Ok(found.into_iter().filter(|(n, live)| *live && glob_match(pattern, n)).map(|(n, _)| n).collect())
