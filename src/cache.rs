@@ -117,6 +117,11 @@ impl PageCache {
         self.seq.fetch_add(1, Ordering::Relaxed) + 1
     }
 
+    /// The eviction epoch: changes whenever a cached page is dropped.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
     /// Bytes of dirty pages waiting for a write-back.
     pub(crate) fn dirty_bytes(&self) -> usize {
         self.dirty_bytes.load(Ordering::Relaxed)
@@ -153,6 +158,9 @@ impl PageCache {
                 let bytes = slot_bytes(&loaded);
                 self.bytes.fetch_add(bytes, Ordering::Relaxed);
                 shard.insert(id, PageSlot { page: loaded.clone(), dirty: 0, hot: true, bytes });
+                drop(shard);
+                // Readers fill the cache too: keep it within its budget.
+                self.evict_if_needed();
                 return Ok(loaded);
             }
             retry = true;
@@ -169,23 +177,39 @@ impl PageCache {
         mut load: impl FnMut(bool) -> Result<Option<Page>>,
         f: impl FnOnce(&mut Page) -> R,
     ) -> Result<R> {
+        let mut retry = false;
         loop {
-            {
-                let mut shard = self.shard(id);
-                if let Some(slot) = shard.get_mut(&id) {
-                    let page = slot.page.get_or_insert_with(|| Arc::new(Page::zeros()));
-                    let r = f(Arc::make_mut(page));
-                    if page.is_empty() {
-                        slot.page = None;
-                    }
-                    self.mark_dirty(id, slot);
-                    return Ok(r);
-                }
+            let epoch = self.epoch.load(Ordering::SeqCst);
+            if let Some(slot) = self.shard(id).get_mut(&id) {
+                return Ok(self.apply(id, slot, f));
             }
-            // Not cached: load it, then try again (a clean slot may be
-            // evicted again before the shard is relocked).
-            self.get(id, &mut load)?;
+            // Not cached: load without the lock, then insert and change it
+            // in one critical section (so eviction cannot drop it between).
+            let loaded = load(retry)?.map(Arc::new);
+            let mut shard = self.shard(id);
+            if let Some(slot) = shard.get_mut(&id) {
+                return Ok(self.apply(id, slot, f));
+            }
+            if self.epoch.load(Ordering::SeqCst) == epoch {
+                let bytes = slot_bytes(&loaded);
+                self.bytes.fetch_add(bytes, Ordering::Relaxed);
+                let slot = shard.entry(id).or_insert(PageSlot { page: loaded, dirty: 0, hot: true, bytes });
+                return Ok(self.apply(id, slot, f));
+            }
+            retry = true;
         }
+    }
+
+    /// Applies `f` to the page in `slot` (all zero if absent) and marks it
+    /// dirty; the caller holds the slot's shard lock.
+    fn apply<R>(&self, id: PageId, slot: &mut PageSlot, f: impl FnOnce(&mut Page) -> R) -> R {
+        let page = slot.page.get_or_insert_with(|| Arc::new(Page::zeros()));
+        let r = f(Arc::make_mut(page));
+        if page.is_empty() {
+            slot.page = None;
+        }
+        self.mark_dirty(id, slot);
+        r
     }
 
     fn mark_dirty(&self, id: PageId, slot: &mut PageSlot) {
@@ -426,8 +450,24 @@ impl MetaGuard<'_> {
         })
     }
 
-    /// Caches the stored metadata of `name` (clean).
+    /// Caches the stored metadata of `name` (clean). Past the cache's
+    /// capacity, first drops this shard's clean entries not used since the
+    /// last sweep (readers fill the cache too).
     pub(crate) fn insert_clean(&mut self, name: &[u8], meta: Option<Meta>) {
+        if self.cache.entries.load(Ordering::Relaxed) > self.cache.capacity {
+            let entries = &self.cache.entries;
+            self.shard.map.retain(|_, slot| {
+                if slot.dirty != 0 {
+                    return true;
+                }
+                if slot.hot {
+                    slot.hot = false;
+                    return true;
+                }
+                entries.fetch_sub(1, Ordering::Relaxed);
+                false
+            });
+        }
         if self.shard.map.insert(name.to_vec(), MetaSlot { meta, dirty: 0, hot: true }).is_none() {
             self.cache.entries.fetch_add(1, Ordering::Relaxed);
         }

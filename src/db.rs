@@ -401,14 +401,17 @@ impl Inner {
     /// [`Inner::write_back`] with the write-back lock already held.
     pub(crate) fn write_back_locked(&self, _flush_lock: &MutexGuard<'_, ()>) -> Result<()> {
         self.check_writable()?;
-        let (pages, metas, journal) = {
+        let (pages, metas, journal, building) = {
             let _g = self.gate.write();
-            (self.pages.dirty_snapshot(), self.metas.dirty_snapshot(), self.journal.snapshot())
+            // `building` is read under the gate too: publishing changes the
+            // journal under the gate, so the two agree.
+            let building = self.building.lock().clone();
+            (self.pages.dirty_snapshot(), self.metas.dirty_snapshot(), self.journal.snapshot(), building)
         };
         if pages.is_empty() && metas.is_empty() && journal.is_empty() {
             return Ok(());
         }
-        let pages = self.drop_dead_pages(pages, &journal);
+        let pages = self.drop_dead_pages(pages, &journal, &building);
         let mut writes: Vec<Write> = Vec::with_capacity(pages.len() + metas.len() + journal.len());
         for p in &pages {
             let k = key::page_key(p.id.0, p.id.1).to_vec();
@@ -436,8 +439,12 @@ impl Inner {
     /// one, a key deleted soon after it was set): their reclaim marker is in
     /// this same batch, so writing them would only make work for the
     /// reclaimer. Skipped while a multi-page reader might still read them.
-    fn drop_dead_pages(&self, pages: Vec<DirtyPage>, journal: &[JournalEntry]) -> Vec<DirtyPage> {
-        let building = self.building.lock().clone();
+    fn drop_dead_pages(
+        &self,
+        pages: Vec<DirtyPage>,
+        journal: &[JournalEntry],
+        building: &HashSet<u64>,
+    ) -> Vec<DirtyPage> {
         let dead: HashSet<u64> = journal
             .iter()
             .filter(|(_, _, v)| v.is_some())
@@ -488,6 +495,10 @@ impl Inner {
             .into_iter()
             .flatten()
             .collect();
+        // Deletions of many ids share batches; an id's marker is queued
+        // after its pages, and batches apply in order, so a marker never
+        // goes before the pages it stands for.
+        let mut batch: Vec<Write> = Vec::with_capacity(RECLAIM_BATCH);
         for id in markers {
             // Order matters: publishing removes the journal marker before it
             // leaves `building`.
@@ -498,24 +509,21 @@ impl Inner {
                 continue;
             }
             self.dirs.remove(id);
-            loop {
-                let (from, to) = key::page_range(id, 0, u64::MAX);
-                let batch: Vec<Write> = self
-                    .store
-                    .scan(&from, &to)
-                    .take(RECLAIM_BATCH)
-                    .map(|r| r.map(|(k, _)| (k.to_vec(), None)))
-                    .collect::<Result<_>>()?;
-                let last = batch.len() < RECLAIM_BATCH;
-                let mut batch = batch;
-                if last {
-                    batch.push((key::reclaim_key(id), None));
-                }
-                self.store.apply(batch)?;
-                if last {
-                    break;
+            let (from, to) = key::page_range(id, 0, u64::MAX);
+            for r in self.store.scan(&from, &to) {
+                let (k, _) = r?;
+                batch.push((k.to_vec(), None));
+                if batch.len() >= RECLAIM_BATCH {
+                    self.store.apply(std::mem::take(&mut batch))?;
                 }
             }
+            batch.push((key::reclaim_key(id), None));
+            if batch.len() >= RECLAIM_BATCH {
+                self.store.apply(std::mem::take(&mut batch))?;
+            }
+        }
+        if !batch.is_empty() {
+            self.store.apply(batch)?;
         }
         Ok(())
     }
@@ -691,27 +699,45 @@ impl Build<'_> {
 
     /// As [`Build::publish`], with the new metadata computed from the key's
     /// current metadata (`None` if absent) under the key's lock.
-    pub(crate) fn publish_with(mut self, name: &[u8], f: impl FnOnce(Option<&Meta>) -> Option<Meta>) -> Result<()> {
+    pub(crate) fn publish_with(self, name: &[u8], f: impl FnOnce(Option<&Meta>) -> Option<Meta>) -> Result<()> {
+        self.publish_if(name, |old| Some(f(old))).map(|_| ())
+    }
+
+    /// As [`Build::publish`] if `name`'s metadata still equals `expected`;
+    /// returns whether it published (if not, the build is dropped).
+    pub(crate) fn publish_if_unchanged(self, name: &[u8], expected: Option<Meta>, meta: Option<Meta>) -> Result<bool> {
+        self.publish_if(name, |old| (old.copied() == expected).then_some(meta))
+    }
+
+    /// The one publishing step: under the key's lock and the gate, `f` maps
+    /// the key's current metadata to the new one, or to `None` to give up.
+    fn publish_if(mut self, name: &[u8], f: impl FnOnce(Option<&Meta>) -> Option<Option<Meta>>) -> Result<bool> {
         let inner = self.inner;
-        inner.write(|| {
+        let done = inner.write(|| {
             let mut g = inner.metas.lock(name);
             let old = inner.meta_locked(&mut g, name)?;
-            let meta = f(old.as_ref());
+            let Some(meta) = f(old.as_ref()) else { return Ok(false) };
             inner.replace_locked(&mut g, name, meta)?;
             if meta.is_some() {
                 inner.journal.set(key::reclaim_key(self.id), None);
             }
-            Ok(())
+            Ok(true)
         })?;
-        self.published = true;
-        inner.building.lock().remove(&self.id);
-        Ok(())
+        if done {
+            self.published = true;
+            inner.building.lock().remove(&self.id);
+        }
+        Ok(done)
     }
 }
 
 impl Drop for Build<'_> {
     fn drop(&mut self) {
         if !self.published {
+            // Marked again first: a write-back may already have written (and
+            // cleaned) the first marker and the pages put so far; the pages
+            // put since need a marker of their own.
+            self.inner.journal.set(key::reclaim_key(self.id), Some(Vec::new()));
             self.inner.building.lock().remove(&self.id);
         }
     }

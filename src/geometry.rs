@@ -16,6 +16,10 @@ pub const PAGE_BITS: u64 = PAGE_WORDS as u64 * WORD_BITS as u64;
 /// Bytes of a bitmap covered by one page (4,096).
 pub const PAGE_BYTES: u64 = PAGE_BITS / 8;
 
+/// The largest bit offset a bitmap may use: its byte length, `offset / 8 +
+/// 1`, must keep `length * 8` within `u64`.
+pub const MAX_OFFSET: u64 = (u64::MAX / 8 - 1) * 8 + 7;
+
 /// Where one bit of a bitmap lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BitAddr {

@@ -44,7 +44,7 @@ pub use db::{
 };
 pub use error::{Error, Result};
 pub use ops::{
-    BitOp, ExpireCondition, Expiry, KeyStats, Ones, Problem, SetExpiry, Span, Unit,
+    BitOp, BitfieldOp, BitfieldType, ExpireCondition, Expiry, KeyStats, Ones, Overflow, Problem, SetExpiry, Span, Unit,
     VerifyReport,
 };
 

@@ -21,9 +21,11 @@ pub mod cli_syntax;
 pub mod format;
 
 mod args;
+mod bitfield;
 mod bitmaps;
 mod expiry;
 mod keyspace;
+mod scan;
 mod strings;
 
 use crate::db::Db;
@@ -143,6 +145,8 @@ static COMMANDS: &[Spec] = &[
     spec("bitcount", -2, bitmaps::bitcount),
     spec("bitpos", -3, bitmaps::bitpos),
     spec("bitop", -4, bitmaps::bitop),
+    spec("bitfield", -2, bitfield::bitfield),
+    spec("bitfield_ro", -2, bitfield::bitfield_ro),
     spec("get", 2, strings::get),
     spec("set", -3, strings::set),
     spec("strlen", 2, strings::strlen),
@@ -157,6 +161,7 @@ static COMMANDS: &[Spec] = &[
     spec("exists", -2, keyspace::exists),
     spec("type", 2, keyspace::type_of),
     spec("keys", 2, keyspace::keys),
+    spec("scan", -2, scan::scan),
     spec("dbsize", 1, keyspace::dbsize),
     spec("ping", -1, keyspace::ping),
     spec("echo", 2, keyspace::echo),

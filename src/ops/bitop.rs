@@ -85,6 +85,23 @@ impl Db {
     /// ```
     pub fn bitop(&self, op: BitOp, dest: &[u8], sources: &[&[u8]]) -> Result<u64> {
         check_arity(op, sources.len())?;
+        // When the destination is also a source, a write to it while the
+        // result is computed would be lost by publishing: then the result is
+        // published only if the destination is unchanged, else computed
+        // again (a few times; the last attempt publishes regardless).
+        let dest_is_source = sources.contains(&dest);
+        for attempt in 0..BITOP_ATTEMPTS {
+            let must_publish = !dest_is_source || attempt + 1 == BITOP_ATTEMPTS;
+            if let Some(len) = self.bitop_once(op, dest, sources, must_publish)? {
+                return Ok(len);
+            }
+        }
+        unreachable!("the last attempt always publishes")
+    }
+
+    /// One BITOP; `None` if `must_publish` is false and the destination
+    /// changed meanwhile.
+    fn bitop_once(&self, op: BitOp, dest: &[u8], sources: &[&[u8]], must_publish: bool) -> Result<Option<u64>> {
         let inner = &self.inner;
         inner.check_writable()?;
         let mut metas = Vec::with_capacity(sources.len());
@@ -94,13 +111,22 @@ impl Db {
             metas.push(meta);
             streams.push(stream);
         }
+        let dest_before = sources.iter().position(|s| *s == dest).and_then(|i| metas[i]);
+        let publish = |build: crate::db::Build<'_>, meta: Option<Meta>| -> Result<bool> {
+            if must_publish {
+                build.publish(dest, meta).map(|()| true)
+            } else {
+                build.publish_if_unchanged(dest, dest_before, meta)
+            }
+        };
         let len = metas.iter().flatten().map(|m| m.len).max().unwrap_or(0);
         let build = inner.begin_build()?;
         if len == 0 {
-            build.publish(dest, None)?;
-            return Ok(0);
+            return Ok(publish(build, None)?.then_some(0));
         }
-        let last_page = (len * 8 - 1) / PAGE_BITS;
+        // Lengths are at most u64::MAX / 8 (offsets are limited so).
+        let bits = len * 8;
+        let last_page = (bits - 1) / PAGE_BITS;
         let mut ones = 0u64;
         let mut scratch = Scratch::new();
         let mut column: Column = vec![None; sources.len()];
@@ -115,8 +141,9 @@ impl Db {
             if let Some(mut result) = combine(op, &column, &mut scratch) {
                 if page == last_page {
                     // NOT (and nothing else) can set bits past the length.
-                    let tail = len * 8 - page * PAGE_BITS;
+                    let tail = bits - page * PAGE_BITS;
                     if tail < PAGE_BITS {
+                        // Below PAGE_BITS, so it fits in u32.
                         result.truncate(tail as u32);
                     }
                 }
@@ -126,10 +153,13 @@ impl Db {
             next = page + 1;
         }
         let meta = Meta { kind: Kind::String, id: build.id, len, ones, expire_at_ms: 0 };
-        build.publish(dest, Some(meta))?;
-        Ok(len)
+        Ok(publish(build, Some(meta))?.then_some(len))
     }
 }
+
+/// How often BITOP computes a result whose destination is one of its
+/// sources before it publishes regardless of concurrent writes.
+const BITOP_ATTEMPTS: u32 = 4;
 
 fn check_arity(op: BitOp, n: usize) -> Result<()> {
     let ok = match op {

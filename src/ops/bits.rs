@@ -1,8 +1,9 @@
 //! Single bits: SETBIT, GETBIT, and the batch form for bulk loading.
 
 use crate::db::{check_string, Db};
+use crate::error::Error;
 use crate::error::Result;
-use crate::geometry::{locate, PAGE_BITS};
+use crate::geometry::{locate, MAX_OFFSET, PAGE_BITS};
 use crate::meta::{Kind, Meta};
 
 /// Page groups handled under one hold of the write gate by [`Db::set_bits`].
@@ -19,6 +20,7 @@ impl Db {
     /// Cost: one page read (usually cached) and one page change in memory.
     ///
     /// # Errors
+    /// [`crate::Error::OffsetOutOfRange`] above [`crate::geometry::MAX_OFFSET`];
     /// [`crate::Error::WrongType`] if `key` is not a string;
     /// [`crate::Error::Corrupted`] if the page does not decode.
     ///
@@ -32,6 +34,9 @@ impl Db {
     /// # Ok(()) }
     /// ```
     pub fn setbit(&self, key: &[u8], offset: u64, value: bool) -> Result<bool> {
+        if offset > MAX_OFFSET {
+            return Err(Error::OffsetOutOfRange { offset });
+        }
         let inner = &*self.inner;
         inner.write(|| {
             let mut g = inner.metas.lock(key);
@@ -90,9 +95,14 @@ impl Db {
     /// may keep a prefix of the groups (in page order).
     ///
     /// # Errors
+    /// [`crate::Error::OffsetOutOfRange`] if any offset is above
+    /// [`crate::geometry::MAX_OFFSET`] (then nothing is changed);
     /// [`crate::Error::WrongType`], [`crate::Error::Corrupted`]; on an error
     /// the groups applied before it stay applied.
     pub fn set_bits(&self, key: &[u8], offsets: &[u64], value: bool) -> Result<u64> {
+        if let Some(&offset) = offsets.iter().find(|&&o| o > MAX_OFFSET) {
+            return Err(Error::OffsetOutOfRange { offset });
+        }
         let mut sorted = offsets.to_vec();
         sorted.sort_unstable();
         sorted.dedup();

@@ -73,7 +73,9 @@ impl Db {
     /// first match; absent pages count as zeros without a read.
     ///
     /// # Errors
-    /// [`Error::WrongType`], [`Error::Corrupted`].
+    /// [`Error::WrongType`], [`Error::Corrupted`];
+    /// [`Error::OffsetOutOfRange`] if the answer is above `i64::MAX` (only
+    /// for offsets the Redis command layer never accepts).
     pub fn bitpos(&self, key: &[u8], bit: bool, start: Option<i64>, end: Option<i64>, unit: Unit) -> Result<i64> {
         let inner = &self.inner;
         let end_given = start.is_some() && end.is_some();

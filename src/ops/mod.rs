@@ -1,5 +1,6 @@
 //! Bitmap operations with Redis semantics, as methods of [`crate::Db`].
 
+pub(crate) mod bitfield;
 pub(crate) mod bitop;
 pub(crate) mod bits;
 pub(crate) mod count;
@@ -7,12 +8,14 @@ pub(crate) mod expiry;
 pub(crate) mod iter;
 pub(crate) mod keys;
 pub(crate) mod range;
+pub(crate) mod scan;
 pub(crate) mod stats;
 pub(crate) mod stream;
 pub(crate) mod strings;
 pub(crate) mod value;
 pub(crate) mod verify;
 
+pub use bitfield::{BitfieldOp, BitfieldType, Overflow};
 pub use bitop::BitOp;
 pub use expiry::{ExpireCondition, Expiry, SetExpiry};
 pub use iter::Ones;

@@ -46,8 +46,12 @@ impl PageStream {
                 Stored::Directory { pages, next, end }
             }
             None => {
+                // Sampled before the scan starts: bytes the scan yields are
+                // at least this recent, so they may be used as long as no
+                // cached page has been dropped since (see `take`).
+                let epoch = inner.pages.epoch();
                 let (lo, hi) = key::page_range(bitmap, from, to);
-                Stored::Scan(inner.store.scan(&lo, &hi).peekable())
+                Stored::Scan { scan: inner.store.scan(&lo, &hi).peekable(), epoch }
             }
         };
         inner.pin(bitmap);
@@ -95,8 +99,15 @@ impl PageStream {
         let Some((page, bytes)) = self.head.take() else { return Ok(None) };
         let inner = &self.inner;
         let (name, bitmap) = (&self.name, self.bitmap);
+        let scan_epoch = match &self.stored {
+            Stored::Scan { epoch, .. } => Some(*epoch),
+            Stored::Directory { .. } => None,
+        };
         let got = inner.pages.get((bitmap, page), |retry| match (&bytes, retry) {
-            (Some(b), false) => decode_page(name, page, b).map(Some),
+            // The scan's bytes are current only if no cached page was dropped
+            // since the scan began (a dropped page may have been written
+            // back after the scan read its leaf).
+            (Some(b), false) if scan_epoch == Some(inner.pages.epoch()) => decode_page(name, page, b).map(Some),
             _ => inner.fetch_page(name, bitmap, page),
         })?;
         Ok(got.map(|p| (page, p)))
@@ -140,15 +151,16 @@ impl Drop for PageStream {
 enum Stored {
     /// A cached directory; `next .. end` are the pages still to visit.
     Directory { pages: Arc<Vec<u64>>, next: usize, end: usize },
-    /// A range scan of the store (which also yields the encoded pages).
-    Scan(Peekable<Scan>),
+    /// A range scan of the store (which also yields the encoded pages),
+    /// and the cache epoch when it began.
+    Scan { scan: Peekable<Scan>, epoch: u64 },
 }
 
 impl Stored {
     fn peek(&mut self) -> Result<Option<u64>> {
         match self {
             Stored::Directory { pages, next, end } => Ok((*next < *end).then(|| pages[*next])),
-            Stored::Scan(scan) => match scan.peek() {
+            Stored::Scan { scan, .. } => match scan.peek() {
                 Some(Ok((k, _))) => Ok(key::parse_page_key(k).map(|(_, p)| p)),
                 Some(Err(_)) => match scan.next() {
                     Some(Err(e)) => Err(e),
@@ -166,7 +178,7 @@ impl Stored {
                 *next += 1;
                 None
             }
-            Stored::Scan(scan) => match scan.next() {
+            Stored::Scan { scan, .. } => match scan.next() {
                 Some(Ok((_, v))) => Some(v),
                 _ => None,
             },

@@ -1,0 +1,205 @@
+//! Invariant: after kill -9 at any moment (also during open and during a
+//! BITOP), reopening gives exactly the state after some prefix of the
+//! operations that includes every operation acknowledged by a completed
+//! `flush()`; `verify()` is clean; and that holds again and again as the
+//! store keeps being reopened and killed.
+//!
+//! The test runs its own binary as the child (`BITSLED_CRASH_CHILD` set):
+//! the child applies a deterministic stream of operations and prints
+//! `ack N` after each flush that covers operations `0..=N`. Set
+//! `BITSLED_CRASH_CYCLES` to run more kill cycles (the default suits CI).
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bitsled::model::Model;
+use bitsled::{BitOp, Config, Db};
+use rand::{Rng, SeedableRng};
+
+const KEYS: [&[u8]; 4] = [b"k0", b"k1", b"k2", b"k3"];
+/// Offsets span eight pages, so BITOP and SET touch many pages.
+const SPAN: u64 = 8 * 32_768;
+/// Operations between flushes in the child.
+const FLUSH_EVERY: u64 = 25;
+
+/// Operation `i` of the stream of `seed`.
+#[derive(Debug)]
+enum Op {
+    SetBit(usize, u64, bool),
+    SetBits(usize, Vec<u64>),
+    Bitop(BitOp, usize, Vec<usize>),
+    Set(usize, Vec<u8>),
+    Delete(usize),
+}
+
+fn op(seed: u64, i: u64) -> Op {
+    let mut r = rand::rngs::StdRng::seed_from_u64(seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let k = r.gen_range(0..KEYS.len());
+    match r.gen_range(0..100) {
+        0..=49 => Op::SetBit(k, r.gen_range(0..SPAN), r.gen_bool(0.8)),
+        50..=69 => Op::SetBits(k, (0..r.gen_range(1..2000)).map(|_| r.gen_range(0..SPAN)).collect()),
+        70..=84 => {
+            let ops = [BitOp::And, BitOp::Or, BitOp::Xor, BitOp::Diff, BitOp::AndOr, BitOp::One];
+            Op::Bitop(ops[r.gen_range(0..ops.len())], k, vec![r.gen_range(0..4), r.gen_range(0..4)])
+        }
+        85..=94 => {
+            let len = r.gen_range(0..(SPAN / 8) as usize);
+            let fill: u8 = r.gen();
+            Op::Set(k, (0..len).map(|j| if j % 7 == 0 { fill } else { 0 }).collect())
+        }
+        _ => Op::Delete(k),
+    }
+}
+
+fn apply_db(db: &Db, op: &Op) {
+    match op {
+        Op::SetBit(k, o, v) => {
+            db.setbit(KEYS[*k], *o, *v).unwrap();
+        }
+        Op::SetBits(k, offs) => {
+            db.set_bits(KEYS[*k], offs, true).unwrap();
+        }
+        Op::Bitop(o, d, s) => {
+            let srcs: Vec<&[u8]> = s.iter().map(|&i| KEYS[i]).collect();
+            db.bitop(*o, KEYS[*d], &srcs).unwrap();
+        }
+        Op::Set(k, v) => db.set(KEYS[*k], v).unwrap(),
+        Op::Delete(k) => {
+            db.delete(KEYS[*k]).unwrap();
+        }
+    }
+}
+
+fn apply_model(m: &mut Model, op: &Op) {
+    match op {
+        Op::SetBit(k, o, v) => {
+            m.setbit(KEYS[*k], *o, *v);
+        }
+        Op::SetBits(k, offs) => {
+            for &o in offs {
+                m.setbit(KEYS[*k], o, true);
+            }
+        }
+        Op::Bitop(o, d, s) => {
+            let srcs: Vec<&[u8]> = s.iter().map(|&i| KEYS[i]).collect();
+            m.bitop(*o, KEYS[*d], &srcs);
+        }
+        Op::Set(k, v) => m.set(KEYS[*k], v),
+        Op::Delete(k) => {
+            m.delete(KEYS[*k]);
+        }
+    }
+}
+
+/// The child: applies operations from `start` on, flushing every
+/// `FLUSH_EVERY`, until killed.
+fn child(dir: &str, seed: u64, start: u64) {
+    // A short flush interval adds background write-backs at random moments.
+    let db = Config::new(dir).flush_interval(Some(Duration::from_millis(7))).dirty_bytes(256 << 10).open().unwrap();
+    let mut out = std::io::stdout();
+    writeln!(out, "open").unwrap();
+    out.flush().unwrap();
+    for i in start.. {
+        apply_db(&db, &op(seed, i));
+        if (i + 1) % FLUSH_EVERY == 0 {
+            db.flush().unwrap();
+            writeln!(out, "ack {i}").unwrap();
+            out.flush().unwrap();
+        }
+    }
+}
+
+fn state(db: &Db) -> Vec<Option<Vec<u8>>> {
+    KEYS.iter().map(|k| db.get(k).unwrap()).collect()
+}
+
+fn model_state(m: &Model) -> Vec<Option<Vec<u8>>> {
+    KEYS.iter().map(|k| m.get(k)).collect()
+}
+
+#[test]
+fn kill_9_keeps_every_acknowledged_write() {
+    if let Ok(dir) = std::env::var("BITSLED_CRASH_CHILD") {
+        let seed = std::env::var("BITSLED_CRASH_SEED").unwrap().parse().unwrap();
+        let start = std::env::var("BITSLED_CRASH_START").unwrap().parse().unwrap();
+        child(&dir, seed, start);
+        return;
+    }
+    let cycles: u32 = std::env::var("BITSLED_CRASH_CYCLES").ok().and_then(|s| s.parse().ok()).unwrap_or(50);
+    let seed: u64 = rand::random();
+    println!("seed {seed}, {cycles} cycles");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    // `done` operations are in the store; the model holds their result.
+    let mut done = 0u64;
+    let mut model = Model::default();
+    let mut kills_after_open = 0;
+    for cycle in 0..cycles {
+        let mut childp = Command::new(&exe)
+            .args(["--exact", "kill_9_keeps_every_acknowledged_write", "--nocapture", "--test-threads=1"])
+            .env("BITSLED_CRASH_CHILD", dir.path())
+            .env("BITSLED_CRASH_SEED", seed.to_string())
+            .env("BITSLED_CRASH_START", done.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Some kills land during open, most during the operations.
+        let wait = if cycle % 5 == 0 { rng.gen_range(0..15) } else { rng.gen_range(20..250) };
+        let stdout = childp.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut acked: Option<u64> = None;
+            let mut opened = false;
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line.ends_with("open") {
+                    opened = true;
+                } else if let Some(n) = line.rsplit(' ').next().and_then(|n| n.parse().ok()) {
+                    if line.contains("ack ") {
+                        acked = Some(n);
+                    }
+                }
+            }
+            (opened, acked)
+        });
+        let started = Instant::now();
+        std::thread::sleep(Duration::from_millis(wait));
+        childp.kill().unwrap(); // SIGKILL
+        childp.wait().unwrap();
+        let (opened, acked) = reader.join().unwrap();
+        if opened {
+            kills_after_open += 1;
+        }
+
+        let db = Config::new(dir.path()).flush_interval(None).open().unwrap();
+        let report = db.verify().unwrap();
+        assert!(report.is_ok(), "cycle {cycle} (seed {seed}): verify after kill: {report:?}");
+        let got = state(&db);
+        // The store must be the model after some prefix that includes every
+        // acknowledged operation.
+        let must = acked.map_or(done, |a| a + 1);
+        while done < must {
+            apply_model(&mut model, &op(seed, done));
+            done += 1;
+        }
+        let mut extra = 0;
+        while model_state(&model) != got {
+            assert!(
+                extra < 20_000,
+                "cycle {cycle} (seed {seed}): store matches no prefix from operation {must} on (killed after {:?})",
+                started.elapsed()
+            );
+            apply_model(&mut model, &op(seed, done));
+            done += 1;
+            extra += 1;
+        }
+        for (k, v) in KEYS.iter().zip(&got) {
+            let ones = v.as_ref().map_or(0, |v| v.iter().map(|b| u64::from(b.count_ones())).sum());
+            assert_eq!(db.bitcount(k, None).unwrap(), ones, "cycle {cycle}: stored count of {k:?}");
+        }
+    }
+    println!("{cycles} kill cycles, {kills_after_open} after open completed, {done} operations recovered");
+    assert!(kills_after_open > cycles / 2, "most kills should land after open");
+}
