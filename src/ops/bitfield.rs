@@ -228,8 +228,10 @@ impl Db {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a type outside `i1 ..= i64` and
-    /// `u1 ..= u63` or a field ending past offset `u64::MAX` (checked
-    /// before anything runs); [`Error::WrongType`] if `key` is not a string;
+    /// `u1 ..= u63` or a field ending past offset `u64::MAX`;
+    /// [`Error::OffsetOutOfRange`] for a SET or INCRBY ending past
+    /// [`crate::geometry::MAX_OFFSET`] (all checked before anything runs);
+    /// [`Error::WrongType`] if `key` is not a string;
     /// [`Error::Corrupted`]; [`Error::Poisoned`].
     ///
     /// ```
@@ -261,6 +263,9 @@ impl Db {
                 .checked_add(u64::from(ty.bits()) - 1)
                 .ok_or_else(|| Error::InvalidArgument("bit field ends past the largest offset".into()))?;
             if !matches!(op, BitfieldOp::Get { .. }) {
+                if last > crate::geometry::MAX_OFFSET {
+                    return Err(Error::OffsetOutOfRange { offset: last });
+                }
                 highest = Some(highest.map_or(last, |h| h.max(last)));
             }
         }
@@ -543,9 +548,13 @@ mod tests {
         let r = db.bitfield(b"k", &[set(U(8), 0), set(I(2), u64::MAX)]);
         assert!(matches!(r, Err(Error::InvalidArgument(_))));
         assert!(!db.exists(b"k").unwrap(), "nothing written");
-        assert_eq!(db.bitfield(b"k", &[set(I(1), u64::MAX)]).unwrap(), vec![Some(0)]);
-        assert_eq!(db.bitfield(b"k", &[BitfieldOp::Get { ty: I(1), offset: u64::MAX }]).unwrap(), vec![Some(-1)]);
-        assert_eq!(db.strlen(b"k").unwrap(), 1 << 61);
+        let r = db.bitfield(b"k", &[set(I(1), u64::MAX)]);
+        assert!(matches!(r, Err(Error::OffsetOutOfRange { .. })), "a write past MAX_OFFSET: {r:?}");
+        let max = crate::geometry::MAX_OFFSET;
+        assert_eq!(db.bitfield(b"k", &[set(I(1), max)]).unwrap(), vec![Some(0)]);
+        assert_eq!(db.bitfield(b"k", &[BitfieldOp::Get { ty: I(1), offset: max }]).unwrap(), vec![Some(-1)]);
+        assert_eq!(db.bitfield(b"k", &[BitfieldOp::Get { ty: I(1), offset: u64::MAX }]).unwrap(), vec![Some(0)]);
+        assert_eq!(db.strlen(b"k").unwrap(), max / 8 + 1);
         db.set(b"k", b"x").unwrap();
         assert_eq!(db.bitfield(b"k", &[set(I(8), 0)]).unwrap(), vec![Some(i64::from(b'x'))]);
     }
