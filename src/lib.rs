@@ -43,6 +43,7 @@ pub use db::{
     DEFAULT_STORE_CACHE_BYTES,
 };
 pub use error::{Error, Result};
+pub use ops::CompactReport;
 pub use ops::{
     BitOp, BitfieldOp, BitfieldType, ExpireCondition, Expiry, KeyStats, Ones, Overflow, Problem, SetExpiry, Span, Unit,
     VerifyReport,

@@ -8,12 +8,13 @@
 //! bitsled [--db DIR] stats [KEY]     how keys are stored
 //! bitsled [--db DIR] demo [--users N] [--days D] [--density P]
 //! bitsled [--db DIR] import FILE|-   load `key,offset[,bit]` CSV lines
+//! bitsled [--db DIR] compact         rewrite the database without its garbage
 //! ```
 
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -64,6 +65,10 @@ enum Command {
         /// The CSV file, or `-` for stdin.
         file: PathBuf,
     },
+    /// Copy every live key into a fresh database (DIR.compact-tmp), then swap
+    /// it in place of DIR (the old one goes through DIR.compact-old and is
+    /// removed). Refuses if DIR.compact-tmp or DIR.compact-old exists.
+    Compact,
     /// Any Redis command, e.g. `bitsled SETBIT k 7 1`.
     #[command(external_subcommand)]
     Redis(Vec<OsString>),
@@ -101,6 +106,10 @@ fn main() -> Result<()> {
         }
         Some(Command::Import { file }) => {
             import(&open(&cli.db)?, &file)?;
+            0
+        }
+        Some(Command::Compact) => {
+            compact(&cli.db)?;
             0
         }
     };
@@ -194,23 +203,135 @@ fn run_line(db: &Db, line: &[u8], out: &mut impl Write) -> Result<bool> {
     Ok(true)
 }
 
-/// The interactive prompt: a plain line loop.
-fn repl(db: &Db) -> Result<()> {
-    let stdin = std::io::stdin();
-    let mut out = std::io::stdout().lock();
-    let mut line = Vec::new();
-    loop {
-        write!(out, "bitsled {}> ", db.path().display())?;
-        out.flush()?;
-        line.clear();
-        if stdin.lock().read_until(b'\n', &mut line)? == 0 {
-            writeln!(out)?;
-            return Ok(());
+/// The prompt of the interactive loop.
+const PROMPT: &str = "bitsled> ";
+
+/// Where the interactive loop gets its lines: a line editor on a terminal,
+/// a list of lines in tests.
+trait LineSource {
+    /// The next line without its newline; `None` when the user leaves
+    /// (Ctrl-D, or Ctrl-C as in redis-cli).
+    fn read_line(&mut self, prompt: &str) -> Result<Option<String>>;
+    /// Remembers a line for the history (Up / Ctrl-R).
+    fn remember(&mut self, line: &str);
+}
+
+/// The interactive loop: reads lines from `source`, keeps the non-blank ones
+/// in its history and runs them until the input ends or asks to quit.
+fn repl_loop(db: &Db, source: &mut impl LineSource, out: &mut impl Write) -> Result<()> {
+    while let Some(line) = source.read_line(PROMPT)? {
+        if !line.trim().is_empty() {
+            source.remember(&line);
         }
-        if !run_line(db, &line, &mut out)? {
-            return Ok(());
+        if !run_line(db, line.as_bytes(), out)? {
+            break;
         }
     }
+    Ok(())
+}
+
+/// Lines kept in the history.
+const HISTORY_SIZE: usize = 1000;
+
+/// A `rustyline` editor: line editing, history in memory and, when `HOME` is
+/// set, in `~/.bitsled_history` (loaded at start, saved after each line;
+/// failures to read or write it are ignored).
+struct Readline {
+    editor: rustyline::DefaultEditor,
+    history: Option<PathBuf>,
+}
+
+impl Readline {
+    fn new() -> Result<Readline> {
+        let config = rustyline::Config::builder()
+            .max_history_size(HISTORY_SIZE)?
+            .history_ignore_dups(true)?
+            .auto_add_history(false)
+            .build();
+        let mut editor = rustyline::DefaultEditor::with_config(config)?;
+        let history =
+            std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| PathBuf::from(h).join(".bitsled_history"));
+        if let Some(path) = &history {
+            let _ = editor.load_history(path);
+        }
+        Ok(Readline { editor, history })
+    }
+}
+
+impl LineSource for Readline {
+    fn read_line(&mut self, prompt: &str) -> Result<Option<String>> {
+        use rustyline::error::ReadlineError;
+        match self.editor.readline(prompt) {
+            Ok(line) => Ok(Some(line)),
+            Err(ReadlineError::Eof | ReadlineError::Interrupted) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn remember(&mut self, line: &str) {
+        let _ = self.editor.add_history_entry(line);
+        if let Some(path) = &self.history {
+            let _ = self.editor.save_history(path);
+        }
+    }
+}
+
+/// The interactive prompt, with line editing and history.
+fn repl(db: &Db) -> Result<()> {
+    repl_loop(db, &mut Readline::new()?, &mut std::io::stdout())
+}
+
+/// `dir` with `suffix` appended to its last component.
+fn sibling(dir: &Path, suffix: &str) -> PathBuf {
+    let mut s = dir.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// Compacts the database in `dir` into `dir.compact-tmp` and swaps the
+/// directories.
+fn compact(dir: &Path) -> Result<()> {
+    if !dir.is_dir() {
+        bail!("no database in {}", dir.display());
+    }
+    // The canonical path has no trailing `/` or `.`, so the siblings are
+    // really next to the directory.
+    let dir = dir.canonicalize().with_context(|| format!("resolving {}", dir.display()))?;
+    let tmp = sibling(&dir, ".compact-tmp");
+    let old = sibling(&dir, ".compact-old");
+    for p in [&tmp, &old] {
+        if p.symlink_metadata().is_ok() {
+            bail!("{} exists (left by an interrupted compaction?); remove it first", p.display());
+        }
+    }
+    let t = Instant::now();
+    let db = open(&dir)?;
+    let report = match db.compact_into(&tmp) {
+        Ok(r) => r,
+        Err(e) => {
+            // Only what this run created; the database itself is untouched.
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(e).context("compacting");
+        }
+    };
+    // Close the database (and its background thread) before moving it.
+    drop(db);
+    std::fs::rename(&dir, &old).with_context(|| format!("renaming {} to {}", dir.display(), old.display()))?;
+    if let Err(e) = std::fs::rename(&tmp, &dir) {
+        let undo = std::fs::rename(&old, &dir);
+        return Err(e).with_context(|| {
+            format!(
+                "renaming {} to {} (the old database was {})",
+                tmp.display(),
+                dir.display(),
+                if undo.is_ok() { "put back".to_string() } else { format!("left in {}", old.display()) }
+            )
+        });
+    }
+    std::fs::remove_dir_all(&old).with_context(|| format!("removing {}", old.display()))?;
+    println!("compacted {} keys, {} pages in {:.1} ms", report.keys, report.pages, ms(t));
+    println!("size on disk: {} bytes before, {} bytes after", report.bytes_before, report.bytes_after);
+    Ok(())
 }
 
 fn verify(db: &Db) -> Result<i32> {
@@ -586,6 +707,52 @@ mod tests {
         assert!(matches!(interpret(b"QUIT"), Line::Quit));
         assert!(matches!(interpret(b"   "), Line::Skip));
         assert!(matches!(interpret(b"get \"x"), Line::Print("Invalid argument(s)\n")));
+    }
+
+    /// Lines from a list, as a terminal would give them.
+    struct Lines {
+        lines: std::vec::IntoIter<&'static str>,
+        history: Vec<String>,
+        prompts: usize,
+    }
+
+    impl LineSource for Lines {
+        fn read_line(&mut self, prompt: &str) -> Result<Option<String>> {
+            assert_eq!(prompt, PROMPT);
+            self.prompts += 1;
+            Ok(self.lines.next().map(str::to_string))
+        }
+
+        fn remember(&mut self, line: &str) {
+            self.history.push(line.to_string());
+        }
+    }
+
+    fn run_repl(lines: Vec<&'static str>) -> (String, Lines) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Config::new(dir.path()).open().unwrap();
+        let mut source = Lines { lines: lines.into_iter(), history: Vec::new(), prompts: 0 };
+        let mut out = Vec::new();
+        repl_loop(&db, &mut source, &mut out).unwrap();
+        (String::from_utf8(out).unwrap(), source)
+    }
+
+    /// The loop runs each line, remembers the non-blank ones and stops at
+    /// `quit` (later lines are not run) or at the end of input (Ctrl-D).
+    #[test]
+    fn repl_runs_lines_until_quit() {
+        let (out, src) = run_repl(vec!["SETBIT k 7 1", "", "  ", "get k", "2 ping", "get \"x", "QUIT", "setbit k 0 1"]);
+        assert_eq!(out, "(integer) 0\n\"\\x01\"\nPONG\nPONG\nInvalid argument(s)\n");
+        assert_eq!(src.history, ["SETBIT k 7 1", "get k", "2 ping", "get \"x", "QUIT"]);
+        assert_eq!(src.prompts, 7);
+
+        let (out, src) = run_repl(vec!["exists k", "exit"]);
+        assert_eq!(out, "(integer) 0\n");
+        assert_eq!(src.prompts, 2);
+
+        let (out, src) = run_repl(vec!["echo a"]);
+        assert_eq!(out, "\"a\"\n");
+        assert_eq!(src.prompts, 2, "reads again until the end of input");
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod args;
 mod bitfield;
 mod bitmaps;
 mod expiry;
+mod introspect;
 mod keyspace;
 mod scan;
 mod strings;
@@ -179,7 +180,13 @@ static COMMANDS: &[Spec] = &[
     spec("expiretime", 2, expiry::expiretime),
     spec("pexpiretime", 2, expiry::pexpiretime),
     spec("persist", 2, expiry::persist),
+    spec("command", -1, introspect::command),
 ];
+
+/// Name and arity of every command in the dispatch table, in its order.
+pub(crate) fn commands() -> impl Iterator<Item = (&'static str, i32)> {
+    COMMANDS.iter().map(|s| (s.name, s.arity))
+}
 
 /// Runs one command (`args[0]` is its name, in any case) against `db` and
 /// returns Redis's reply, errors included: this function never fails and

@@ -3,6 +3,7 @@
 pub(crate) mod bitfield;
 pub(crate) mod bitop;
 pub(crate) mod bits;
+pub(crate) mod compact;
 pub(crate) mod count;
 pub(crate) mod expiry;
 pub(crate) mod iter;
@@ -17,6 +18,7 @@ pub(crate) mod verify;
 
 pub use bitfield::{BitfieldOp, BitfieldType, Overflow};
 pub use bitop::BitOp;
+pub use compact::CompactReport;
 pub use expiry::{ExpireCondition, Expiry, SetExpiry};
 pub use iter::Ones;
 pub use range::{Span, Unit};
