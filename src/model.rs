@@ -71,6 +71,9 @@ impl Model {
                     Unit::Byte => v.len() as i128,
                     Unit::Bit => bits as i128,
                 };
+                if s.start < 0 && s.end < 0 && s.start > s.end {
+                    return 0;
+                }
                 let Some((a, b)) = redis_range(s.start.into(), s.end.into(), total) else { return 0 };
                 match s.unit {
                     Unit::Byte => (a * 8, b * 8 + 7),

@@ -143,20 +143,60 @@ fn settle(ty: BitfieldType, overflow: Overflow, exact: i128, wrapped: u64) -> Op
     }
 }
 
+/// Redis's overflow test for signed fields, `value + incr` in a field of
+/// `bits` bits: 1 up, -1 down, 0 none. Its intermediate `max - value` wraps
+/// in 64 bits, so a SET of a value within `max` of `i64::MIN` counts as an
+/// overflow *upwards* (SAT then stores the maximum); bitsled answers as
+/// Redis does.
+fn signed_overflow(value: i64, incr: i64, bits: u32) -> i8 {
+    let max: i64 = if bits == 64 { i64::MAX } else { (1i64 << (bits - 1)) - 1 };
+    let min: i64 = -max - 1;
+    // Two's-complement wrapping, as the C code's arithmetic does.
+    let max_incr = (max as u64).wrapping_sub(value as u64) as i64;
+    let min_incr = min.wrapping_sub(value);
+    if value > max || (bits != 64 && incr > max_incr) || (value >= 0 && incr > 0 && incr > max_incr) {
+        1
+    } else if value < min || (bits != 64 && incr < min_incr) || (value < 0 && incr < 0 && incr < min_incr) {
+        -1
+    } else {
+        0
+    }
+}
+
+/// `value + incr` stored in a signed field, per `overflow`, by Redis's rules.
+fn signed_result(ty: BitfieldType, overflow: Overflow, value: i64, incr: i64) -> Option<i64> {
+    let (min, max) = ty.limits();
+    let wrapped = (value as u64).wrapping_add(incr as u64);
+    match signed_overflow(value, incr, ty.bits()) {
+        // No overflow: the sum is inside the field's range.
+        0 => Some(ty.decode(wrapped)),
+        dir => match overflow {
+            Overflow::Wrap => Some(ty.decode(wrapped)),
+            // Both limits fit in i64.
+            Overflow::Sat => Some(if dir > 0 { max as i64 } else { min as i64 }),
+            Overflow::Fail => None,
+        },
+    }
+}
+
 /// The value a SET of `value` stores, or `None` if it fails.
 fn set_result(ty: BitfieldType, overflow: Overflow, value: i64) -> Option<i64> {
-    let exact = match ty {
+    match ty {
         // Redis reads the argument of an unsigned SET as a u64.
-        BitfieldType::Unsigned(_) => i128::from(value as u64),
-        BitfieldType::Signed(_) => i128::from(value),
-    };
-    settle(ty, overflow, exact, value as u64)
+        BitfieldType::Unsigned(_) => settle(ty, overflow, i128::from(value as u64), value as u64),
+        BitfieldType::Signed(_) => signed_result(ty, overflow, value, 0),
+    }
 }
 
 /// The value an INCRBY of `increment` on `old` stores, or `None` if it fails.
 fn incr_result(ty: BitfieldType, overflow: Overflow, old: i64, increment: i64) -> Option<i64> {
-    let exact = i128::from(old) + i128::from(increment);
-    settle(ty, overflow, exact, (old as u64).wrapping_add(increment as u64))
+    match ty {
+        BitfieldType::Unsigned(_) => {
+            let exact = i128::from(old) + i128::from(increment);
+            settle(ty, overflow, exact, (old as u64).wrapping_add(increment as u64))
+        }
+        BitfieldType::Signed(_) => signed_result(ty, overflow, old, increment),
+    }
 }
 
 /// The (page, first page-relative bit, bit count) pieces of the field of
@@ -426,7 +466,17 @@ mod tests {
                     BitfieldOp::Set { ty, offset, value } => {
                         let old = self.get(ty, offset);
                         let v = if matches!(ty, U(_)) { i128::from(value as u64) } else { i128::from(value) };
-                        match Self::fit(ty, ow, v) {
+                        // Redis quirk: for a signed field narrower than 64
+                        // bits, `max - value` computed in 64 bits wraps for
+                        // values within `max` of i64::MIN, which Redis reads
+                        // as an overflow upwards: SAT stores the maximum.
+                        let hi = |w: u32| (1i128 << (w - 1)) - 1;
+                        let quirk = matches!(ty, I(w) if w < 64 && v <= hi(w) - (1i128 << 63));
+                        let fitted = match (quirk, ow) {
+                            (true, Overflow::Sat) => Some(hi(ty.bits())),
+                            _ => Self::fit(ty, ow, v),
+                        };
+                        match fitted {
                             Some(n) => {
                                 self.put(ty, offset, n);
                                 out.push(Some(old as i64));

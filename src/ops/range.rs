@@ -60,6 +60,17 @@ pub(crate) fn clamp(start: i64, end: i64, total: u64) -> Option<(u64, u64)> {
     Some((u64::try_from(s).ok()?, u64::try_from(e).ok()?))
 }
 
+/// [`clamp`] as BITCOUNT and GETRANGE apply it: a range whose ends are both
+/// negative with `start > end` selects nothing, before any clamping
+/// (clamping alone would turn it into the first unit). BITPOS has no such
+/// check.
+pub(crate) fn clamp_nonreversed(start: i64, end: i64, total: u64) -> Option<(u64, u64)> {
+    if start < 0 && end < 0 && start > end {
+        return None;
+    }
+    clamp(start, end, total)
+}
+
 /// Total units of a string of `len` bytes.
 pub(crate) fn total_units(len: u64, unit: Unit) -> u64 {
     match unit {
@@ -81,7 +92,7 @@ pub(crate) fn to_bits(first: u64, last: u64, unit: Unit) -> (u64, u64) {
 /// The inclusive bit range of `span` over a string of `len` bytes, or
 /// `None` when it selects nothing.
 pub(crate) fn span_bits(span: Span, len: u64) -> Option<(u64, u64)> {
-    let (first, last) = clamp(span.start, span.end, total_units(len, span.unit))?;
+    let (first, last) = clamp_nonreversed(span.start, span.end, total_units(len, span.unit))?;
     Some(to_bits(first, last, span.unit))
 }
 
@@ -110,5 +121,9 @@ mod tests {
         assert_eq!(span_bits(Span::bits(5, 30), 3), Some((5, 23)));
         assert_eq!(span_bits(Span::bits(-1, -1), 3), Some((23, 23)));
         assert_eq!(span_bits(Span::bytes(2, 1), 3), None);
+        // Both negative and reversed: nothing, although clamping alone
+        // would give the first byte.
+        assert_eq!(clamp(-199, -4112, 16), Some((0, 0)));
+        assert_eq!(span_bits(Span::bytes(-199, -4112), 16), None);
     }
 }

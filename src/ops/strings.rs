@@ -4,7 +4,7 @@ use crate::db::{check_string, Db};
 use crate::error::{Error, Result};
 use crate::geometry::{PAGE_BITS, PAGE_BYTES};
 use crate::meta::{Kind, Meta};
-use crate::ops::range::clamp;
+use crate::ops::range::clamp_nonreversed;
 use crate::page::Page;
 
 /// Bytes of a page, as a `usize` (4,096).
@@ -34,7 +34,7 @@ impl Db {
     pub fn getrange(&self, key: &[u8], start: i64, end: i64) -> Result<Vec<u8>> {
         let inner = &self.inner;
         let max = inner.config.max_value_bytes;
-        let bytes = |m: &Meta| clamp(start, end, m.len);
+        let bytes = |m: &Meta| clamp_nonreversed(start, end, m.len);
         let pages = |m: &Meta| {
             let (first, last) = bytes(m)?;
             (last - first < max).then_some(((first * 8) / PAGE_BITS, (last * 8) / PAGE_BITS))
