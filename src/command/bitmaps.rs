@@ -47,6 +47,11 @@ pub(crate) fn bitcount(db: &Db, a: &[Vec<u8>]) -> CmdResult {
         2 => None,
         4 | 5 => {
             let (start, end) = (int(&a[2])?, int(&a[3])?);
+            // Redis 7.0 answers a reversed all-negative range before it
+            // reads the unit, so a bad unit goes unnoticed there.
+            if start < 0 && end < 0 && start > end {
+                return Ok(Reply::Integer(0));
+            }
             let unit = if a.len() == 5 { unit(&a[4])? } else { Unit::Byte };
             Some(Span { start, end, unit })
         }

@@ -471,7 +471,7 @@ mod tests {
                         // values within `max` of i64::MIN, which Redis reads
                         // as an overflow upwards: SAT stores the maximum.
                         let hi = |w: u32| (1i128 << (w - 1)) - 1;
-                        let quirk = matches!(ty, I(w) if w < 64 && v <= hi(w) - (1i128 << 63));
+                        let quirk = matches!(ty, I(w) if w < 64 && v <= hi(u32::from(w)) - (1i128 << 63));
                         let fitted = match (quirk, ow) {
                             (true, Overflow::Sat) => Some(hi(ty.bits())),
                             _ => Self::fit(ty, ow, v),
