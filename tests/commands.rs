@@ -12,30 +12,12 @@
 //! Each row is a command in redis-cli syntax and the reply Redis gave; rows
 //! run in order against one database, so later rows see earlier writes.
 
-use bitsled::command::{cli_syntax::split_args, execute, format::format_reply, Reply};
-use bitsled::{Config, Db};
+use bitsled::command::{execute, format::format_reply, Reply};
+use bitsled::Config;
 
-fn ok() -> Reply {
-    Reply::ok()
-}
-fn st(s: &str) -> Reply {
-    Reply::Status(s.into())
-}
-fn err(s: &str) -> Reply {
-    Reply::Error(s.into())
-}
-fn int(n: i64) -> Reply {
-    Reply::Integer(n)
-}
-fn nil() -> Reply {
-    Reply::Bulk(None)
-}
-fn bulk(b: &[u8]) -> Reply {
-    Reply::Bulk(Some(b.to_vec()))
-}
-fn arr(v: Vec<Reply>) -> Reply {
-    Reply::Array(v)
-}
+#[path = "common/table.rs"]
+mod table;
+use table::{arr, bulk, err, int, nil, ok, run, st};
 
 /// Rows captured from Redis 7.0.15.
 fn redis7_cases() -> Vec<(&'static str, Reply)> {
@@ -375,24 +357,6 @@ fn redis82_cases() -> Vec<(&'static str, Reply)> {
     ]
 }
 
-/// Runs `cases` in order on `db`, reopening it every `reopen_every` rows
-/// when given; returns one line per row whose reply differs.
-fn run(mut db: Db, cases: &[(&str, Reply)], reopen_every: Option<usize>, config: impl Fn() -> Config) -> Vec<String> {
-    let mut failures = Vec::new();
-    for (i, (line, want)) in cases.iter().enumerate() {
-        if reopen_every.is_some_and(|n| i > 0 && i % n == 0) {
-            drop(db);
-            db = config().open().expect("reopen");
-        }
-        let args = split_args(line.as_bytes()).unwrap_or_else(|| panic!("row {i}: bad syntax {line}"));
-        let got = execute(&db, &args);
-        if &got != want {
-            failures.push(format!("row {i} `{line}`:\n  want {}  got  {}", format_reply(want), format_reply(&got)));
-        }
-    }
-    failures
-}
-
 fn all_cases() -> Vec<(&'static str, Reply)> {
     let mut cases = redis7_cases();
     cases.extend(redis82_cases());
@@ -404,7 +368,7 @@ fn all_cases() -> Vec<(&'static str, Reply)> {
 fn replies_match_redis() {
     let dir = tempfile::tempdir().unwrap();
     let config = || Config::new(dir.path()).flush_interval(None);
-    let failures = run(config().open().unwrap(), &all_cases(), None, config);
+    let (failures, _) = run(config().open().unwrap(), &all_cases(), None, config);
     assert!(failures.is_empty(), "{} rows differ:\n{}", failures.len(), failures.join("\n"));
 }
 
@@ -414,7 +378,7 @@ fn replies_match_redis() {
 fn replies_match_redis_across_reopen_and_eviction() {
     let dir = tempfile::tempdir().unwrap();
     let config = || Config::new(dir.path()).flush_interval(None).cache_bytes(1).dirty_bytes(1);
-    let failures = run(config().open().unwrap(), &all_cases(), Some(17), config);
+    let (failures, _) = run(config().open().unwrap(), &all_cases(), Some(17), config);
     assert!(failures.is_empty(), "{} rows differ:\n{}", failures.len(), failures.join("\n"));
 }
 

@@ -12,27 +12,12 @@
 //! same rows). Afterwards `verify` finds the store sound (the popcounts kept
 //! in the metadata match the pages).
 
-use bitsled::command::{cli_syntax::split_args, execute, format::format_reply, Reply};
-use bitsled::{Config, Db};
+use bitsled::command::{execute, format::format_reply, Reply};
+use bitsled::Config;
 
-fn st(s: &str) -> Reply {
-    Reply::Status(s.into())
-}
-fn err(s: &str) -> Reply {
-    Reply::Error(s.into())
-}
-fn int(n: i64) -> Reply {
-    Reply::Integer(n)
-}
-fn nil() -> Reply {
-    Reply::Bulk(None)
-}
-fn bulk(b: &[u8]) -> Reply {
-    Reply::Bulk(Some(b.to_vec()))
-}
-fn arr(v: Vec<Reply>) -> Reply {
-    Reply::Array(v)
-}
+#[path = "common/table.rs"]
+mod table;
+use table::{arr, bulk, err, int, nil, run, st};
 
 /// Rows captured from Redis 7.0.15.
 #[rustfmt::skip]
@@ -184,30 +169,6 @@ fn redis7_cases() -> Vec<(&'static str, Reply)> {
         (r#"get s"#, bulk(b"goobaA")),
         (r#"strlen s"#, int(6)),
     ]
-}
-
-/// Runs `cases` in order on `db`, reopening it every `reopen_every` rows
-/// when given; returns one line per row whose reply differs, and the
-/// database.
-fn run(
-    mut db: Db,
-    cases: &[(&str, Reply)],
-    reopen_every: Option<usize>,
-    config: impl Fn() -> Config,
-) -> (Vec<String>, Db) {
-    let mut failures = Vec::new();
-    for (i, (line, want)) in cases.iter().enumerate() {
-        if reopen_every.is_some_and(|n| i > 0 && i % n == 0) {
-            drop(db);
-            db = config().open().expect("reopen");
-        }
-        let args = split_args(line.as_bytes()).unwrap_or_else(|| panic!("row {i}: bad syntax {line}"));
-        let got = execute(&db, &args);
-        if &got != want {
-            failures.push(format!("row {i} `{line}`:\n  want {}  got  {}", format_reply(want), format_reply(&got)));
-        }
-    }
-    (failures, db)
 }
 
 /// Every row gives Redis's reply on a database with default settings.
