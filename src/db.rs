@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -30,6 +31,11 @@ pub const DEFAULT_STORE_CACHE_BYTES: u64 = 64 << 20;
 
 /// Expired keys deleted per background tick (and per round at open).
 const SWEEP_BATCH: usize = 1000;
+
+/// An empty store whose log file is larger than this was not new: its
+/// records were lost (a new store's log holds ~150 bytes after the
+/// superblock is written).
+const DAMAGED_LOG_BYTES: u64 = 64 << 10;
 
 /// Reclamation deletes a dead bitmap's pages in batches of this many.
 const RECLAIM_BATCH: usize = 512;
@@ -190,6 +196,10 @@ pub(crate) struct Inner {
     pins: Mutex<HashMap<u64, usize>>,
     /// Serialises write-backs and reclamation.
     pub(crate) flush_lock: Mutex<()>,
+    /// Number of the last write-back applied to the store.
+    sequence: AtomicU64,
+    /// Number last recorded in the side file.
+    side_sequence: AtomicU64,
     /// Bitmap ids being built by a running operation (not yet published).
     building: Mutex<HashSet<u64>>,
     /// Set after a failed store write; every later write is refused.
@@ -213,6 +223,20 @@ impl Db {
         let store = SledStore::open(&config.path, config.store_cache_bytes)?;
         match store.get(&key::superblock_key())? {
             Some(b) => meta::check_superblock(&b)?,
+            // A new store's superblock is made durable before anything else
+            // is written, so an empty store with a grown log means sled
+            // dropped damaged records: do not start afresh over them.
+            None if store.is_empty() && store.log_file_len() > DAMAGED_LOG_BYTES => {
+                return Err(Error::Corrupted {
+                    key: "<store>".into(),
+                    page: None,
+                    reason: format!(
+                        "sled recovered no records from a {}-byte log (damaged?); refusing to create a new database \
+                         over it: restore the directory from a backup, or remove it to start afresh",
+                        store.log_file_len()
+                    ),
+                });
+            }
             None if store.is_empty() => {
                 store.apply(vec![(key::superblock_key(), Some(meta::encode_superblock()))])?;
                 store.sync()?;
@@ -225,8 +249,29 @@ impl Db {
                 })
             }
         }
+        // Every write-back carries its number; every flush records the
+        // number it made durable in a side file. A store behind its side
+        // file lost acknowledged writes (sled drops a damaged log's tail).
+        let stored_seq = match store.get(&key::sequence_key())? {
+            Some(b) => meta::decode_sequence(&b)?,
+            None => 0,
+        };
+        if let Some(acked) = read_side_sequence(&config.path)? {
+            if acked > stored_seq {
+                return Err(Error::Corrupted {
+                    key: "<store>".into(),
+                    page: None,
+                    reason: format!(
+                        "the store holds write-back {stored_seq} but a flush acknowledged write-back {acked}: \
+                         acknowledged writes were lost (damaged log?); restore the directory from a backup"
+                    ),
+                });
+            }
+        }
         let cache_bytes = usize::try_from(config.cache_bytes).unwrap_or(usize::MAX);
         let inner = Arc::new(Inner {
+            sequence: AtomicU64::new(stored_seq),
+            side_sequence: AtomicU64::new(u64::MAX),
             store: Box::new(store),
             pages: PageCache::new(cache_bytes),
             metas: MetaCache::new(cache_bytes / 8),
@@ -287,6 +332,31 @@ impl Db {
     pub fn size_on_disk(&self) -> Result<u64> {
         self.inner.store.size_on_disk()
     }
+}
+
+/// The side file recording the last write-back a flush made durable.
+const SEQUENCE_FILE: &str = "bitsled.seq";
+
+/// The sequence number in the side file, if there is one.
+fn read_side_sequence(dir: &Path) -> Result<Option<u64>> {
+    match std::fs::read(dir.join(SEQUENCE_FILE)) {
+        Ok(b) => meta::decode_sequence(&b).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Records durably that write-back `seq` is on disk: a new file, synced,
+/// renamed over the old one, and the directory synced.
+fn write_side_sequence(dir: &Path, seq: u64) -> Result<()> {
+    use std::io::Write as _;
+    let tmp = dir.join("bitsled.seq.tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(&meta::encode_sequence(seq))?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, dir.join(SEQUENCE_FILE))?;
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(())
 }
 
 /// Requests to the background thread.
@@ -384,7 +454,13 @@ impl Inner {
 
     pub(crate) fn flush(&self) -> Result<()> {
         self.write_back()?;
-        self.store.sync().inspect_err(|e| self.poison(e))
+        // Read before the sync: everything up to it is then durable.
+        let seq = self.sequence.load(Ordering::SeqCst);
+        self.store.sync().inspect_err(|e| self.poison(e))?;
+        if self.side_sequence.swap(seq, Ordering::SeqCst) != seq {
+            write_side_sequence(&self.config.path, seq).inspect_err(|e| self.poison(e))?;
+        }
+        Ok(())
     }
 
     fn poison(&self, e: &Error) {
@@ -412,7 +488,10 @@ impl Inner {
             return Ok(());
         }
         let pages = self.drop_dead_pages(pages, &journal, &building);
-        let mut writes: Vec<Write> = Vec::with_capacity(pages.len() + metas.len() + journal.len());
+        let mut writes: Vec<Write> = Vec::with_capacity(pages.len() + metas.len() + journal.len() + 1);
+        // Write-backs are serialised by `flush_lock`, so this is the next number.
+        let seq = self.sequence.load(Ordering::SeqCst) + 1;
+        writes.push((key::sequence_key(), Some(meta::encode_sequence(seq))));
         for p in &pages {
             let k = key::page_key(p.id.0, p.id.1).to_vec();
             writes.push((k, p.page.as_ref().map(|page| page.encode())));
@@ -424,6 +503,7 @@ impl Inner {
             writes.push((k.clone(), v.clone()));
         }
         self.store.apply(writes).inspect_err(|e| self.poison(e))?;
+        self.sequence.store(seq, Ordering::SeqCst);
         let stored: Vec<(u64, u64, bool)> = pages.iter().map(|p| (p.id.0, p.id.1, p.page.is_some())).collect();
         self.dirs.apply(&stored);
         self.pages.mark_clean(&pages);

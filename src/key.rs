@@ -6,6 +6,7 @@
 //! | namespace | key bytes                                  | value            |
 //! |-----------|--------------------------------------------|------------------|
 //! | `0x00`    | `0x00`                                     | superblock       |
+//! | `0x00`    | `0x00 0x01`                                | write-back sequence |
 //! | `0x01`    | `0x01 name…`                               | key metadata     |
 //! | `0x02`    | `0x02 bitmap-id u64 BE, page-number u64 BE`| encoded page     |
 //! | `0x03`    | `0x03 bitmap-id u64 BE`                    | empty: pages to reclaim |
@@ -33,6 +34,12 @@ pub(crate) const PAGE_KEY_LEN: usize = 17;
 /// The superblock key.
 pub(crate) fn superblock_key() -> Vec<u8> {
     vec![NS_SUPER]
+}
+
+/// The key of the write-back sequence record (in the superblock's
+/// namespace): the number of the last write-back applied.
+pub(crate) fn sequence_key() -> Vec<u8> {
+    vec![NS_SUPER, 1]
 }
 
 /// The metadata key of a user key.

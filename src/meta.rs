@@ -118,6 +118,27 @@ impl Meta {
     }
 }
 
+/// The write-back sequence record: the number (u64 LE) and its CRC-32.
+pub(crate) fn encode_sequence(n: u64) -> Vec<u8> {
+    let mut b = n.to_le_bytes().to_vec();
+    b.extend_from_slice(&crc32fast::hash(&n.to_le_bytes()).to_le_bytes());
+    b
+}
+
+/// Parses a write-back sequence record (from the store or the side file).
+pub(crate) fn decode_sequence(b: &[u8]) -> Result<u64> {
+    let bad =
+        || Error::Corrupted { key: "<sequence>".into(), page: None, reason: "bad write-back sequence record".into() };
+    if b.len() != 12 {
+        return Err(bad());
+    }
+    let n = read_u64(b, 0);
+    if read_u32(b, 8) != crc32fast::hash(&b[..8]) {
+        return Err(bad());
+    }
+    Ok(n)
+}
+
 /// Byte offsets of the superblock fields.
 mod super_layout {
     pub(super) const MAGIC: &[u8; 8] = b"BITSLED\0";

@@ -112,6 +112,13 @@ fn remove_unfinished_snapshots(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+impl SledStore {
+    /// Bytes of sled's log file (0 if it cannot be read).
+    pub(crate) fn log_file_len(&self) -> u64 {
+        fs::metadata(self.dir.join("db")).map_or(0, |m| m.len())
+    }
+}
+
 fn scan_of(iter: sled::Iter) -> Scan {
     Box::new(iter.map(|r| r.map_err(Error::from)))
 }
