@@ -136,35 +136,11 @@ impl PageCache {
     ///
     /// `load` runs without any lock held and may run more than once; it gets
     /// `true` on a retry (when a value it produced earlier may be stale).
-    pub(crate) fn get(
-        &self,
-        id: PageId,
-        mut load: impl FnMut(bool) -> Result<Option<Page>>,
-    ) -> Result<Option<Arc<Page>>> {
-        if let Some(slot) = self.shard(id).get_mut(&id) {
+    pub(crate) fn get(&self, id: PageId, load: impl FnMut(bool) -> Result<Option<Page>>) -> Result<Option<Arc<Page>>> {
+        self.with_slot(id, load, |slot| {
             slot.hot = true;
-            return Ok(slot.page.clone());
-        }
-        let mut retry = false;
-        loop {
-            let epoch = self.epoch.load(Ordering::SeqCst);
-            let loaded = load(retry)?.map(Arc::new);
-            let mut shard = self.shard(id);
-            if let Some(slot) = shard.get_mut(&id) {
-                slot.hot = true;
-                return Ok(slot.page.clone());
-            }
-            if self.epoch.load(Ordering::SeqCst) == epoch {
-                let bytes = slot_bytes(&loaded);
-                self.bytes.fetch_add(bytes, Ordering::Relaxed);
-                shard.insert(id, PageSlot { page: loaded.clone(), dirty: 0, hot: true, bytes });
-                drop(shard);
-                // Readers fill the cache too: keep it within its budget.
-                self.evict_if_needed();
-                return Ok(loaded);
-            }
-            retry = true;
-        }
+            slot.page.clone()
+        })
     }
 
     /// Applies `f` to the page `id` (all-zero if absent) and marks it dirty.
@@ -174,27 +150,45 @@ impl PageCache {
     pub(crate) fn update<R>(
         &self,
         id: PageId,
-        mut load: impl FnMut(bool) -> Result<Option<Page>>,
+        load: impl FnMut(bool) -> Result<Option<Page>>,
         f: impl FnOnce(&mut Page) -> R,
+    ) -> Result<R> {
+        self.with_slot(id, load, |slot| self.apply(id, slot, f))
+    }
+
+    /// Runs `f` on the slot of page `id` under its shard lock, loading the
+    /// page with `load` (without any lock held) if it is not cached. The one
+    /// place of the epoch protocol: a loaded page is inserted only if no slot
+    /// was removed since before the load, else it is loaded again (`load`
+    /// gets `true` on such a retry).
+    fn with_slot<R>(
+        &self,
+        id: PageId,
+        mut load: impl FnMut(bool) -> Result<Option<Page>>,
+        f: impl FnOnce(&mut PageSlot) -> R,
     ) -> Result<R> {
         let mut retry = false;
         loop {
             let epoch = self.epoch.load(Ordering::SeqCst);
             if let Some(slot) = self.shard(id).get_mut(&id) {
-                return Ok(self.apply(id, slot, f));
+                return Ok(f(slot));
             }
-            // Not cached: load without the lock, then insert and change it
-            // in one critical section (so eviction cannot drop it between).
             let loaded = load(retry)?.map(Arc::new);
             let mut shard = self.shard(id);
             if let Some(slot) = shard.get_mut(&id) {
-                return Ok(self.apply(id, slot, f));
+                return Ok(f(slot));
             }
             if self.epoch.load(Ordering::SeqCst) == epoch {
                 let bytes = slot_bytes(&loaded);
                 self.bytes.fetch_add(bytes, Ordering::Relaxed);
+                // Inserted and used in one critical section, so eviction
+                // cannot drop it in between.
                 let slot = shard.entry(id).or_insert(PageSlot { page: loaded, dirty: 0, hot: true, bytes });
-                return Ok(self.apply(id, slot, f));
+                let r = f(slot);
+                drop(shard);
+                // Readers fill the cache too: keep it within its budget.
+                self.evict_if_needed();
+                return Ok(r);
             }
             retry = true;
         }
@@ -418,20 +412,25 @@ impl MetaCache {
             return;
         }
         for shard in self.shards.iter() {
-            let mut shard = shard.lock();
-            shard.map.retain(|_, slot| {
-                if slot.dirty != 0 {
-                    return true;
-                }
-                if slot.hot {
-                    slot.hot = false;
-                    return true;
-                }
-                self.entries.fetch_sub(1, Ordering::Relaxed);
-                false
-            });
+            sweep_metas(&mut shard.lock().map, &self.entries);
         }
     }
+}
+
+/// One CLOCK sweep over a metadata shard: drops the clean entries not used
+/// since the last sweep and clears the others' `hot` bit; dirty entries stay.
+fn sweep_metas(map: &mut HashMap<Vec<u8>, MetaSlot>, entries: &AtomicUsize) {
+    map.retain(|_, slot| {
+        if slot.dirty != 0 {
+            return true;
+        }
+        if slot.hot {
+            slot.hot = false;
+            return true;
+        }
+        entries.fetch_sub(1, Ordering::Relaxed);
+        false
+    });
 }
 
 /// A locked metadata shard.
@@ -455,18 +454,7 @@ impl MetaGuard<'_> {
     /// last sweep (readers fill the cache too).
     pub(crate) fn insert_clean(&mut self, name: &[u8], meta: Option<Meta>) {
         if self.cache.entries.load(Ordering::Relaxed) > self.cache.capacity {
-            let entries = &self.cache.entries;
-            self.shard.map.retain(|_, slot| {
-                if slot.dirty != 0 {
-                    return true;
-                }
-                if slot.hot {
-                    slot.hot = false;
-                    return true;
-                }
-                entries.fetch_sub(1, Ordering::Relaxed);
-                false
-            });
+            sweep_metas(&mut self.shard.map, &self.cache.entries);
         }
         if self.shard.map.insert(name.to_vec(), MetaSlot { meta, dirty: 0, hot: true }).is_none() {
             self.cache.entries.fetch_add(1, Ordering::Relaxed);

@@ -675,6 +675,21 @@ impl Inner {
         Ok(due.len())
     }
 
+    /// The metadata of string key `name` under the lock `g`, or, if it is
+    /// missing, that of a new empty string with a fresh bitmap id (not yet
+    /// recorded: the caller sets it once it has written).
+    pub(crate) fn string_meta_or_new(&self, g: &mut MetaGuard<'_>, name: &[u8]) -> Result<Meta> {
+        match check_string(self.meta_locked(g, name)?)? {
+            Some(m) => Ok(m),
+            None => self.new_string_meta(),
+        }
+    }
+
+    /// The metadata of a new, empty string key with a fresh bitmap id.
+    pub(crate) fn new_string_meta(&self) -> Result<Meta> {
+        Ok(Meta { kind: Kind::String, id: self.store.next_id()?, len: 0, ones: 0, expire_at_ms: 0 })
+    }
+
     /// The metadata of `name`.
     pub(crate) fn meta(&self, name: &[u8]) -> Result<Option<Meta>> {
         let mut g = self.metas.lock(name);

@@ -87,6 +87,11 @@ impl SledStore {
         };
         Ok(SledStore { db, dir: dir.to_path_buf() })
     }
+
+    /// Bytes of sled's log file (0 if it cannot be read).
+    pub(crate) fn log_file_len(&self) -> u64 {
+        fs::metadata(self.dir.join("db")).map_or(0, |m| m.len())
+    }
 }
 
 /// How long `open` waits for another handle of the same directory to let go.
@@ -110,13 +115,6 @@ fn remove_unfinished_snapshots(dir: &Path) -> Result<()> {
         }
     }
     Ok(())
-}
-
-impl SledStore {
-    /// Bytes of sled's log file (0 if it cannot be read).
-    pub(crate) fn log_file_len(&self) -> u64 {
-        fs::metadata(self.dir.join("db")).map_or(0, |m| m.len())
-    }
 }
 
 fn scan_of(iter: sled::Iter) -> Scan {

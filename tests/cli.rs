@@ -14,9 +14,10 @@
 //! them).
 
 use std::io::Write;
-use std::net::{Ipv4Addr, TcpListener};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+
+#[path = "common/redis_server.rs"]
+mod redis_server;
 
 /// The script: every reply kind, escapes in both directions, wide arrays,
 /// errors, redis-cli's own messages (bad quoting, repeat counts), blank
@@ -83,24 +84,6 @@ quit
 PING
 "#;
 
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn have(tool: &str) -> bool {
-    Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
-}
-
-fn free_port() -> u16 {
-    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind a loopback port");
-    l.local_addr().expect("local addr").port()
-}
-
 fn pipe(mut cmd: Command, input: &str) -> Vec<u8> {
     let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
     child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write script");
@@ -109,32 +92,12 @@ fn pipe(mut cmd: Command, input: &str) -> Vec<u8> {
     out.stdout
 }
 
-fn start_redis() -> Option<(Server, u16)> {
-    if !have("redis-server") || !have("redis-cli") {
-        assert!(
-            std::env::var("BITSLED_REQUIRE_REDIS").as_deref() != Ok("1"),
-            "BITSLED_REQUIRE_REDIS=1 but redis-server/redis-cli are not installed"
-        );
-        eprintln!("NOTICE: redis-server/redis-cli not found; skipping the comparison with real Redis");
+/// A private redis-server, when redis-server and redis-cli are installed.
+fn start_redis() -> Option<redis_server::Server> {
+    if !redis_server::tools_present(&["redis-server", "redis-cli"]) {
         return None;
     }
-    let port = free_port();
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start redis-server");
-    let server = Server(child);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let ping = Command::new("redis-cli").args(["-p", &port.to_string(), "ping"]).output().expect("redis-cli");
-        if ping.stdout.starts_with(b"PONG") {
-            return Some((server, port));
-        }
-        assert!(Instant::now() < deadline, "redis-server did not start on port {port}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    redis_server::start()
 }
 
 /// Runs `script` through redis-cli (against a fresh redis-server) and through
@@ -142,7 +105,8 @@ fn start_redis() -> Option<(Server, u16)> {
 /// really exercises those kinds of output) and that bitsled's output is
 /// byte for byte the same.
 fn compare_with_redis_cli(script: &str, needles: &[&str]) {
-    let Some((_server, port)) = start_redis() else { return };
+    let Some(server) = start_redis() else { return };
+    let port = server.port;
     let mut redis_cli = Command::new("redis-cli");
     redis_cli.args(["-p", &port.to_string(), "--no-raw"]);
     let want = pipe(redis_cli, script);

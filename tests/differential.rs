@@ -27,8 +27,7 @@
 //! by `BITSLED_DIFF_SECONDS` (default 600).
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::net::{Ipv4Addr, TcpStream};
 use std::time::{Duration, Instant};
 
 use bitsled::command::execute;
@@ -36,6 +35,9 @@ use bitsled::geometry::PAGE_BITS;
 use bitsled::{Config, Db};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+
+#[path = "common/redis_server.rs"]
+mod redis_server;
 
 /// Keys the sequences use: four plain ones, and rarely two binary names.
 const KEYS: [&[u8]; 6] = [b"k0", b"k1", b"k2", b"k3", b"\x00bin\xff\r\n", b"sp ace"];
@@ -55,19 +57,9 @@ enum Step {
     Reopen,
 }
 
-/// A `redis-server` this test started; killed on drop.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// A connection to the test's own `redis-server`, speaking RESP2.
 struct Redis {
-    _server: Server,
+    _server: redis_server::Server,
     conn: BufReader<TcpStream>,
 }
 
@@ -75,36 +67,8 @@ impl Redis {
     /// Starts `redis-server` on a free loopback port, or returns `None`
     /// (after a notice) when it is not installed and not required.
     fn start() -> Option<Redis> {
-        let installed = Command::new("redis-server")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !installed {
-            assert!(
-                std::env::var("BITSLED_REQUIRE_REDIS").as_deref() != Ok("1"),
-                "BITSLED_REQUIRE_REDIS=1 but redis-server is not installed"
-            );
-            eprintln!("NOTICE: redis-server not found; skipping the differential test against real Redis");
-            return None;
-        }
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind").local_addr().expect("addr").port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-server");
-        let server = Server(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let stream = loop {
-            if let Ok(s) = TcpStream::connect((Ipv4Addr::LOCALHOST, port)) {
-                break s;
-            }
-            assert!(Instant::now() < deadline, "redis-server did not start on port {port}");
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let server = redis_server::start()?;
+        let stream = TcpStream::connect((Ipv4Addr::LOCALHOST, server.port)).expect("connect to redis-server");
         stream.set_nodelay(true).expect("nodelay");
         let mut redis = Redis { _server: server, conn: BufReader::new(stream) };
         assert_eq!(redis.call(&[b"PING".to_vec()]), b"+PONG\r\n");

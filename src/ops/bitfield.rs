@@ -4,7 +4,6 @@
 use crate::db::{check_string, Db, Inner};
 use crate::error::{Error, Result};
 use crate::geometry::{locate, PAGE_BITS};
-use crate::meta::{Kind, Meta};
 
 /// The type of a bit field: signed `i1 ..= i64` or unsigned `u1 ..= u63`
 /// (Redis has no `u64`: its replies are signed 64-bit integers).
@@ -328,10 +327,7 @@ impl Db {
         };
         inner.write(|| {
             let mut g = inner.metas.lock(key);
-            let mut meta = match check_string(inner.meta_locked(&mut g, key)?)? {
-                Some(m) => m,
-                None => Meta { kind: Kind::String, id: inner.store.next_id()?, len: 0, ones: 0, expire_at_ms: 0 },
-            };
+            let mut meta = inner.string_meta_or_new(&mut g, key)?;
             // Read every touched page before changing any, so a page that does
             // not decode fails the call before it writes anything.
             for op in ops {

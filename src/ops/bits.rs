@@ -4,7 +4,6 @@ use crate::db::{check_string, Db};
 use crate::error::Error;
 use crate::error::Result;
 use crate::geometry::{locate, MAX_OFFSET, PAGE_BITS};
-use crate::meta::{Kind, Meta};
 
 /// Page groups handled under one hold of the write gate by [`Db::set_bits`].
 const BATCH_PAGES: usize = 64;
@@ -40,11 +39,7 @@ impl Db {
         let inner = &*self.inner;
         inner.write(|| {
             let mut g = inner.metas.lock(key);
-            let meta = check_string(inner.meta_locked(&mut g, key)?)?;
-            let mut meta = match meta {
-                Some(m) => m,
-                None => Meta { kind: Kind::String, id: inner.store.next_id()?, len: 0, ones: 0, expire_at_ms: 0 },
-            };
+            let mut meta = inner.string_meta_or_new(&mut g, key)?;
             let at = locate(offset);
             let byte_len = offset / 8 + 1;
             let current = inner.page(key, meta.id, at.page)?.is_some_and(|p| p.get(at.bit));
@@ -129,12 +124,7 @@ impl Db {
             rest = tail;
             changed_total += inner.write(|| {
                 let mut g = inner.metas.lock(key);
-                let meta = check_string(inner.meta_locked(&mut g, key)?)?;
-                let mut meta = match meta {
-                    Some(m) => m,
-                    None if !value && group.is_empty() => return Ok(0),
-                    None => Meta { kind: Kind::String, id: inner.store.next_id()?, len: 0, ones: 0, expire_at_ms: 0 },
-                };
+                let mut meta = inner.string_meta_or_new(&mut g, key)?;
                 let mut changed = 0u64;
                 for same_page in group.chunk_by(|a, b| a / PAGE_BITS == b / PAGE_BITS) {
                     let page = same_page[0] / PAGE_BITS;

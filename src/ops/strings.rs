@@ -3,7 +3,7 @@
 use crate::db::{check_string, Db};
 use crate::error::{Error, Result};
 use crate::geometry::{PAGE_BITS, PAGE_BYTES};
-use crate::meta::{Kind, Meta};
+use crate::meta::Meta;
 use crate::ops::range::clamp_nonreversed;
 use crate::page::Page;
 
@@ -124,7 +124,7 @@ impl Db {
             }
             let mut meta = match old {
                 Some(m) => m,
-                None => Meta { kind: Kind::String, id: inner.store.next_id()?, len: 0, ones: 0, expire_at_ms: 0 },
+                None => inner.new_string_meta()?,
             };
             let start = offset.unwrap_or(meta.len);
             let end = start

@@ -262,17 +262,16 @@ pub(super) fn to_words(stream: &[u64], out: &mut [u64; PAGE_WORDS]) {
     }
 }
 
+/// The segments of `stream` that overlap the words `w0 .. w1`, in order.
+fn segments_over(stream: &[u64], w0: usize, w1: usize) -> impl Iterator<Item = Segment<'_>> {
+    Segments::new(stream).skip_while(move |seg| seg.end() <= w0).take_while(move |seg| seg.start() < w1)
+}
+
 /// Number of set bits in `[from, to)`.
 pub(super) fn count_range(stream: &[u64], from: u32, to: u32) -> u32 {
     let (w0, w1) = dense::word_span(from, to);
     let mut n = 0;
-    for seg in Segments::new(stream) {
-        if seg.end() <= w0 {
-            continue;
-        }
-        if seg.start() >= w1 {
-            break;
-        }
+    for seg in segments_over(stream, w0, w1) {
         match seg {
             Segment::Run { start, len, ones } => {
                 if ones {
@@ -295,13 +294,7 @@ pub(super) fn count_range(stream: &[u64], from: u32, to: u32) -> u32 {
 /// First bit in `[from, to)` whose value is `value`.
 pub(super) fn find(stream: &[u64], value: bool, from: u32, to: u32) -> Option<u32> {
     let (w0, w1) = dense::word_span(from, to);
-    for seg in Segments::new(stream) {
-        if seg.end() <= w0 {
-            continue;
-        }
-        if seg.start() >= w1 {
-            break;
-        }
+    for seg in segments_over(stream, w0, w1) {
         match seg {
             Segment::Run { start, len, ones } => {
                 if ones == value {
@@ -328,20 +321,18 @@ pub(super) fn find(stream: &[u64], value: bool, from: u32, to: u32) -> Option<u3
 /// Set bits in `[from, to)`, ascending.
 pub(super) fn ones_in(stream: &[u64], from: u32, to: u32) -> impl Iterator<Item = u32> + '_ {
     let (w0, w1) = dense::word_span(from, to);
-    Segments::new(stream).skip_while(move |seg| seg.end() <= w0).take_while(move |seg| seg.start() < w1).flat_map(
-        move |seg| -> Box<dyn Iterator<Item = u32> + '_> {
-            match seg {
-                Segment::Run { ones: false, .. } => Box::new(std::iter::empty()),
-                Segment::Run { start, len, .. } => {
-                    // Word indices are below 512: bit positions fit in u32.
-                    let a = (start as u32 * WORD_BITS).max(from);
-                    let b = ((start + len) as u32 * WORD_BITS).min(to);
-                    Box::new(a..b)
-                }
-                Segment::Lits { start, words } => Box::new(dense::ones_in(words, start, from, to)),
+    segments_over(stream, w0, w1).flat_map(move |seg| -> Box<dyn Iterator<Item = u32> + '_> {
+        match seg {
+            Segment::Run { ones: false, .. } => Box::new(std::iter::empty()),
+            Segment::Run { start, len, .. } => {
+                // Word indices are below 512: bit positions fit in u32.
+                let a = (start as u32 * WORD_BITS).max(from);
+                let b = ((start + len) as u32 * WORD_BITS).min(to);
+                Box::new(a..b)
             }
-        },
-    )
+            Segment::Lits { start, words } => Box::new(dense::ones_in(words, start, from, to)),
+        }
+    })
 }
 
 /// `acc &= page`.

@@ -1,0 +1,64 @@
+//! Shared by the tests that compare with a real Redis: starting a private
+//! `redis-server` on a free loopback port, and what to do when there is none
+//! (fail under `BITSLED_REQUIRE_REDIS=1`, else skip with a notice).
+
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `redis-server` a test started; killed on drop.
+pub struct Server {
+    child: Child,
+    /// Its loopback port.
+    pub port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether `tool --version` runs.
+pub fn have(tool: &str) -> bool {
+    Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+/// Whether every one of `tools` is installed; if not, fails the test under
+/// `BITSLED_REQUIRE_REDIS=1`, else prints a notice (the test then skips).
+pub fn tools_present(tools: &[&str]) -> bool {
+    if tools.iter().all(|t| have(t)) {
+        return true;
+    }
+    let names = tools.join("/");
+    assert!(
+        std::env::var("BITSLED_REQUIRE_REDIS").as_deref() != Ok("1"),
+        "BITSLED_REQUIRE_REDIS=1 but {names} not installed"
+    );
+    eprintln!("NOTICE: {names} not found; skipping the comparison with real Redis");
+    false
+}
+
+/// Starts `redis-server` (no persistence) on a free loopback port and waits
+/// until it accepts connections; `None` if it is not installed (see
+/// [`tools_present`]).
+pub fn start() -> Option<Server> {
+    if !tools_present(&["redis-server"]) {
+        return None;
+    }
+    let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind").local_addr().expect("addr").port();
+    let child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start redis-server");
+    let server = Server { child, port };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
+        assert!(Instant::now() < deadline, "redis-server did not start on port {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(server)
+}
