@@ -73,8 +73,18 @@ fn traits(name: &str) -> Traits {
         "flushall" | "flushdb" => (W, 0, 0, 0, KEY_WD),
         "expire" | "pexpire" | "expireat" | "pexpireat" | "persist" => (WF, 1, 1, 1, KEY_WF),
         "command" => (LS, 0, 0, 0, CONN_SLOW),
+        "pfadd" => (&["write", "denyoom", "fast"], 1, 1, 1, &["@write", "@hyperloglog", "@fast"]),
+        "pfcount" => (R, 1, -1, 1, &["@read", "@hyperloglog", "@slow"]),
+        "pfmerge" => (WD, 1, -1, 1, &["@write", "@hyperloglog", "@slow"]),
+        "bf.reserve" | "bf.add" | "bf.madd" | "bf.insert" => (WD, 1, 1, 1, &["@write", "@bloom"]),
+        "bf.exists" | "bf.mexists" | "bf.info" | "bf.card" => (RF, 1, 1, 1, &["@read", "@bloom"]),
         _ => (&[], 0, 0, 0, &["@slow"]),
     }
+}
+
+/// Whether command `name` (lowercase) has Redis's `write` flag.
+pub(super) fn is_write(name: &str) -> bool {
+    traits(name).0.contains(&"write")
 }
 
 /// The subcommands of COMMAND: name and Redis's arity.

@@ -23,7 +23,9 @@ pub mod format;
 mod args;
 mod bitfield;
 mod bitmaps;
+mod bloom;
 mod expiry;
+mod hll;
 mod introspect;
 mod keyspace;
 mod scan;
@@ -180,6 +182,17 @@ static COMMANDS: &[Spec] = &[
     spec("expiretime", 2, expiry::expiretime),
     spec("pexpiretime", 2, expiry::pexpiretime),
     spec("persist", 2, expiry::persist),
+    spec("pfadd", -2, hll::pfadd),
+    spec("pfcount", -2, hll::pfcount),
+    spec("pfmerge", -2, hll::pfmerge),
+    spec("bf.reserve", -4, bloom::reserve),
+    spec("bf.add", 3, bloom::add),
+    spec("bf.madd", -3, bloom::madd),
+    spec("bf.exists", 3, bloom::exists),
+    spec("bf.mexists", -3, bloom::mexists),
+    spec("bf.insert", -4, bloom::insert),
+    spec("bf.info", -2, bloom::info),
+    spec("bf.card", 2, bloom::card),
     spec("command", -1, introspect::command),
 ];
 
@@ -219,6 +232,15 @@ pub fn execute(db: &Db, args: &[Vec<u8>]) -> Reply {
 #[must_use]
 pub fn is_known(name: &[u8]) -> bool {
     COMMANDS.iter().any(|s| s.name.as_bytes().eq_ignore_ascii_case(name))
+}
+
+/// Whether `name` (in any case) changes the data set when it succeeds:
+/// Redis's `write` command flag. A server uses it to decide which replies
+/// must wait for durability.
+#[must_use]
+pub fn is_write(name: &[u8]) -> bool {
+    let lower = name.to_ascii_lowercase();
+    std::str::from_utf8(&lower).is_ok_and(|n| is_known(name) && introspect::is_write(n))
 }
 
 /// Redis's arity error for command `name` (lowercase).
