@@ -11,6 +11,7 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 
 use crate::cache::{Directories, DirtyPage, Journal, JournalEntry, MetaCache, MetaGuard, PageCache};
+use crate::claims::{Claim, Claims};
 use crate::error::{Error, Result};
 use crate::key;
 use crate::meta::{self, Kind, Meta};
@@ -31,11 +32,6 @@ pub const DEFAULT_STORE_CACHE_BYTES: u64 = 64 << 20;
 
 /// Expired keys deleted per background tick (and per round at open).
 const SWEEP_BATCH: usize = 1000;
-
-/// An empty store whose log file is larger than this was not new: its
-/// records were lost (a new store's log holds ~150 bytes after the
-/// superblock is written).
-const DAMAGED_LOG_BYTES: u64 = 64 << 10;
 
 /// Reclamation deletes a dead bitmap's pages in batches of this many.
 const RECLAIM_BATCH: usize = 512;
@@ -191,6 +187,8 @@ pub(crate) struct Inner {
     /// Held shared by every visible change, exclusively while a write-back
     /// captures the dirty state: a write-back sees whole operations only.
     gate: RwLock<()>,
+    /// Keys claimed by a BITOP that reads its own destination.
+    claims: Claims,
     /// Bitmap ids being read by a page stream, with the number of streams.
     /// Their pages are neither reclaimed nor discarded meanwhile.
     pins: Mutex<HashMap<u64, usize>>,
@@ -223,16 +221,19 @@ impl Db {
         let store = SledStore::open(&config.path, config.store_cache_bytes)?;
         match store.get(&key::superblock_key())? {
             Some(b) => meta::check_superblock(&b)?,
-            // A new store's superblock is made durable before anything else
-            // is written, so an empty store with a grown log means sled
-            // dropped damaged records: do not start afresh over them.
-            None if store.is_empty() && store.log_file_len() > DAMAGED_LOG_BYTES => {
+            // A new store's superblock is made durable, and then the side
+            // file written, before anything else: an empty store beside a
+            // side file means sled dropped damaged records. Do not start
+            // afresh over them. (Without a side file, creation itself was
+            // cut short, and nothing was ever acknowledged.)
+            None if store.is_empty() && read_side_sequence(&config.path)?.is_some() => {
                 return Err(Error::Corrupted {
                     key: "<store>".into(),
                     page: None,
                     reason: format!(
-                        "sled recovered no records from a {}-byte log (damaged?); refusing to create a new database \
-                         over it: restore the directory from a backup, or remove it to start afresh",
+                        "sled recovered no records from a {}-byte log (damaged?), but this database was created \
+                         and flushed before; refusing to create a new database over it: restore the directory \
+                         from a backup, or remove it to start afresh",
                         store.log_file_len()
                     ),
                 });
@@ -240,6 +241,7 @@ impl Db {
             None if store.is_empty() => {
                 store.apply(vec![(key::superblock_key(), Some(meta::encode_superblock()))])?;
                 store.sync()?;
+                write_side_sequence(&config.path, 0)?;
             }
             None => {
                 return Err(Error::Corrupted {
@@ -279,6 +281,7 @@ impl Db {
             dirs: Directories::new(cache_bytes / 64),
             journal: Journal::new(),
             gate: RwLock::new(()),
+            claims: Claims::default(),
             pins: Mutex::new(HashMap::new()),
             flush_lock: Mutex::new(()),
             building: Mutex::new(HashSet::new()),
@@ -419,17 +422,37 @@ impl Inner {
         }
     }
 
-    /// Runs one visible change: `f` runs while write-backs are held off, so
-    /// they capture all of it or none of it. Afterwards, writes back if the
-    /// dirty budget is exceeded.
-    pub(crate) fn write<R>(&self, f: impl FnOnce() -> Result<R>) -> Result<R> {
+    /// Runs one visible change to `keys`: `f` runs while write-backs are
+    /// held off, so they capture all of it or none of it, and once no other
+    /// thread claims one of `keys` (see [`Inner::claim`]). Afterwards,
+    /// writes back if the dirty budget is exceeded.
+    pub(crate) fn write<R>(&self, keys: &[&[u8]], f: impl FnOnce() -> Result<R>) -> Result<R> {
         self.check_writable()?;
-        let r = {
-            let _g = self.gate.read();
-            f()
+        let r = loop {
+            let g = self.gate.read();
+            if self.claims.blocks(keys) {
+                drop(g);
+                self.claims.wait(keys);
+                continue;
+            }
+            break f();
         };
         self.after_change()?;
         r
+    }
+
+    /// Claims `key` for this thread until the claim is dropped: other
+    /// threads' writes to it wait. Writes already running finish first.
+    pub(crate) fn claim(&self, key: &[u8]) -> Claim<'_> {
+        loop {
+            if let Some(c) = {
+                let _g = self.gate.write();
+                self.claims.try_claim(key)
+            } {
+                return c;
+            }
+            self.claims.wait(&[key]);
+        }
     }
 
     /// Past the dirty budget, asks the background thread for a write-back;
@@ -479,10 +502,15 @@ impl Inner {
         self.check_writable()?;
         let (pages, metas, journal, building) = {
             let _g = self.gate.write();
-            // `building` is read under the gate too: publishing changes the
-            // journal under the gate, so the two agree.
+            // `building` is read under the gate too, and after the journal:
+            // starting a build (not gated) adds to `building` before it
+            // journals the build's marker, so every build whose marker is
+            // captured is in the captured `building` unless it has ended.
+            // Publishing changes the journal under the gate.
+            let pages = self.pages.dirty_snapshot();
+            let journal = self.journal.snapshot();
             let building = self.building.lock().clone();
-            (self.pages.dirty_snapshot(), self.metas.dirty_snapshot(), self.journal.snapshot(), building)
+            (pages, self.metas.dirty_snapshot(), journal, building)
         };
         if pages.is_empty() && metas.is_empty() && journal.is_empty() {
             return Ok(());
@@ -663,7 +691,7 @@ impl Inner {
         }
         for k in &due {
             let Some((_, name)) = key::parse_expiry_key(k) else { continue };
-            self.write(|| {
+            self.write(&[name], || {
                 let mut g = self.metas.lock(name);
                 // Deletes the key if it has expired; a key whose expiry moved
                 // later keeps its newer index entry.
@@ -798,17 +826,11 @@ impl Build<'_> {
         self.publish_if(name, |old| Some(f(old))).map(|_| ())
     }
 
-    /// As [`Build::publish`] if `name`'s metadata still equals `expected`;
-    /// returns whether it published (if not, the build is dropped).
-    pub(crate) fn publish_if_unchanged(self, name: &[u8], expected: Option<Meta>, meta: Option<Meta>) -> Result<bool> {
-        self.publish_if(name, |old| (old.copied() == expected).then_some(meta))
-    }
-
     /// The one publishing step: under the key's lock and the gate, `f` maps
     /// the key's current metadata to the new one, or to `None` to give up.
     fn publish_if(mut self, name: &[u8], f: impl FnOnce(Option<&Meta>) -> Option<Option<Meta>>) -> Result<bool> {
         let inner = self.inner;
-        let done = inner.write(|| {
+        let done = inner.write(&[name], || {
             let mut g = inner.metas.lock(name);
             let old = inner.meta_locked(&mut g, name)?;
             let Some(meta) = f(old.as_ref()) else { return Ok(false) };

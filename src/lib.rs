@@ -23,6 +23,7 @@
 #![deny(missing_docs, unsafe_code)]
 
 mod cache;
+mod claims;
 pub mod command;
 mod db;
 pub mod error;

@@ -8,16 +8,30 @@
 //! the child applies a deterministic stream of operations and prints
 //! `ack N` after each flush that covers operations `0..=N`. Set
 //! `BITSLED_CRASH_CYCLES` to run more kill cycles (the default suits CI).
+//!
+//! Besides small keys, two keys of 160 pages (640 KiB, more than the
+//! child's dirty budget) take whole-value SETs and BITOPs, so kills land
+//! while a result is half written back; the prefix check then shows that a
+//! BITOP destination is entirely old or entirely new. Expiries (far in the
+//! future, or in the past: a delete) are part of the compared state.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bitsled::model::Model;
-use bitsled::{BitOp, Config, Db};
+use bitsled::{BitOp, Config, Db, ExpireCondition, Expiry};
 use rand::{Rng, SeedableRng};
 
-const KEYS: [&[u8]; 4] = [b"k0", b"k1", b"k2", b"k3"];
+const KEYS: [&[u8]; 6] = [b"k0", b"k1", b"k2", b"k3", b"big0", b"big1"];
+/// The small keys are `KEYS[..SMALL]`, the big ones the rest.
+const SMALL: usize = 4;
+/// Length of a big key's value: 160 pages.
+const BIG_LEN: usize = 160 * 4096;
+/// Expiry times are this far in the future (2100-01-01), so none passes
+/// during the test.
+const FAR: u64 = 4_102_444_800_000;
 /// Offsets span eight pages, so BITOP and SET touch many pages.
 const SPAN: u64 = 8 * 32_768;
 /// Operations between flushes in the child.
@@ -31,24 +45,43 @@ enum Op {
     Bitop(BitOp, usize, Vec<usize>),
     Set(usize, Vec<u8>),
     Delete(usize),
+    /// Expire at this Unix time in ms (1: in the past, so a delete).
+    ExpireAt(usize, u64),
+    Persist(usize),
 }
 
 fn op(seed: u64, i: u64) -> Op {
     let mut r = rand::rngs::StdRng::seed_from_u64(seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    let k = r.gen_range(0..KEYS.len());
+    let k = r.gen_range(0..SMALL);
+    let big = r.gen_range(SMALL..KEYS.len());
+    let ops = [BitOp::And, BitOp::Or, BitOp::Xor, BitOp::Diff, BitOp::AndOr, BitOp::One];
     match r.gen_range(0..100) {
-        0..=49 => Op::SetBit(k, r.gen_range(0..SPAN), r.gen_bool(0.8)),
-        50..=69 => Op::SetBits(k, (0..r.gen_range(1..2000)).map(|_| r.gen_range(0..SPAN)).collect()),
-        70..=84 => {
-            let ops = [BitOp::And, BitOp::Or, BitOp::Xor, BitOp::Diff, BitOp::AndOr, BitOp::One];
-            Op::Bitop(ops[r.gen_range(0..ops.len())], k, vec![r.gen_range(0..4), r.gen_range(0..4)])
-        }
-        85..=94 => {
+        0..=44 => Op::SetBit(k, r.gen_range(0..SPAN), r.gen_bool(0.8)),
+        45..=62 => Op::SetBits(k, (0..r.gen_range(1..2000)).map(|_| r.gen_range(0..SPAN)).collect()),
+        63..=76 => Op::Bitop(ops[r.gen_range(0..ops.len())], k, vec![r.gen_range(0..SMALL), r.gen_range(0..SMALL)]),
+        77..=85 => {
             let len = r.gen_range(0..(SPAN / 8) as usize);
             let fill: u8 = r.gen();
             Op::Set(k, (0..len).map(|j| if j % 7 == 0 { fill } else { 0 }).collect())
         }
-        _ => Op::Delete(k),
+        86..=88 => Op::Delete(k),
+        89..=91 => Op::ExpireAt(r.gen_range(0..KEYS.len()), if r.gen_bool(0.2) { 1 } else { FAR + i }),
+        92 => Op::Persist(r.gen_range(0..KEYS.len())),
+        93..=94 => {
+            // Dense random bytes over 160 pages: every page is written.
+            let v: Vec<u8> = (0..BIG_LEN).map(|_| if r.gen_bool(0.3) { r.gen() } else { 0 }).collect();
+            Op::Set(big, v)
+        }
+        95..=97 => {
+            let op = ops[r.gen_range(0..ops.len())];
+            Op::Bitop(op, big, vec![r.gen_range(SMALL..KEYS.len()), r.gen_range(SMALL..KEYS.len())])
+        }
+        _ => {
+            // Within 64 pages: `set_bits` is atomic per group of 64 pages
+            // only (a crash may keep a prefix of the groups).
+            let first = r.gen_range(0..=96) * 32_768;
+            Op::SetBits(big, (0..r.gen_range(1..5000)).map(|_| first + r.gen_range(0..64 * 32_768)).collect())
+        }
     }
 }
 
@@ -68,26 +101,60 @@ fn apply_db(db: &Db, op: &Op) {
         Op::Delete(k) => {
             db.delete(KEYS[*k]).unwrap();
         }
+        Op::ExpireAt(k, at) => {
+            db.expire_at(KEYS[*k], *at, ExpireCondition::Always).unwrap();
+        }
+        Op::Persist(k) => {
+            db.persist(KEYS[*k]).unwrap();
+        }
     }
 }
 
-fn apply_model(m: &mut Model, op: &Op) {
+/// The model: values, and expiry times of the keys that have one.
+#[derive(Default)]
+struct State {
+    values: Model,
+    expiry: HashMap<usize, u64>,
+}
+
+fn apply_model(m: &mut State, op: &Op) {
+    let values = &mut m.values;
     match op {
+        // In-place writes keep the expiry.
         Op::SetBit(k, o, v) => {
-            m.setbit(KEYS[*k], *o, *v);
+            values.setbit(KEYS[*k], *o, *v);
         }
         Op::SetBits(k, offs) => {
             for &o in offs {
-                m.setbit(KEYS[*k], o, true);
+                values.setbit(KEYS[*k], o, true);
             }
         }
+        // A BITOP destination and a SET value lose the expiry.
         Op::Bitop(o, d, s) => {
             let srcs: Vec<&[u8]> = s.iter().map(|&i| KEYS[i]).collect();
-            m.bitop(*o, KEYS[*d], &srcs);
+            values.bitop(*o, KEYS[*d], &srcs);
+            m.expiry.remove(d);
         }
-        Op::Set(k, v) => m.set(KEYS[*k], v),
+        Op::Set(k, v) => {
+            values.set(KEYS[*k], v);
+            m.expiry.remove(k);
+        }
         Op::Delete(k) => {
-            m.delete(KEYS[*k]);
+            values.delete(KEYS[*k]);
+            m.expiry.remove(k);
+        }
+        Op::ExpireAt(k, at) => {
+            if values.get(KEYS[*k]).is_some() {
+                if *at < FAR {
+                    values.delete(KEYS[*k]);
+                    m.expiry.remove(k);
+                } else {
+                    m.expiry.insert(*k, *at);
+                }
+            }
+        }
+        Op::Persist(k) => {
+            m.expiry.remove(k);
         }
     }
 }
@@ -110,12 +177,45 @@ fn child(dir: &str, seed: u64, start: u64) {
     }
 }
 
-fn state(db: &Db) -> Vec<Option<Vec<u8>>> {
-    KEYS.iter().map(|k| db.get(k).unwrap()).collect()
+/// Each key's value and expiry.
+type Snapshot = Vec<(Option<Vec<u8>>, Expiry)>;
+
+fn state(db: &Db) -> Snapshot {
+    KEYS.iter().map(|k| (db.get(k).unwrap(), db.expiry(k).unwrap())).collect()
 }
 
-fn model_state(m: &Model) -> Vec<Option<Vec<u8>>> {
-    KEYS.iter().map(|k| m.get(k)).collect()
+fn model_state(m: &State) -> Snapshot {
+    (0..KEYS.len())
+        .map(|i| {
+            let v = m.values.get(KEYS[i]);
+            let e = match (&v, m.expiry.get(&i)) {
+                (None, _) => Expiry::Missing,
+                (Some(_), None) => Expiry::Never,
+                (Some(_), Some(&at)) => Expiry::At(at),
+            };
+            (v, e)
+        })
+        .collect()
+}
+
+/// Length, set bits and expiry of each key, for failure messages.
+fn describe(s: &Snapshot) -> String {
+    s.iter()
+        .map(|(v, e)| match v {
+            None => "-".to_string(),
+            Some(v) => format!("{}B/{}/{e:?}", v.len(), v.iter().map(|b| b.count_ones()).sum::<u32>()),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// An operation without its bulk data, for failure messages.
+fn summary(op: &Op) -> String {
+    match op {
+        Op::SetBits(k, offs) => format!("SetBits({k}, {} offsets)", offs.len()),
+        Op::Set(k, v) => format!("Set({k}, {} bytes)", v.len()),
+        other => format!("{other:?}"),
+    }
 }
 
 #[test]
@@ -134,7 +234,7 @@ fn kill_9_keeps_every_acknowledged_write() {
     let exe = std::env::current_exe().unwrap();
     // `done` operations are in the store; the model holds their result.
     let mut done = 0u64;
-    let mut model = Model::default();
+    let mut model = State::default();
     let mut kills_after_open = 0;
     for cycle in 0..cycles {
         let mut childp = Command::new(&exe)
@@ -185,17 +285,22 @@ fn kill_9_keeps_every_acknowledged_write() {
             done += 1;
         }
         let mut extra = 0;
+        let at_must = model_state(&model);
         while model_state(&model) != got {
             assert!(
-                extra < 20_000,
-                "cycle {cycle} (seed {seed}): store matches no prefix from operation {must} on (killed after {:?})",
-                started.elapsed()
+                extra < 2_000,
+                "cycle {cycle} (seed {seed}): store matches no prefix from operation {must} on (killed after {:?})\n\
+                 store:    {}\nmodel at {must}: {}\nnext operations: {}",
+                started.elapsed(),
+                describe(&got),
+                describe(&at_must),
+                (must..must + 8).map(|i| summary(&op(seed, i))).collect::<Vec<_>>().join("; "),
             );
             apply_model(&mut model, &op(seed, done));
             done += 1;
             extra += 1;
         }
-        for (k, v) in KEYS.iter().zip(&got) {
+        for (k, (v, _)) in KEYS.iter().zip(&got) {
             let ones = v.as_ref().map_or(0, |v| v.iter().map(|b| u64::from(b.count_ones())).sum());
             assert_eq!(db.bitcount(k, None).unwrap(), ones, "cycle {cycle}: stored count of {k:?}");
         }

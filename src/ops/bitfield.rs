@@ -325,7 +325,7 @@ impl Db {
             }
             return Ok(out);
         };
-        inner.write(|| {
+        inner.write(&[key], || {
             let mut g = inner.metas.lock(key);
             let mut meta = inner.string_meta_or_new(&mut g, key)?;
             // Read every touched page before changing any, so a page that does

@@ -85,23 +85,10 @@ impl Db {
     /// ```
     pub fn bitop(&self, op: BitOp, dest: &[u8], sources: &[&[u8]]) -> Result<u64> {
         check_arity(op, sources.len())?;
-        // When the destination is also a source, a write to it while the
-        // result is computed would be lost by publishing: then the result is
-        // published only if the destination is unchanged, else computed
-        // again (a few times; the last attempt publishes regardless).
-        let dest_is_source = sources.contains(&dest);
-        for attempt in 0..BITOP_ATTEMPTS {
-            let must_publish = !dest_is_source || attempt + 1 == BITOP_ATTEMPTS;
-            if let Some(len) = self.bitop_once(op, dest, sources, must_publish)? {
-                return Ok(len);
-            }
-        }
-        unreachable!("the last attempt always publishes")
-    }
-
-    /// One BITOP; `None` if `must_publish` is false and the destination
-    /// changed meanwhile.
-    fn bitop_once(&self, op: BitOp, dest: &[u8], sources: &[&[u8]], must_publish: bool) -> Result<Option<u64>> {
+        // When the destination is also a source, a write to it between
+        // reading it and publishing the result would be lost: the
+        // destination is claimed first, so its writers wait until then.
+        let _claim = sources.contains(&dest).then(|| self.inner.claim(dest));
         let inner = &self.inner;
         inner.check_writable()?;
         let mut metas = Vec::with_capacity(sources.len());
@@ -111,18 +98,11 @@ impl Db {
             metas.push(meta);
             streams.push(stream);
         }
-        let dest_before = sources.iter().position(|s| *s == dest).and_then(|i| metas[i]);
-        let publish = |build: crate::db::Build<'_>, meta: Option<Meta>| -> Result<bool> {
-            if must_publish {
-                build.publish(dest, meta).map(|()| true)
-            } else {
-                build.publish_if_unchanged(dest, dest_before, meta)
-            }
-        };
         let len = metas.iter().flatten().map(|m| m.len).max().unwrap_or(0);
         let build = inner.begin_build()?;
         if len == 0 {
-            return Ok(publish(build, None)?.then_some(0));
+            build.publish(dest, None)?;
+            return Ok(0);
         }
         // Lengths are at most u64::MAX / 8 (offsets are limited so).
         let bits = len * 8;
@@ -153,13 +133,10 @@ impl Db {
             next = page + 1;
         }
         let meta = Meta { kind: Kind::String, id: build.id, len, ones, expire_at_ms: 0 };
-        Ok(publish(build, Some(meta))?.then_some(len))
+        build.publish(dest, Some(meta))?;
+        Ok(len)
     }
 }
-
-/// How often BITOP computes a result whose destination is one of its
-/// sources before it publishes regardless of concurrent writes.
-const BITOP_ATTEMPTS: u32 = 4;
 
 fn check_arity(op: BitOp, n: usize) -> Result<()> {
     let ok = match op {

@@ -37,7 +37,7 @@ impl Db {
             return Err(Error::OffsetOutOfRange { offset });
         }
         let inner = &*self.inner;
-        inner.write(|| {
+        inner.write(&[key], || {
             let mut g = inner.metas.lock(key);
             let mut meta = inner.string_meta_or_new(&mut g, key)?;
             let at = locate(offset);
@@ -122,7 +122,7 @@ impl Db {
             }
             let (group, tail) = rest.split_at(end);
             rest = tail;
-            changed_total += inner.write(|| {
+            changed_total += inner.write(&[key], || {
                 let mut g = inner.metas.lock(key);
                 let mut meta = inner.string_meta_or_new(&mut g, key)?;
                 let mut changed = 0u64;

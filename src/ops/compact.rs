@@ -74,7 +74,7 @@ impl Db {
             copy.id = build.id;
             build.publish(&name, Some(copy))?;
             if meta.expire_at_ms != 0 {
-                dst.write(|| {
+                dst.write(&[&name], || {
                     dst.index_expiry(&name, meta.expire_at_ms);
                     Ok(())
                 })?;

@@ -82,7 +82,7 @@ impl Db {
     /// ```
     pub fn expire_at(&self, key: &[u8], at_ms: u64, condition: ExpireCondition) -> Result<bool> {
         let inner = &*self.inner;
-        inner.write(|| {
+        inner.write(&[key], || {
             let mut g = inner.metas.lock(key);
             let Some(mut meta) = inner.meta_locked(&mut g, key)? else { return Ok(false) };
             let current = (meta.expire_at_ms != 0).then_some(meta.expire_at_ms);
@@ -113,7 +113,7 @@ impl Db {
     /// [`crate::Error::Corrupted`] metadata; [`crate::Error::Poisoned`].
     pub fn persist(&self, key: &[u8]) -> Result<bool> {
         let inner = &*self.inner;
-        inner.write(|| {
+        inner.write(&[key], || {
             let mut g = inner.metas.lock(key);
             match inner.meta_locked(&mut g, key)? {
                 Some(mut meta) if meta.expire_at_ms != 0 => {
@@ -166,7 +166,7 @@ impl Db {
         if let SetExpiry::At(at) = expiry {
             // Indexed after the switch: the sweeper checks the key itself,
             // so an index entry never deletes a key that does not expire.
-            inner.write(|| {
+            inner.write(&[key], || {
                 inner.index_expiry(key, at);
                 Ok(())
             })?;

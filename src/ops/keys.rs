@@ -57,7 +57,7 @@ impl Db {
         // hold of the write gate, so a write-back (and so a crash) sees it
         // entirely or not at all; a concurrent reader may briefly see
         // neither key.
-        inner.write(|| loop {
+        inner.write(&[from, to], || loop {
             let meta = {
                 let mut g = inner.metas.lock(from);
                 inner.meta_locked(&mut g, from)?.ok_or_else(|| Error::InvalidArgument("no such key".into()))?

@@ -116,7 +116,7 @@ impl Db {
     /// for an empty value).
     fn write_range(&self, key: &[u8], offset: Option<u64>, value: &[u8]) -> Result<u64> {
         let inner = &*self.inner;
-        inner.write(|| {
+        inner.write(&[key], || {
             let mut g = inner.metas.lock(key);
             let old = check_string(inner.meta_locked(&mut g, key)?)?;
             if value.is_empty() && (old.is_some() || offset.is_some()) {

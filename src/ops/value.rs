@@ -81,7 +81,7 @@ impl Db {
     /// [`Error::Poisoned`], [`Error::Corrupted`] metadata.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
         let inner = &*self.inner;
-        inner.write(|| {
+        inner.write(&[key], || {
             let mut g = inner.metas.lock(key);
             inner.replace_locked(&mut g, key, None)
         })
