@@ -139,7 +139,7 @@ impl Hll<'_> {
     /// let db = bitsled::Db::open(dir.path())?;
     /// db.pfadd(b"monday", &["a", "b"])?;
     /// db.pfadd(b"tuesday", &["b", "c"])?;
-    /// db.hll(b"week").merge_from(&[b"monday", b"tuesday"])?;
+    /// db.hll(b"week").merge_from(&[&b"monday"[..], b"tuesday"])?;
     /// assert_eq!(db.hll(b"week").count()?, 3);
     /// # Ok(()) }
     /// ```
