@@ -41,10 +41,10 @@ pub(crate) fn murmur64a(data: &[u8], seed: u64) -> u64 {
 mod tests {
     use super::*;
 
-    /// Every tail length (0..8 bytes after the blocks) takes its own path;
-    /// the values are pinned so a change in any path shows. They were
-    /// checked against Redis through the registers PFADD sets (see
-    /// `tests/differential_hll.rs`).
+    /// Every tail length (0..8 bytes after the 8-byte blocks) takes its
+    /// own path and gives its own hash. (The hashes themselves are checked
+    /// against Redis through the golden bytes in `tests/hll.rs`, whose
+    /// elements cover lengths 0, 1, 7, 8 and 9.)
     #[test]
     fn tail_lengths_hash_differently_and_stably() {
         let data = b"0123456789abcdef";
