@@ -89,6 +89,30 @@ pub enum Error {
     /// everything acknowledged by the last successful `flush` is on disk.
     #[error("database refused the write: an earlier write to the store failed ({0}); reopen it")]
     Poisoned(String),
+
+    /// A HyperLogLog operation met a string that is not a HyperLogLog (its
+    /// header is not Redis's `HYLL` header of a known encoding and length).
+    ///
+    /// Recovery: use another key, or delete this one first; nothing was
+    /// written.
+    #[error("key {key:?} is not a valid HyperLogLog string value")]
+    NotHyperLogLog {
+        /// The key (lossy UTF-8).
+        key: String,
+    },
+
+    /// A HyperLogLog's header is valid but its registers are not (a sparse
+    /// body that does not describe exactly 16,384 registers), as after a
+    /// SETRANGE or SETBIT into it.
+    ///
+    /// Recovery: delete the key or SET it from a good copy. A PFADD that
+    /// fails this way keeps, like Redis, the changes of the elements before
+    /// the one that failed.
+    #[error("corrupted HyperLogLog in key {key:?}")]
+    InvalidHyperLogLog {
+        /// The key (lossy UTF-8).
+        key: String,
+    },
 }
 
 struct PageSuffix(Option<u64>);

@@ -29,6 +29,7 @@ mod db;
 pub mod error;
 pub mod geometry;
 mod glob;
+mod hll;
 mod key;
 mod meta;
 #[doc(hidden)]
@@ -44,10 +45,12 @@ pub use db::{
     DEFAULT_STORE_CACHE_BYTES,
 };
 pub use error::{Error, Result};
+#[doc(hidden)]
+pub use hll::check_hll_value;
 pub use ops::CompactReport;
 pub use ops::{
-    BitOp, BitfieldOp, BitfieldType, ExpireCondition, Expiry, KeyStats, Ones, Overflow, Problem, SetExpiry, Span, Unit,
-    VerifyReport,
+    BitOp, BitfieldOp, BitfieldType, ExpireCondition, Expiry, Hll, KeyStats, Ones, Overflow, Problem, SetExpiry, Span,
+    Unit, VerifyReport,
 };
 
 #[doc = include_str!("../README.md")]
