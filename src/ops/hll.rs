@@ -192,7 +192,7 @@ impl Db {
     /// ```
     pub fn pfadd<E: AsRef<[u8]>>(&self, key: &[u8], elements: &[E]) -> Result<bool> {
         let inner = &*self.inner;
-        inner.write(|| {
+        inner.write(&[key], || {
             let mut g = inner.metas.lock(key);
             let (meta, old, created) = match load(inner, &mut g, key)? {
                 Some((meta, value)) => (meta, value, false),
@@ -256,7 +256,7 @@ impl Db {
     /// PFCOUNT of one key, caching the estimate in the value.
     fn pfcount_one(&self, key: &[u8]) -> Result<u64> {
         let inner = &*self.inner;
-        inner.write(|| {
+        inner.write(&[key], || {
             let mut g = inner.metas.lock(key);
             let Some((meta, head)) = load_head(inner, &mut g, key)? else { return Ok(0) };
             if let Some(card) = hll::cached(&head) {
@@ -315,7 +315,7 @@ impl Db {
             use_dense |= self.merge_key_into(src.as_ref(), &mut max)?;
         }
         let inner = &*self.inner;
-        inner.write(|| {
+        inner.write(&[dest], || {
             let mut g = inner.metas.lock(dest);
             // `dest` again, under the lock that covers the write.
             let (meta, old, mut value) = match load(inner, &mut g, dest)? {
