@@ -9,7 +9,9 @@
 //! page edges), BITCOUNT/BITPOS with BYTE and BIT ranges (negative, out of
 //! range, malformed, wrong argument counts), BITOP AND/OR/XOR/NOT, BITFIELD
 //! and BITFIELD_RO (random types, offsets, `#N` offsets, overflow modes), the
-//! string and keyspace commands, and malformed commands. Rarely, a key gets
+//! string and keyspace commands, PFADD/PFCOUNT/PFMERGE on the same keys
+//! (so HyperLogLogs meet bitmap writes and corrupt sketches), and malformed
+//! commands. Rarely, a key gets
 //! a bit at offset 2^32-1 (Redis then allocates 512 MiB) and is deleted a
 //! few commands later. Redis 7 lacks BITOP DIFF/DIFF1/ANDOR/ONE, so those
 //! are not generated.
@@ -528,6 +530,25 @@ impl Gen {
                 // A name in mixed case.
                 let mut a = self.command();
                 a[0] = a[0].iter().map(|b| if self.chance(0.5) { b.to_ascii_lowercase() } else { *b }).collect();
+                a
+            }
+            95 | 96 => {
+                let mut a = vec![c("PFADD"), self.key()];
+                // Sometimes enough elements to turn a sparse HLL dense.
+                let n = if self.chance(0.1) { self.rng.gen_range(500..3000) } else { self.rng.gen_range(0..20) };
+                for _ in 0..n {
+                    a.push(s(format!("e{}", self.rng.gen_range(0..5000))));
+                }
+                a
+            }
+            97 => {
+                let mut a = vec![c("PFCOUNT")];
+                a.extend(self.keys(1, 3));
+                a
+            }
+            98 => {
+                let mut a = vec![c("PFMERGE"), self.key()];
+                a.extend(self.keys(0, 3));
                 a
             }
             _ => vec![c("GETBIT"), self.key(), self.not_an_integer()],
