@@ -508,8 +508,8 @@ impl Bloom<'_> {
     }
 }
 
-/// Checks the header of the Bloom key `name` whose stored header page is
-/// `page` (for `verify`): a description of what is wrong, if anything.
+/// Checks a Bloom key's stored header page `page` against its metadata
+/// `meta` (for `verify`): a description of what is wrong, if anything.
 pub(crate) fn check_stored_header(meta: &Meta, page: &Page) -> Option<String> {
     let mut buf = vec![0u8; PAGE_BYTES as usize];
     page.write_bytes(&mut buf);
