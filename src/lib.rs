@@ -22,6 +22,7 @@
 //! ```
 #![deny(missing_docs, unsafe_code)]
 
+pub mod bloom;
 mod cache;
 mod claims;
 pub mod command;
@@ -40,6 +41,7 @@ mod store;
 #[doc(hidden)]
 pub mod testing;
 
+pub use bloom::{BloomAdd, BloomInfo, BloomOptions};
 pub use db::{
     Config, Db, DEFAULT_CACHE_BYTES, DEFAULT_DIRTY_BYTES, DEFAULT_FLUSH_INTERVAL, DEFAULT_MAX_VALUE_BYTES,
     DEFAULT_STORE_CACHE_BYTES,
@@ -49,8 +51,8 @@ pub use error::{Error, Result};
 pub use hll::check_hll_value;
 pub use ops::CompactReport;
 pub use ops::{
-    BitOp, BitfieldOp, BitfieldType, ExpireCondition, Expiry, Hll, KeyStats, Ones, Overflow, Problem, SetExpiry, Span,
-    Unit, VerifyReport,
+    BitOp, BitfieldOp, BitfieldType, Bloom, ExpireCondition, Expiry, Hll, KeyStats, Ones, Overflow, Problem, SetExpiry,
+    Span, Unit, VerifyReport,
 };
 
 #[doc = include_str!("../README.md")]

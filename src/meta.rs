@@ -12,6 +12,8 @@ pub(crate) const FORMAT_VERSION: u8 = 1;
 pub(crate) enum Kind {
     /// A Redis string, stored as a paged bitmap.
     String = 1,
+    /// A scalable Bloom filter: header and bit arrays in the bitmap's pages.
+    Bloom = 2,
 }
 
 impl TryFrom<u8> for Kind {
@@ -19,6 +21,7 @@ impl TryFrom<u8> for Kind {
     fn try_from(b: u8) -> Result<Self, String> {
         match b {
             1 => Ok(Kind::String),
+            2 => Ok(Kind::Bloom),
             other => Err(format!("unknown key type {other}")),
         }
     }

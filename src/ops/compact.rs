@@ -22,9 +22,9 @@ pub struct CompactReport {
 }
 
 impl Db {
-    /// Copies every live key (value, length, set-bit count and expiry) into
-    /// a new database in directory `dest`, which must not exist or be
-    /// empty; returns what was copied and the sizes on disk. The new
+    /// Copies every live key (value of any type, length, set-bit count and
+    /// expiry) into a new database in directory `dest`, which must not
+    /// exist or be empty; returns what was copied and the sizes on disk. The new
     /// database is flushed and closed when this returns, ready to replace
     /// this one.
     ///
@@ -41,8 +41,7 @@ impl Db {
     /// [`Error::InvalidArgument`] if `dest` exists and is not an empty
     /// directory; [`Error::Io`]/[`Error::Storage`] if either store fails;
     /// [`Error::Corrupted`] if a source page does not decode (nothing is
-    /// replaced: the source stays as it is); [`Error::WrongType`] for a key
-    /// of a type this build cannot copy; [`Error::Poisoned`].
+    /// replaced: the source stays as it is); [`Error::Poisoned`].
     pub fn compact_into(&self, dest: &Path) -> Result<CompactReport> {
         match std::fs::read_dir(dest) {
             Ok(mut entries) => {
@@ -61,7 +60,7 @@ impl Db {
         let out = Config::new(dest).open()?;
         let (src, dst) = (&self.inner, &out.inner);
         for name in self.keys(b"*")? {
-            let (meta, stream) = src.meta_and_stream(&name, |_| Some((0, u64::MAX)))?;
+            let (meta, stream) = crate::ops::keys::meta_and_all_pages(src, &name)?;
             let Some(meta) = meta else { continue };
             let build = dst.begin_build()?;
             if let Some(mut stream) = stream {

@@ -1,12 +1,26 @@
 //! Whole keys: RENAME, COPY, FLUSHALL, DBSIZE, TYPE.
 
-use crate::db::Db;
+use std::sync::Arc;
+
+use crate::db::{Db, Inner};
 use crate::error::{Error, Result};
-use crate::meta::Kind;
+use crate::meta::{Kind, Meta};
+use crate::ops::stream::PageStream;
+
+/// The metadata of `name`, of any type, and a stream over all its pages,
+/// both taken under the key's lock so the stream pins a live bitmap (for
+/// COPY and compaction, which move whole values whatever their type).
+pub(crate) fn meta_and_all_pages(inner: &Arc<Inner>, name: &[u8]) -> Result<(Option<Meta>, Option<PageStream>)> {
+    let mut g = inner.metas.lock(name);
+    let Some(meta) = inner.meta_locked(&mut g, name)? else { return Ok((None, None)) };
+    let stream = PageStream::new(inner, name, meta.id, 0, u64::MAX)?;
+    Ok((Some(meta), Some(stream)))
+}
 
 impl Db {
-    /// The Redis type name of `key` (Redis TYPE): `"string"`, or `"none"`
-    /// if it does not exist.
+    /// The Redis type name of `key` (Redis TYPE): `"string"`, `"MBbloom--"`
+    /// for a Bloom filter (RedisBloom's type name), or `"none"` if it does
+    /// not exist.
     ///
     /// # Errors
     /// [`Error::Corrupted`] metadata.
@@ -15,6 +29,7 @@ impl Db {
             None => "none",
             Some(m) => match m.kind {
                 Kind::String => "string",
+                Kind::Bloom => "MBbloom--",
             },
         })
     }
@@ -87,8 +102,8 @@ impl Db {
         })
     }
 
-    /// Copies `from` to `to` (Redis COPY): `to` gets the same value and
-    /// expiry. Without `replace`, an existing `to` is left alone and the
+    /// Copies `from` to `to` (Redis COPY): `to` gets the same value (of any
+    /// type) and expiry. Without `replace`, an existing `to` is left alone and the
     /// result is `false`. Returns `false` too if `from` does not exist.
     ///
     /// Cost: one page copy per stored page (pages are shared copy-on-write
@@ -99,7 +114,7 @@ impl Db {
     /// [`Error::Corrupted`] if a page does not decode; [`Error::Poisoned`].
     pub fn copy(&self, from: &[u8], to: &[u8], replace: bool) -> Result<bool> {
         let inner = &self.inner;
-        let (meta, stream) = inner.meta_and_stream(from, |_| Some((0, u64::MAX)))?;
+        let (meta, stream) = meta_and_all_pages(inner, from)?;
         let Some(meta) = meta else { return Ok(false) };
         if from == to || (!replace && self.exists(to)?) {
             return Ok(false);

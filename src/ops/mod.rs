@@ -3,6 +3,7 @@
 pub(crate) mod bitfield;
 pub(crate) mod bitop;
 pub(crate) mod bits;
+pub(crate) mod bloom;
 pub(crate) mod compact;
 pub(crate) mod count;
 pub(crate) mod expiry;
@@ -19,6 +20,7 @@ pub(crate) mod verify;
 
 pub use bitfield::{BitfieldOp, BitfieldType, Overflow};
 pub use bitop::BitOp;
+pub use bloom::Bloom;
 pub use compact::CompactReport;
 pub use expiry::{ExpireCondition, Expiry, SetExpiry};
 pub use hll::Hll;

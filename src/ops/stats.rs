@@ -45,7 +45,8 @@ impl Db {
         // and no reclamation runs until the scan is done.
         let f = inner.flush_lock.lock();
         inner.write_back_locked(&f)?;
-        let Some(meta) = inner.string_meta(key)? else { return Ok(None) };
+        // Any type: a Bloom filter's pages are counted like a string's.
+        let Some(meta) = inner.meta(key)? else { return Ok(None) };
         let mut st = KeyStats { len: meta.len, ones: meta.ones, ..KeyStats::default() };
         if let Some(v) = inner.store.get(&key::meta_key(key))? {
             st.stored_bytes += (key::meta_key(key).len() + v.len()) as u64;

@@ -6,7 +6,7 @@ use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::geometry::PAGE_BITS;
 use crate::key;
-use crate::meta::{self, Meta};
+use crate::meta::{self, Kind, Meta};
 use crate::page::Page;
 
 /// One problem found by [`Db::verify`].
@@ -56,14 +56,17 @@ struct Tally {
     name: Vec<u8>,
     meta: Meta,
     ones: u64,
+    /// A Bloom filter's header page was found (and checked).
+    header_seen: bool,
 }
 
 impl Db {
     /// Checks every record in the store: the superblock, each key's metadata
-    /// (checksum, fields), each page (checksum, header, structure), that no
-    /// page holds bits past its key's length, that each key's stored count
-    /// equals the sum over its pages, and that no page is left without a
-    /// key. Writes pending changes back first so the store is complete.
+    /// (checksum, fields), each page (checksum, header, structure), each
+    /// Bloom filter's header (present, well formed, agreeing with the key's
+    /// length), that no page holds bits past its key's length, that each
+    /// key's stored count equals the sum over its pages, and that no page is
+    /// left without a key. Writes pending changes back first so the store is complete.
     ///
     /// Cost: reads and decodes every record once.
     ///
@@ -96,7 +99,9 @@ impl Db {
             report.keys += 1;
             match Meta::decode(name, &v) {
                 Ok(m) => {
-                    if let Some(other) = by_id.insert(m.id, Tally { name: name.to_vec(), meta: m, ones: 0 }) {
+                    if let Some(other) =
+                        by_id.insert(m.id, Tally { name: name.to_vec(), meta: m, ones: 0, header_seen: false })
+                    {
                         report.problems.push(problem(
                             Some(name),
                             None,
@@ -126,8 +131,14 @@ impl Db {
                 }
                 continue;
             };
+            tally.header_seen |= page == crate::bloom::HEADER_PAGE;
             match Page::decode(&v) {
                 Ok(p) => {
+                    if tally.meta.kind == Kind::Bloom && page == crate::bloom::HEADER_PAGE {
+                        if let Some(reason) = crate::ops::bloom::check_stored_header(&tally.meta, &p) {
+                            report.problems.push(problem(Some(&tally.name), Some(page), reason));
+                        }
+                    }
                     tally.ones += u64::from(p.count_ones());
                     let end_bit = tally.meta.len.saturating_mul(8);
                     let page_start = page.saturating_mul(PAGE_BITS);
@@ -158,6 +169,13 @@ impl Db {
         let mut tallies: Vec<&Tally> = by_id.values().collect();
         tallies.sort_by(|a, b| a.name.cmp(&b.name));
         for t in tallies {
+            if t.meta.kind == Kind::Bloom && !t.header_seen {
+                report.problems.push(problem(
+                    Some(&t.name),
+                    Some(crate::bloom::HEADER_PAGE),
+                    "Bloom filter header page is missing".into(),
+                ));
+            }
             if t.ones != t.meta.ones {
                 report.problems.push(problem(
                     Some(&t.name),

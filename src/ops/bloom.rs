@@ -1,0 +1,525 @@
+//! Scalable Bloom filters (RedisBloom's BF.* commands) on the store.
+//!
+//! A filter is a key of type [`Kind::Bloom`] whose bitmap holds the header
+//! in page 0 and each sub-filter's bit array from its own first page on
+//! (see `crate::bloom` and DESIGN.md). Bits are set and read through the
+//! page cache like a string's, so a filter larger than memory pages from
+//! disk, and each command is one atomic change under the key's lock.
+
+use std::collections::HashSet;
+
+use crate::bloom::hash::ItemHash;
+use crate::bloom::{
+    BloomAdd, BloomInfo, BloomOptions, Header, DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, ERROR_RATE_CAP, HEADER_PAGE,
+    MAX_CAPACITY, MAX_EXPANSION,
+};
+use crate::cache::MetaGuard;
+use crate::db::{Db, Inner};
+use crate::error::{Error, Result};
+use crate::geometry::{locate, PAGE_BITS, PAGE_BYTES};
+use crate::meta::{Kind, Meta};
+use crate::page::Page;
+
+/// RedisBloom's reply when a sub-filter cannot be added.
+const ERR_INSERT: &str = "problem inserting into filter";
+
+fn corrupt(key: &[u8], reason: &str) -> Error {
+    Error::Corrupted {
+        key: String::from_utf8_lossy(key).into_owned(),
+        page: Some(HEADER_PAGE),
+        reason: format!("Bloom filter header: {reason}"),
+    }
+}
+
+/// The metadata of Bloom key `key` under the lock `g`; `WrongType` for a
+/// key of another type.
+fn bloom_meta(inner: &Inner, g: &mut MetaGuard<'_>, key: &[u8]) -> Result<Option<Meta>> {
+    match inner.meta_locked(g, key)? {
+        Some(m) if m.kind != Kind::Bloom => Err(Error::WrongType),
+        m => Ok(m),
+    }
+}
+
+/// Reads and validates the header of the filter `meta` describes.
+fn read_header(inner: &Inner, key: &[u8], meta: &Meta) -> Result<Header> {
+    let page = inner.page(key, meta.id, HEADER_PAGE)?.ok_or_else(|| corrupt(key, "the header page is missing"))?;
+    let mut buf = vec![0u8; PAGE_BYTES as usize];
+    page.write_bytes(&mut buf);
+    let header = Header::decode(&buf).map_err(|r| corrupt(key, &r))?;
+    if header.end_page().checked_mul(PAGE_BYTES) != Some(meta.len) {
+        return Err(corrupt(
+            key,
+            &format!("the key's length of {} bytes is not the {} pages the filter spans", meta.len, header.end_page()),
+        ));
+    }
+    Ok(header)
+}
+
+/// The header page holding `header`.
+fn header_page(header: &Header) -> Page {
+    let mut buf = header.encode();
+    buf.resize(PAGE_BYTES as usize, 0);
+    Page::from_bytes(&buf)
+}
+
+/// A validated header for a new filter, with RedisBloom's bounds; an error
+/// rate above [`ERROR_RATE_CAP`] is lowered to it.
+fn new_header(error_rate: f64, capacity: u64, options: BloomOptions) -> Result<Header> {
+    if !(error_rate > 0.0 && error_rate < 1.0) {
+        return Err(Error::InvalidArgument("error rate must be in the range (0.000000, 1.000000)".into()));
+    }
+    if capacity == 0 || capacity > MAX_CAPACITY {
+        return Err(Error::InvalidArgument(format!("capacity must be in the range [1, {MAX_CAPACITY}]")));
+    }
+    if options.expansion > MAX_EXPANSION {
+        return Err(Error::InvalidArgument(format!("expansion must be in the range [0, {MAX_EXPANSION}]")));
+    }
+    Header::new(error_rate.min(ERROR_RATE_CAP), capacity, options.expansion, options.nonscaling)
+        .map_err(Error::InvalidArgument)
+}
+
+/// One filter while a command works on it.
+struct Filter {
+    meta: Meta,
+    header: Header,
+    /// Made by this command: nothing of it is stored yet.
+    created: bool,
+}
+
+impl Filter {
+    fn create(inner: &Inner, header: Header) -> Result<Filter> {
+        let meta = Meta {
+            kind: Kind::Bloom,
+            id: inner.store.next_id()?,
+            len: header.end_page().saturating_mul(PAGE_BYTES),
+            ones: 0,
+            expire_at_ms: 0,
+        };
+        Ok(Filter { meta, header, created: true })
+    }
+}
+
+/// For each item `j` and stored sub-filter `f`, at index `j * filters + f`,
+/// the bitmap offsets of the item's bits that are clear. The item is in
+/// sub-filter `f` when that list is empty.
+///
+/// Cost: one page read per page touched (all positions are computed, sorted
+/// and grouped by page first).
+fn probe(inner: &Inner, key: &[u8], meta: &Meta, header: &Header, hashes: &[ItemHash]) -> Result<Vec<Vec<u64>>> {
+    let nf = header.filters.len();
+    let mut wanted: Vec<(u64, usize)> = Vec::new();
+    for (j, h) in hashes.iter().enumerate() {
+        for (f, sf) in header.filters.iter().enumerate() {
+            for i in 0..sf.hashes {
+                wanted.push((sf.offset(h.position(i, sf.bits)), j * nf + f));
+            }
+        }
+    }
+    wanted.sort_unstable();
+    let mut missing = vec![Vec::new(); hashes.len() * nf];
+    for same_page in wanted.chunk_by(|a, b| a.0 / PAGE_BITS == b.0 / PAGE_BITS) {
+        let page = inner.page(key, meta.id, same_page[0].0 / PAGE_BITS)?;
+        for &(offset, slot) in same_page {
+            if !page.as_ref().is_some_and(|p| p.get(locate(offset).bit)) {
+                missing[slot].push(offset);
+            }
+        }
+    }
+    Ok(missing)
+}
+
+/// Adds `items` in order, as consecutive BF.ADDs would: an item is new if
+/// it is in no sub-filter (counting the bits set for earlier items of the
+/// batch), and goes to the newest sub-filter, which grows the chain first
+/// if it is full. Returns the answers and the bitmap offsets to set. Stops
+/// after the first [`BloomAdd::Full`].
+fn plan_adds<T: AsRef<[u8]>>(
+    inner: &Inner,
+    key: &[u8],
+    filter: &mut Filter,
+    items: &[T],
+) -> Result<(Vec<BloomAdd>, HashSet<u64>)> {
+    let hashes: Vec<ItemHash> = items.iter().map(|i| ItemHash::of(i.as_ref())).collect();
+    let stored = if filter.created { 0 } else { filter.header.filters.len() };
+    let missing = if stored > 0 { probe(inner, key, &filter.meta, &filter.header, &hashes)? } else { Vec::new() };
+    let mut to_set: HashSet<u64> = HashSet::new();
+    let mut out = Vec::with_capacity(items.len());
+    for (j, h) in hashes.iter().enumerate() {
+        let present = filter.header.filters.iter().enumerate().any(|(f, sf)| {
+            if f < stored {
+                missing[j * stored + f].iter().all(|o| to_set.contains(o))
+            } else {
+                (0..sf.hashes).all(|i| to_set.contains(&sf.offset(h.position(i, sf.bits))))
+            }
+        });
+        if present {
+            out.push(BloomAdd::Exists);
+            continue;
+        }
+        if filter.header.is_full() {
+            if filter.header.nonscaling {
+                out.push(BloomAdd::Full);
+                break;
+            }
+            filter.header.grow().map_err(|_| Error::InvalidArgument(ERR_INSERT.into()))?;
+        }
+        let sf = *filter.header.newest();
+        to_set.extend((0..sf.hashes).map(|i| sf.offset(h.position(i, sf.bits))));
+        filter.header.count_added();
+        out.push(BloomAdd::Added);
+    }
+    Ok((out, to_set))
+}
+
+/// Sets the bits `to_set`, one read-modify-write per page, rewrites the
+/// header page and records the key's metadata. The caller holds the key's
+/// lock and the write gate.
+fn store_filter(inner: &Inner, g: &mut MetaGuard<'_>, key: &[u8], filter: Filter, to_set: HashSet<u64>) -> Result<()> {
+    let mut meta = filter.meta;
+    let mut offsets: Vec<u64> = to_set.into_iter().collect();
+    offsets.sort_unstable();
+    let mut set = 0u64;
+    for same_page in offsets.chunk_by(|a, b| a / PAGE_BITS == b / PAGE_BITS) {
+        set += inner.update_page(key, meta.id, same_page[0] / PAGE_BITS, |p| {
+            same_page.iter().filter(|&&o| !p.set(locate(o).bit, true)).count() as u64
+        })?;
+    }
+    let page = header_page(&filter.header);
+    let (old, new) = inner.update_page(key, meta.id, HEADER_PAGE, |p| {
+        let old = p.count_ones();
+        *p = page;
+        (old, p.count_ones())
+    })?;
+    meta.ones = meta.ones.saturating_sub(u64::from(old)) + u64::from(new) + set;
+    meta.len = filter.header.end_page().saturating_mul(PAGE_BYTES);
+    g.set(key, Some(meta));
+    Ok(())
+}
+
+fn info_of(header: &Header) -> BloomInfo {
+    BloomInfo {
+        capacity: header.capacity(),
+        size: header.redis_size(),
+        filters: header.filters.len() as u64,
+        items: header.items(),
+        expansion: (!header.nonscaling).then_some(header.expansion),
+        span_bytes: header.end_page().saturating_mul(PAGE_BYTES),
+    }
+}
+
+impl Db {
+    /// Creates an empty Bloom filter at `key` for `capacity` items at
+    /// false-positive rate `error_rate` (RedisBloom BF.RESERVE). Returns
+    /// `false`, changing nothing, if `key` already holds a filter.
+    ///
+    /// `error_rate` must be in `(0, 1)` (above 0.25 it is lowered to 0.25,
+    /// as RedisBloom does), `capacity` in `1 ..= 2^30`, the expansion at
+    /// most 32,768. A scaling filter's first sub-filter uses half the rate,
+    /// so that the rate of the whole chain stays below `error_rate`.
+    ///
+    /// Cost: one page (the header); the bit arrays take no space until
+    /// bits are set.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an argument out of range (the text is
+    /// RedisBloom's); [`Error::WrongType`] if `key` holds another type;
+    /// [`Error::Poisoned`].
+    pub fn bf_reserve(&self, key: &[u8], error_rate: f64, capacity: u64, options: BloomOptions) -> Result<bool> {
+        let header = new_header(error_rate, capacity, options)?;
+        let inner = &*self.inner;
+        inner.write(&[key], || {
+            let mut g = inner.metas.lock(key);
+            if bloom_meta(inner, &mut g, key)?.is_some() {
+                return Ok(false);
+            }
+            let filter = Filter::create(inner, header)?;
+            store_filter(inner, &mut g, key, filter, HashSet::new())?;
+            Ok(true)
+        })
+    }
+
+    /// Adds `item` to the filter at `key` (RedisBloom BF.ADD), creating a
+    /// default filter (error rate 0.01, capacity 100, expansion 2) if `key`
+    /// does not exist.
+    ///
+    /// Cost: as [`Db::bf_add_many`] with one item.
+    ///
+    /// # Errors
+    /// As [`Db::bf_add_many`].
+    pub fn bf_add(&self, key: &[u8], item: &[u8]) -> Result<BloomAdd> {
+        let r = self.bf_add_many(key, &[item])?;
+        r.first().copied().ok_or_else(|| Error::InvalidArgument(ERR_INSERT.into()))
+    }
+
+    /// Adds `items` in order to the filter at `key` (RedisBloom BF.MADD),
+    /// creating a default filter if `key` does not exist. The answers are
+    /// those of consecutive [`Db::bf_add`] calls: an item repeated in the
+    /// batch is [`BloomAdd::Exists`] the second time. A non-scaling filter
+    /// that fills up answers [`BloomAdd::Full`] for the first item that does
+    /// not fit, and the answers stop there (later items are not added).
+    ///
+    /// The whole batch is one atomic change: a write-back (and so a crash)
+    /// sees all of it or none of it.
+    ///
+    /// Cost: the positions of all items in all sub-filters are computed and
+    /// grouped by page; each page is read once and written at most once.
+    /// Memory: about 16 bytes per item, hash function and sub-filter.
+    ///
+    /// # Errors
+    /// [`Error::WrongType`] if `key` holds another type;
+    /// [`Error::Corrupted`] if the header or a page does not decode;
+    /// [`Error::InvalidArgument`] with RedisBloom's `problem inserting into
+    /// filter` if the chain cannot grow (64 sub-filters, or sizes beyond
+    /// 2^60 bits), then nothing is changed; [`Error::Poisoned`].
+    pub fn bf_add_many<T: AsRef<[u8]>>(&self, key: &[u8], items: &[T]) -> Result<Vec<BloomAdd>> {
+        let create = || new_header(DEFAULT_ERROR_RATE, DEFAULT_CAPACITY, BloomOptions::default());
+        self.add_with(key, items, Some(&create))
+    }
+
+    /// Adds `items` as [`Db::bf_add_many`] does (RedisBloom BF.INSERT). If
+    /// `key` does not exist, a filter with `error_rate`, `capacity` and
+    /// `options` is created first, unless `create` is `false`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] with RedisBloom's `not found` if `key`
+    /// does not exist and `create` is `false`; for a new filter, as
+    /// [`Db::bf_reserve`]; otherwise as [`Db::bf_add_many`].
+    pub fn bf_insert<T: AsRef<[u8]>>(
+        &self,
+        key: &[u8],
+        items: &[T],
+        error_rate: f64,
+        capacity: u64,
+        options: BloomOptions,
+        create: bool,
+    ) -> Result<Vec<BloomAdd>> {
+        let make = || new_header(error_rate, capacity, options);
+        self.add_with(key, items, create.then_some(&make as &dyn Fn() -> Result<Header>))
+    }
+
+    fn add_with<T: AsRef<[u8]>>(
+        &self,
+        key: &[u8],
+        items: &[T],
+        create: Option<&dyn Fn() -> Result<Header>>,
+    ) -> Result<Vec<BloomAdd>> {
+        let inner = &*self.inner;
+        inner.write(&[key], || {
+            let mut g = inner.metas.lock(key);
+            let mut filter = match bloom_meta(inner, &mut g, key)? {
+                Some(meta) => Filter { header: read_header(inner, key, &meta)?, meta, created: false },
+                None => match create {
+                    Some(make) => Filter::create(inner, make()?)?,
+                    None => return Err(Error::InvalidArgument("not found".into())),
+                },
+            };
+            let (out, to_set) = plan_adds(inner, key, &mut filter, items)?;
+            if filter.created || out.contains(&BloomAdd::Added) {
+                store_filter(inner, &mut g, key, filter, to_set)?;
+            }
+            Ok(out)
+        })
+    }
+
+    /// Whether `item` may have been added to the filter at `key` (RedisBloom
+    /// BF.EXISTS): `false` means certainly not; `true` is wrong with about
+    /// the filter's error rate. `false` for a missing key.
+    ///
+    /// # Errors
+    /// As [`Db::bf_contains_many`].
+    pub fn bf_contains(&self, key: &[u8], item: &[u8]) -> Result<bool> {
+        Ok(self.bf_contains_many(key, &[item])?.first().copied().unwrap_or(false))
+    }
+
+    /// [`Db::bf_contains`] for each of `items` (RedisBloom BF.MEXISTS).
+    ///
+    /// Cost: each page holding a probed bit is read once (positions are
+    /// grouped by page), under the key's lock.
+    ///
+    /// # Errors
+    /// [`Error::WrongType`] if `key` holds another type (RedisBloom's
+    /// BF.EXISTS replies 0 instead; the command layer does that);
+    /// [`Error::Corrupted`] if the header or a page does not decode.
+    pub fn bf_contains_many<T: AsRef<[u8]>>(&self, key: &[u8], items: &[T]) -> Result<Vec<bool>> {
+        let inner = &*self.inner;
+        // The key's lock is held while pages are read, so the bitmap cannot
+        // be replaced (and its pages discarded) meanwhile.
+        let mut g = inner.metas.lock(key);
+        let Some(meta) = bloom_meta(inner, &mut g, key)? else { return Ok(vec![false; items.len()]) };
+        let header = read_header(inner, key, &meta)?;
+        let hashes: Vec<ItemHash> = items.iter().map(|i| ItemHash::of(i.as_ref())).collect();
+        let missing = probe(inner, key, &meta, &header, &hashes)?;
+        let nf = header.filters.len();
+        Ok((0..items.len()).map(|j| missing[j * nf..(j + 1) * nf].iter().any(Vec::is_empty)).collect())
+    }
+
+    /// The figures of the filter at `key` (RedisBloom BF.INFO), or `None`
+    /// if it does not exist.
+    ///
+    /// Cost: the header page.
+    ///
+    /// # Errors
+    /// [`Error::WrongType`], [`Error::Corrupted`].
+    pub fn bf_info(&self, key: &[u8]) -> Result<Option<BloomInfo>> {
+        let inner = &*self.inner;
+        let mut g = inner.metas.lock(key);
+        let Some(meta) = bloom_meta(inner, &mut g, key)? else { return Ok(None) };
+        Ok(Some(info_of(&read_header(inner, key, &meta)?)))
+    }
+
+    /// Items added to the filter at `key` (RedisBloom BF.CARD); 0 for a
+    /// missing key.
+    ///
+    /// # Errors
+    /// [`Error::WrongType`], [`Error::Corrupted`].
+    pub fn bf_card(&self, key: &[u8]) -> Result<u64> {
+        Ok(self.bf_info(key)?.map_or(0, |i| i.items))
+    }
+
+    /// A handle on the Bloom filter at `key`, with the BF.* operations as
+    /// methods.
+    ///
+    /// ```
+    /// # fn main() -> bitsled::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// use bitsled::{BloomAdd, BloomOptions};
+    /// let db = bitsled::Db::open(dir.path())?;
+    /// let seen = db.bloom(b"seen");
+    /// assert!(seen.reserve(0.001, 1_000_000, BloomOptions::default())?);
+    /// assert_eq!(seen.add(b"order:17")?, BloomAdd::Added);
+    /// assert_eq!(seen.add(b"order:17")?, BloomAdd::Exists);
+    /// assert!(seen.contains(b"order:17")?);
+    /// assert_eq!(seen.card()?, 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn bloom(&self, key: impl AsRef<[u8]>) -> Bloom<'_> {
+        Bloom { db: self, key: key.as_ref().to_vec() }
+    }
+}
+
+/// A handle on one Bloom filter key; see [`Db::bloom`]. Each method is the
+/// [`Db`] method of the same BF.* command applied to this key.
+#[derive(Clone, Debug)]
+pub struct Bloom<'a> {
+    db: &'a Db,
+    key: Vec<u8>,
+}
+
+impl Bloom<'_> {
+    /// The key.
+    #[must_use]
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// Creates the filter; `false` if it exists. See [`Db::bf_reserve`].
+    ///
+    /// ```
+    /// # fn main() -> bitsled::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// use bitsled::BloomOptions;
+    /// let db = bitsled::Db::open(dir.path())?;
+    /// let f = db.bloom(b"f");
+    /// assert!(f.reserve(0.01, 1000, BloomOptions::default().expansion(4))?);
+    /// assert!(!f.reserve(0.01, 1000, BloomOptions::default())?, "already there");
+    /// assert_eq!(f.info()?.map(|i| (i.capacity, i.expansion)), Some((1000, Some(4))));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Db::bf_reserve`].
+    pub fn reserve(&self, error_rate: f64, capacity: u64, options: BloomOptions) -> Result<bool> {
+        self.db.bf_reserve(&self.key, error_rate, capacity, options)
+    }
+
+    /// Adds one item, creating a default filter if needed. See
+    /// [`Db::bf_add`].
+    ///
+    /// # Errors
+    /// As [`Db::bf_add`].
+    pub fn add(&self, item: impl AsRef<[u8]>) -> Result<BloomAdd> {
+        self.db.bf_add(&self.key, item.as_ref())
+    }
+
+    /// Adds items in order, atomically. See [`Db::bf_add_many`].
+    ///
+    /// ```
+    /// # fn main() -> bitsled::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// use bitsled::{BloomAdd, BloomOptions};
+    /// let db = bitsled::Db::open(dir.path())?;
+    /// let f = db.bloom(b"small");
+    /// f.reserve(0.01, 2, BloomOptions::default().nonscaling())?;
+    /// assert_eq!(
+    ///     f.add_many(&["a", "b", "a", "c", "d"])?,
+    ///     vec![BloomAdd::Added, BloomAdd::Added, BloomAdd::Exists, BloomAdd::Full]
+    /// );
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Db::bf_add_many`].
+    pub fn add_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<BloomAdd>> {
+        self.db.bf_add_many(&self.key, items)
+    }
+
+    /// Whether the item may have been added. See [`Db::bf_contains`].
+    ///
+    /// # Errors
+    /// As [`Db::bf_contains`].
+    pub fn contains(&self, item: impl AsRef<[u8]>) -> Result<bool> {
+        self.db.bf_contains(&self.key, item.as_ref())
+    }
+
+    /// [`Bloom::contains`] for many items, each page read once. See
+    /// [`Db::bf_contains_many`].
+    ///
+    /// ```
+    /// # fn main() -> bitsled::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = bitsled::Db::open(dir.path())?;
+    /// let f = db.bloom(b"f");
+    /// f.add_many(&["x", "y"])?;
+    /// assert_eq!(f.contains_many(&["x", "nope", "y"])?, vec![true, false, true]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Db::bf_contains_many`].
+    pub fn contains_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
+        self.db.bf_contains_many(&self.key, items)
+    }
+
+    /// The filter's figures, `None` if it does not exist. See
+    /// [`Db::bf_info`].
+    ///
+    /// # Errors
+    /// As [`Db::bf_info`].
+    pub fn info(&self) -> Result<Option<BloomInfo>> {
+        self.db.bf_info(&self.key)
+    }
+
+    /// Items added; 0 if the filter does not exist. See [`Db::bf_card`].
+    ///
+    /// # Errors
+    /// As [`Db::bf_card`].
+    pub fn card(&self) -> Result<u64> {
+        self.db.bf_card(&self.key)
+    }
+}
+
+/// Checks a Bloom key's stored header page `page` against its metadata
+/// `meta` (for `verify`): a description of what is wrong, if anything.
+pub(crate) fn check_stored_header(meta: &Meta, page: &Page) -> Option<String> {
+    let mut buf = vec![0u8; PAGE_BYTES as usize];
+    page.write_bytes(&mut buf);
+    match Header::decode(&buf) {
+        Err(e) => Some(format!("Bloom filter header: {e}")),
+        Ok(h) if h.end_page().checked_mul(PAGE_BYTES) != Some(meta.len) => Some(format!(
+            "Bloom filter header: the key's length of {} bytes is not the {} pages the filter spans",
+            meta.len,
+            h.end_page()
+        )),
+        Ok(_) => None,
+    }
+}
