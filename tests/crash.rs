@@ -14,6 +14,12 @@
 //! while a result is half written back; the prefix check then shows that a
 //! BITOP destination is entirely old or entirely new. Expiries (far in the
 //! future, or in the past: a delete) are part of the compared state.
+//!
+//! A HyperLogLog key (PFADD) and a Bloom filter (BF.MADD, growing its chain
+//! of sub-filters) take part too. Their expected state comes from a
+//! reference database that applies the same operations without crashing:
+//! the HyperLogLog's bytes, and the filter's figures and answers for a fixed
+//! set of probe items.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -24,9 +30,17 @@ use bitsled::model::Model;
 use bitsled::{BitOp, Config, Db, ExpireCondition, Expiry};
 use rand::{Rng, SeedableRng};
 
-const KEYS: [&[u8]; 6] = [b"k0", b"k1", b"k2", b"k3", b"big0", b"big1"];
-/// The small keys are `KEYS[..SMALL]`, the big ones the rest.
+const KEYS: [&[u8]; 7] = [b"k0", b"k1", b"k2", b"k3", b"big0", b"big1", b"hll"];
+/// The small keys are `KEYS[..SMALL]`, the big ones up to `HLL`.
 const SMALL: usize = 4;
+/// Index of the HyperLogLog key in `KEYS`.
+const HLL: usize = 6;
+/// The Bloom filter's key.
+const BLOOM: &[u8] = b"bloom";
+/// Items added to the filter are drawn from `item0 .. item{ITEMS}`; the
+/// first `PROBES` of them are probed when states are compared.
+const ITEMS: u64 = 3000;
+const PROBES: u64 = 600;
 /// Length of a big key's value: 160 pages.
 const BIG_LEN: usize = 160 * 4096;
 /// Expiry times are this far in the future (2100-01-01), so none passes
@@ -48,14 +62,22 @@ enum Op {
     /// Expire at this Unix time in ms (1: in the past, so a delete).
     ExpireAt(usize, u64),
     Persist(usize),
+    PfAdd(Vec<Vec<u8>>),
+    BfAdd(Vec<Vec<u8>>),
 }
 
 fn op(seed: u64, i: u64) -> Op {
     let mut r = rand::rngs::StdRng::seed_from_u64(seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let k = r.gen_range(0..SMALL);
-    let big = r.gen_range(SMALL..KEYS.len());
+    let big = r.gen_range(SMALL..HLL);
     let ops = [BitOp::And, BitOp::Or, BitOp::Xor, BitOp::Diff, BitOp::AndOr, BitOp::One];
-    match r.gen_range(0..100) {
+    match r.gen_range(0..110) {
+        100..=104 => {
+            Op::PfAdd((0..r.gen_range(0..400)).map(|_| format!("u{}", r.gen_range(0..100_000)).into_bytes()).collect())
+        }
+        105..=109 => {
+            Op::BfAdd((0..r.gen_range(1..60)).map(|_| format!("item{}", r.gen_range(0..ITEMS)).into_bytes()).collect())
+        }
         0..=44 => Op::SetBit(k, r.gen_range(0..SPAN), r.gen_bool(0.8)),
         45..=62 => Op::SetBits(k, (0..r.gen_range(1..2000)).map(|_| r.gen_range(0..SPAN)).collect()),
         63..=76 => Op::Bitop(ops[r.gen_range(0..ops.len())], k, vec![r.gen_range(0..SMALL), r.gen_range(0..SMALL)]),
@@ -74,7 +96,7 @@ fn op(seed: u64, i: u64) -> Op {
         }
         95..=97 => {
             let op = ops[r.gen_range(0..ops.len())];
-            Op::Bitop(op, big, vec![r.gen_range(SMALL..KEYS.len()), r.gen_range(SMALL..KEYS.len())])
+            Op::Bitop(op, big, vec![r.gen_range(SMALL..HLL), r.gen_range(SMALL..HLL)])
         }
         _ => {
             // Within 64 pages: `set_bits` is atomic per group of 64 pages
@@ -107,17 +129,49 @@ fn apply_db(db: &Db, op: &Op) {
         Op::Persist(k) => {
             db.persist(KEYS[*k]).unwrap();
         }
+        Op::PfAdd(elements) => {
+            db.pfadd(KEYS[HLL], elements).unwrap();
+        }
+        Op::BfAdd(items) => {
+            db.bf_add_many(BLOOM, items).unwrap();
+        }
     }
 }
 
-/// The model: values, and expiry times of the keys that have one.
-#[derive(Default)]
+/// The model: values, expiry times of the keys that have one, and a
+/// reference database for the HyperLogLog and the Bloom filter.
 struct State {
     values: Model,
     expiry: HashMap<usize, u64>,
+    reference: Db,
+    _dir: tempfile::TempDir,
+}
+
+impl State {
+    fn new() -> State {
+        let dir = tempfile::tempdir().unwrap();
+        let reference = Config::new(dir.path()).flush_interval(None).open().unwrap();
+        State { values: Model::default(), expiry: HashMap::new(), reference, _dir: dir }
+    }
 }
 
 fn apply_model(m: &mut State, op: &Op) {
+    // The reference follows every operation on the HyperLogLog and the
+    // filter; the model takes the HyperLogLog's bytes from it.
+    match op {
+        Op::PfAdd(_) | Op::BfAdd(_) => apply_db(&m.reference, op),
+        Op::ExpireAt(k, _) | Op::Persist(k) if *k == HLL => apply_db(&m.reference, op),
+        _ => {}
+    }
+    if let Op::PfAdd(_) = op {
+        match m.reference.get(KEYS[HLL]).unwrap() {
+            Some(v) => m.values.set(KEYS[HLL], &v),
+            None => {
+                m.values.delete(KEYS[HLL]);
+            }
+        }
+        return;
+    }
     let values = &mut m.values;
     match op {
         // In-place writes keep the expiry.
@@ -156,6 +210,7 @@ fn apply_model(m: &mut State, op: &Op) {
         Op::Persist(k) => {
             m.expiry.remove(k);
         }
+        Op::PfAdd(_) | Op::BfAdd(_) => {}
     }
 }
 
@@ -177,15 +232,29 @@ fn child(dir: &str, seed: u64, start: u64) {
     }
 }
 
-/// Each key's value and expiry.
-type Snapshot = Vec<(Option<Vec<u8>>, Expiry)>;
+/// Each key's value and expiry, and the Bloom filter's figures (capacity,
+/// sub-filters, items) and answers for the probe items.
+#[derive(PartialEq)]
+struct Snapshot {
+    keys: Vec<(Option<Vec<u8>>, Expiry)>,
+    bloom: Option<(u64, u64, u64, Vec<bool>)>,
+}
+
+fn bloom_state(db: &Db) -> Option<(u64, u64, u64, Vec<bool>)> {
+    let info = db.bf_info(BLOOM).unwrap()?;
+    let probes: Vec<Vec<u8>> = (0..PROBES).map(|i| format!("item{i}").into_bytes()).collect();
+    Some((info.capacity, info.filters, info.items, db.bf_contains_many(BLOOM, &probes).unwrap()))
+}
 
 fn state(db: &Db) -> Snapshot {
-    KEYS.iter().map(|k| (db.get(k).unwrap(), db.expiry(k).unwrap())).collect()
+    Snapshot {
+        keys: KEYS.iter().map(|k| (db.get(k).unwrap(), db.expiry(k).unwrap())).collect(),
+        bloom: bloom_state(db),
+    }
 }
 
 fn model_state(m: &State) -> Snapshot {
-    (0..KEYS.len())
+    let keys = (0..KEYS.len())
         .map(|i| {
             let v = m.values.get(KEYS[i]);
             let e = match (&v, m.expiry.get(&i)) {
@@ -195,18 +264,27 @@ fn model_state(m: &State) -> Snapshot {
             };
             (v, e)
         })
-        .collect()
+        .collect();
+    Snapshot { keys, bloom: bloom_state(&m.reference) }
 }
 
 /// Length, set bits and expiry of each key, for failure messages.
 fn describe(s: &Snapshot) -> String {
-    s.iter()
+    let bloom = match &s.bloom {
+        None => "-".to_string(),
+        Some((c, f, n, probes)) => {
+            format!("capacity {c}, {f} filters, {n} items, {} probes found", probes.iter().filter(|&&p| p).count())
+        }
+    };
+    s.keys
+        .iter()
         .map(|(v, e)| match v {
             None => "-".to_string(),
             Some(v) => format!("{}B/{}/{e:?}", v.len(), v.iter().map(|b| b.count_ones()).sum::<u32>()),
         })
         .collect::<Vec<_>>()
         .join(" ")
+        + &format!(" bloom: {bloom}")
 }
 
 /// An operation without its bulk data, for failure messages.
@@ -214,6 +292,8 @@ fn summary(op: &Op) -> String {
     match op {
         Op::SetBits(k, offs) => format!("SetBits({k}, {} offsets)", offs.len()),
         Op::Set(k, v) => format!("Set({k}, {} bytes)", v.len()),
+        Op::PfAdd(e) => format!("PfAdd({} elements)", e.len()),
+        Op::BfAdd(e) => format!("BfAdd({} items)", e.len()),
         other => format!("{other:?}"),
     }
 }
@@ -234,7 +314,7 @@ fn kill_9_keeps_every_acknowledged_write() {
     let exe = std::env::current_exe().unwrap();
     // `done` operations are in the store; the model holds their result.
     let mut done = 0u64;
-    let mut model = State::default();
+    let mut model = State::new();
     let mut kills_after_open = 0;
     for cycle in 0..cycles {
         let mut childp = Command::new(&exe)
@@ -300,7 +380,7 @@ fn kill_9_keeps_every_acknowledged_write() {
             done += 1;
             extra += 1;
         }
-        for (k, (v, _)) in KEYS.iter().zip(&got) {
+        for (k, (v, _)) in KEYS.iter().zip(&got.keys) {
             let ones = v.as_ref().map_or(0, |v| v.iter().map(|b| u64::from(b.count_ones())).sum());
             assert_eq!(db.bitcount(k, None).unwrap(), ones, "cycle {cycle}: stored count of {k:?}");
         }
