@@ -147,6 +147,16 @@ fn expiry_script_matches_redis_cli() {
     );
 }
 
+/// PFADD, PFCOUNT and PFMERGE reply exactly as Redis does, and GET shows
+/// Redis's HyperLogLog bytes.
+#[test]
+fn hyperloglog_script_matches_redis_cli() {
+    compare_with_redis_cli(
+        include_str!("scripts/hll.redis"),
+        &["\"HYLL", "(integer) 6", "Key is not a valid HyperLogLog string value"],
+    );
+}
+
 /// One command on the command line prints the same reply text; the exit
 /// code is 1 exactly when the reply is an error.
 #[test]
