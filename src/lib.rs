@@ -37,6 +37,7 @@ mod meta;
 pub mod model;
 mod ops;
 pub(crate) mod page;
+pub mod server;
 mod store;
 #[doc(hidden)]
 pub mod testing;

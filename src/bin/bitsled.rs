@@ -9,6 +9,8 @@
 //! bitsled [--db DIR] demo [--users N] [--days D] [--density P]
 //! bitsled [--db DIR] import FILE|-   load `key,offset[,bit]` CSV lines
 //! bitsled [--db DIR] compact         rewrite the database without its garbage
+//! bitsled [--db DIR] serve [--port 6380] [--requirepass PW] [--fsync always|everysec|no] ...
+//!                                    serve the Redis protocol (RESP2/RESP3) over TCP
 //! ```
 
 use std::collections::HashMap;
@@ -69,9 +71,83 @@ enum Command {
     /// it in place of DIR (the old one goes through DIR.compact-old and is
     /// removed). Refuses if DIR.compact-tmp or DIR.compact-old exists.
     Compact,
+    /// Serve the database over the Redis protocol (RESP2, RESP3 after
+    /// `HELLO 3`). SIGTERM/SIGINT or the SHUTDOWN command stop it: it stops
+    /// accepting, finishes the requests it has received, flushes and exits
+    /// with status 0 (a second signal exits at once).
+    Serve(ServeArgs),
     /// Any Redis command, e.g. `bitsled SETBIT k 7 1`.
     #[command(external_subcommand)]
     Redis(Vec<OsString>),
+}
+
+/// Options of `bitsled serve`.
+#[derive(clap::Args, Debug)]
+struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: std::net::IpAddr,
+    /// TCP port (0: any free port, printed at start).
+    #[arg(long, default_value_t = 6380)]
+    port: u16,
+    /// Password clients must give with AUTH (or HELLO ... AUTH).
+    #[arg(long)]
+    requirepass: Option<OsString>,
+    /// Most simultaneous clients.
+    #[arg(long, default_value_t = bitsled::server::DEFAULT_MAX_CLIENTS)]
+    maxclients: usize,
+    /// When writes become durable: `always` (before the reply; group
+    /// commit), `everysec` (within about a second), `no` (within 30 s).
+    #[arg(long, default_value = "everysec")]
+    fsync: bitsled::server::Fsync,
+    /// Disconnect clients idle for this many seconds (0: never).
+    #[arg(long, default_value_t = 0)]
+    timeout: u64,
+    /// `no` allows listening on a non-loopback address without a password.
+    #[arg(long, default_value = "yes", value_parser = ["yes", "no"])]
+    protected_mode: String,
+}
+
+/// `bitsled serve`: runs the server until a signal or SHUTDOWN.
+fn serve(dir: &PathBuf, args: ServeArgs) -> Result<()> {
+    use bitsled::server::{Server, ServerConfig};
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let config = ServerConfig::new()
+        .bind(args.bind)
+        .port(args.port)
+        .requirepass(args.requirepass.map(OsString::into_encoded_bytes))
+        .max_clients(args.maxclients)
+        .fsync(args.fsync)
+        .timeout(Some(Duration::from_secs(args.timeout)))
+        .protected_mode(args.protected_mode == "yes");
+    let db = config
+        .db_config(Config::new(dir))
+        .open()
+        .with_context(|| format!("opening the database in {}", dir.display()))?;
+    let server = Server::bind(db, config).context("starting the server")?;
+    let stop = server.shutdown_handle();
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).context("installing signal handlers")?;
+    std::thread::Builder::new().name("signals".into()).spawn(move || {
+        let mut seen = 0;
+        for sig in signals.forever() {
+            seen += 1;
+            if seen > 1 {
+                eprintln!("bitsled serve: second signal {sig}, exiting without waiting");
+                std::process::exit(1);
+            }
+            eprintln!("bitsled serve: signal {sig}, shutting down");
+            stop.shutdown();
+        }
+    })?;
+    eprintln!(
+        "bitsled serve: listening on {} (fsync {}), database {}",
+        server.local_addr(),
+        args.fsync.name(),
+        dir.display()
+    );
+    server.run().context("serving")?;
+    eprintln!("bitsled serve: stopped, database flushed");
+    Ok(())
 }
 
 fn main() -> Result<()> {
@@ -110,6 +186,10 @@ fn main() -> Result<()> {
         }
         Some(Command::Compact) => {
             compact(&cli.db)?;
+            0
+        }
+        Some(Command::Serve(args)) => {
+            serve(&cli.db, args)?;
             0
         }
     };

@@ -1,0 +1,524 @@
+//! The RESP request parser and the reply encoder (RESP2 and RESP3).
+//!
+//! Requests come as multibulk arrays (`*2\r\n$3\r\nGET\r\n$1\r\nk\r\n`) or
+//! as inline lines (`GET k\r\n`, split with redis-cli's quoting rules), as
+//! Redis accepts them. The parser is incremental: it takes whatever bytes
+//! have arrived, consumes every complete element (a partly received request
+//! keeps its finished arguments in the parser), and says how many bytes it
+//! consumed, so nothing is parsed twice. A declared length is only a
+//! number: no buffer is sized from it up front.
+//!
+//! Malformed input gives a [`ProtocolError`] carrying Redis's text; the
+//! server replies with it and closes the connection. The parser never
+//! panics on any input ([`check_parse`] is the fuzzing oracle).
+
+use crate::command::cli_syntax::split_args;
+use crate::command::Reply;
+
+/// Redis's `proto-max-bulk-len` default: the largest bulk argument, 512 MiB.
+pub const MAX_BULK_LEN: usize = 512 << 20;
+
+/// The largest multibulk count (arguments in one request), 1024 * 1024.
+pub const MAX_MULTIBULK_LEN: usize = 1024 * 1024;
+
+/// Redis's `PROTO_INLINE_MAX_SIZE`: the longest inline request, and the
+/// longest count line of a multibulk or bulk header.
+pub const MAX_INLINE_LEN: usize = 64 * 1024;
+
+/// Before authentication, Redis accepts at most this many arguments per
+/// request...
+const UNAUTH_MAX_MULTIBULK: usize = 10;
+/// ...and bulk arguments of at most this many bytes.
+const UNAUTH_MAX_BULK: usize = 16384;
+
+/// A malformed request. The connection that sent it gets the error's text
+/// (see [`ProtocolError::text`]) and is closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProtocolError {
+    /// An inline request longer than [`MAX_INLINE_LEN`] without a newline.
+    TooBigInline,
+    /// An inline request with an unterminated quote.
+    UnbalancedQuotes,
+    /// A multibulk count line longer than [`MAX_INLINE_LEN`].
+    TooBigMultibulkCount,
+    /// A multibulk count that is not a number or above the limit.
+    InvalidMultibulkLength,
+    /// More than 10 arguments before authentication.
+    UnauthenticatedMultibulkLength,
+    /// An element of a multibulk request that does not start with `$`.
+    ExpectedDollar(u8),
+    /// A bulk length line longer than [`MAX_INLINE_LEN`].
+    TooBigBulkCount,
+    /// A bulk length that is not a number, negative, or above the limit.
+    InvalidBulkLength,
+    /// A bulk argument above 16 KiB before authentication.
+    UnauthenticatedBulkLength,
+}
+
+impl ProtocolError {
+    /// The error reply's text, as Redis 7 words it (without the leading
+    /// `-` and the line end). A byte that would break the line is a space.
+    #[must_use]
+    pub fn text(&self) -> Vec<u8> {
+        let t: &str = match self {
+            ProtocolError::TooBigInline => "too big inline request",
+            ProtocolError::UnbalancedQuotes => "unbalanced quotes in request",
+            ProtocolError::TooBigMultibulkCount => "too big mbulk count string",
+            ProtocolError::InvalidMultibulkLength => "invalid multibulk length",
+            ProtocolError::UnauthenticatedMultibulkLength => "unauthenticated multibulk length",
+            ProtocolError::ExpectedDollar(c) => {
+                let c = if matches!(c, b'\r' | b'\n') { b' ' } else { *c };
+                let mut v = b"ERR Protocol error: expected '$', got '".to_vec();
+                v.push(c);
+                v.push(b'\'');
+                return v;
+            }
+            ProtocolError::TooBigBulkCount => "too big bulk count string",
+            ProtocolError::InvalidBulkLength => "invalid bulk length",
+            ProtocolError::UnauthenticatedBulkLength => "unauthenticated bulk length",
+        };
+        format!("ERR Protocol error: {t}").into_bytes()
+    }
+}
+
+/// Where the parser is inside a multibulk request.
+#[derive(Debug, Default)]
+struct Multibulk {
+    /// Arguments still to come.
+    left: usize,
+    /// Arguments received so far.
+    args: Vec<Vec<u8>>,
+    /// The declared length of the bulk being received, once its header is
+    /// consumed.
+    bulk_len: Option<usize>,
+}
+
+/// The incremental request parser of one connection.
+#[derive(Debug, Default)]
+pub struct Parser {
+    partial: Option<Multibulk>,
+}
+
+/// What one call of [`Parser::parse`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// A complete request (possibly with no arguments: a blank inline line
+    /// or `*0`; skip those).
+    Request(Vec<Vec<u8>>),
+    /// More bytes are needed.
+    Incomplete,
+}
+
+impl Parser {
+    /// A parser at the start of a request.
+    #[must_use]
+    pub fn new() -> Parser {
+        Parser::default()
+    }
+
+    /// Whether the parser holds part of a request.
+    #[must_use]
+    pub fn in_request(&self) -> bool {
+        self.partial.is_some()
+    }
+
+    /// How many more bytes the bulk being received needs, if one is
+    /// (a hint for growing the read buffer; never more than the declared
+    /// length plus its line end).
+    #[must_use]
+    pub fn bulk_remaining(&self, buffered: usize) -> Option<usize> {
+        let len = self.partial.as_ref()?.bulk_len?;
+        Some((len + 2).saturating_sub(buffered))
+    }
+
+    /// Parses from `buf` (the bytes received and not yet consumed): returns
+    /// the number of bytes consumed and what was found. Call again with the
+    /// rest after a [`Parsed::Request`]; after [`Parsed::Incomplete`], call
+    /// again once more bytes arrived (`buf` then starts with the bytes not
+    /// consumed). `authenticated` false applies Redis's tighter limits for
+    /// clients that still have to authenticate.
+    ///
+    /// # Errors
+    /// A [`ProtocolError`] for malformed input; the parser's state is then
+    /// unspecified (the connection is to be closed).
+    pub fn parse(&mut self, buf: &[u8], authenticated: bool) -> Result<(usize, Parsed), ProtocolError> {
+        let mut pos = 0;
+        let mut mb = match self.partial.take() {
+            Some(mb) => mb,
+            None => {
+                let Some(&first) = buf.first() else { return Ok((0, Parsed::Incomplete)) };
+                if first != b'*' {
+                    return parse_inline(buf);
+                }
+                let Some((n, used)) = count_line(buf, ProtocolError::TooBigMultibulkCount)? else {
+                    return Ok((0, Parsed::Incomplete));
+                };
+                pos = used;
+                let n = match n {
+                    Some(n) if n <= 0 => return Ok((pos, Parsed::Request(Vec::new()))),
+                    Some(n) => usize::try_from(n).ok().filter(|&n| n <= MAX_MULTIBULK_LEN),
+                    None => None,
+                };
+                let Some(n) = n else { return Err(ProtocolError::InvalidMultibulkLength) };
+                if !authenticated && n > UNAUTH_MAX_MULTIBULK {
+                    return Err(ProtocolError::UnauthenticatedMultibulkLength);
+                }
+                // The count is only a claim: reserve for a few arguments.
+                Multibulk { left: n, args: Vec::with_capacity(n.min(16)), bulk_len: None }
+            }
+        };
+        while mb.left > 0 {
+            let rest = &buf[pos..];
+            let len = match mb.bulk_len {
+                Some(len) => len,
+                None => {
+                    let Some(&first) = rest.first() else { break };
+                    if first != b'$' {
+                        return Err(ProtocolError::ExpectedDollar(first));
+                    }
+                    let Some((n, used)) = count_line(rest, ProtocolError::TooBigBulkCount)? else { break };
+                    let len = n
+                        .and_then(|n| usize::try_from(n).ok())
+                        .filter(|&n| n <= MAX_BULK_LEN)
+                        .ok_or(ProtocolError::InvalidBulkLength)?;
+                    if !authenticated && len > UNAUTH_MAX_BULK {
+                        return Err(ProtocolError::UnauthenticatedBulkLength);
+                    }
+                    pos += used;
+                    mb.bulk_len = Some(len);
+                    len
+                }
+            };
+            let rest = &buf[pos..];
+            // Like Redis, the two bytes after the data are taken as the line
+            // end without looking at them.
+            if rest.len() < len + 2 {
+                break;
+            }
+            mb.args.push(rest[..len].to_vec());
+            pos += len + 2;
+            mb.bulk_len = None;
+            mb.left -= 1;
+        }
+        if mb.left == 0 {
+            Ok((pos, Parsed::Request(mb.args)))
+        } else {
+            self.partial = Some(mb);
+            Ok((pos, Parsed::Incomplete))
+        }
+    }
+}
+
+/// An inline request: one line, split like redis-cli input.
+fn parse_inline(buf: &[u8]) -> Result<(usize, Parsed), ProtocolError> {
+    let Some(nl) = buf.iter().position(|&c| c == b'\n') else {
+        if buf.len() > MAX_INLINE_LEN {
+            return Err(ProtocolError::TooBigInline);
+        }
+        return Ok((0, Parsed::Incomplete));
+    };
+    if nl > MAX_INLINE_LEN {
+        return Err(ProtocolError::TooBigInline);
+    }
+    let line = &buf[..nl];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let args = split_args(line).ok_or(ProtocolError::UnbalancedQuotes)?;
+    Ok((nl + 1, Parsed::Request(args)))
+}
+
+/// A `*N\r\n` or `$N\r\n` header at the start of `buf`: the number (`None`
+/// if it is not one) and the bytes the line takes; `Ok(None)` if the line
+/// is not complete yet. Like Redis, the line ends at the first `\r`, and
+/// the byte after it is taken as the `\n`.
+fn count_line(buf: &[u8], too_big: ProtocolError) -> Result<Option<(Option<i64>, usize)>, ProtocolError> {
+    let Some(cr) = buf.iter().take(MAX_INLINE_LEN + 1).position(|&c| c == b'\r') else {
+        if buf.len() > MAX_INLINE_LEN {
+            return Err(too_big);
+        }
+        return Ok(None);
+    };
+    if cr + 2 > buf.len() {
+        return Ok(None);
+    }
+    Ok(Some((string2ll(&buf[1..cr]), cr + 2)))
+}
+
+/// Redis's `string2ll`: an optional `-`, then digits without a leading zero
+/// (except `0` itself), within `i64`.
+fn string2ll(s: &[u8]) -> Option<i64> {
+    let (neg, digits) = match s.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, s),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) || (digits[0] == b'0' && digits.len() > 1) {
+        return None;
+    }
+    if neg && digits == b"0" {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &d in digits {
+        let d = i64::from(d - b'0');
+        v = v.checked_mul(10)?;
+        v = if neg { v.checked_sub(d)? } else { v.checked_add(d)? };
+    }
+    Some(v)
+}
+
+/// The protocol version a connection speaks (`HELLO 2` / `HELLO 3`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proto {
+    /// RESP2, the default.
+    Resp2,
+    /// RESP3.
+    Resp3,
+}
+
+/// Appends `reply` to `out` in protocol `proto`. RESP3 differs from RESP2
+/// for the nil bulk string and the nil array (both `_`); maps are written
+/// by [`write_map`].
+pub fn write_reply(reply: &Reply, proto: Proto, out: &mut Vec<u8>) {
+    match reply {
+        Reply::Status(s) => line(out, b'+', s.as_bytes()),
+        Reply::Error(e) => line(out, b'-', e.as_bytes()),
+        Reply::Integer(n) => line(out, b':', n.to_string().as_bytes()),
+        Reply::Bulk(Some(b)) => write_bulk(b, out),
+        Reply::Bulk(None) if proto == Proto::Resp3 => out.extend_from_slice(b"_\r\n"),
+        Reply::Bulk(None) => out.extend_from_slice(b"$-1\r\n"),
+        Reply::NilArray if proto == Proto::Resp3 => out.extend_from_slice(b"_\r\n"),
+        Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
+        Reply::Array(items) => {
+            line(out, b'*', items.len().to_string().as_bytes());
+            for i in items {
+                write_reply(i, proto, out);
+            }
+        }
+    }
+}
+
+/// Appends a map given as a flat list of alternating keys and values: a
+/// RESP3 map (`%N`), or in RESP2 the flat array Redis sends instead.
+pub fn write_map(flat: &[Reply], proto: Proto, out: &mut Vec<u8>) {
+    match proto {
+        Proto::Resp2 => line(out, b'*', flat.len().to_string().as_bytes()),
+        Proto::Resp3 => line(out, b'%', (flat.len() / 2).to_string().as_bytes()),
+    }
+    for r in flat {
+        write_reply(r, proto, out);
+    }
+}
+
+/// Appends an aggregate header: `tag` (`*`, `%`, ...) and a count.
+pub fn write_len(tag: u8, n: usize, out: &mut Vec<u8>) {
+    line(out, tag, n.to_string().as_bytes());
+}
+
+/// Appends a bulk string.
+pub fn write_bulk(b: &[u8], out: &mut Vec<u8>) {
+    line(out, b'$', b.len().to_string().as_bytes());
+    out.extend_from_slice(b);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends an error line with raw bytes (a byte that would end the line
+/// becomes a space).
+pub fn write_error(text: &[u8], out: &mut Vec<u8>) {
+    out.push(b'-');
+    out.extend(text.iter().map(|&c| if matches!(c, b'\r' | b'\n') { b' ' } else { c }));
+    out.extend_from_slice(b"\r\n");
+}
+
+fn line(out: &mut Vec<u8>, tag: u8, body: &[u8]) {
+    out.push(tag);
+    out.extend_from_slice(body);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `args` as a RESP multibulk request.
+#[must_use]
+pub fn encode_request(args: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        write_bulk(a, &mut out);
+    }
+    out
+}
+
+/// Everything a parser makes of `data` fed at once: the requests, and the
+/// error that stopped it (if any). Unauthenticated limits apply when
+/// `authenticated` is false.
+fn parse_all(data: &[u8], chunks: &[usize], authenticated: bool) -> (Vec<Vec<Vec<u8>>>, Option<ProtocolError>) {
+    let mut parser = Parser::new();
+    let mut requests = Vec::new();
+    let (mut buffered, mut lo) = (0usize, 0usize);
+    let mut chunk_iter = chunks.iter().copied().cycle();
+    loop {
+        // Deliver the next chunk (the whole rest when there are no chunks).
+        let step = chunk_iter.next().unwrap_or(data.len()).max(1);
+        let delivered_all = buffered >= data.len();
+        buffered = (buffered + step).min(data.len());
+        loop {
+            match parser.parse(&data[lo..buffered], authenticated) {
+                Err(e) => return (requests, Some(e)),
+                Ok((used, Parsed::Request(args))) => {
+                    lo += used;
+                    requests.push(args);
+                }
+                Ok((used, Parsed::Incomplete)) => {
+                    lo += used;
+                    break;
+                }
+            }
+        }
+        if delivered_all {
+            return (requests, None);
+        }
+    }
+}
+
+/// The fuzzing oracle of the request parser; panics when a property fails.
+///
+/// The first byte of `data` picks the chunk sizes the rest is delivered in
+/// (1 to 16 bytes, cycling, or all at once) and whether the client is
+/// authenticated. Properties: parsing never panics; delivering the bytes
+/// in chunks gives the same requests and the same error as delivering them
+/// at once; every parsed multibulk request, encoded again, parses back to
+/// the same arguments; an error's text is one line starting with
+/// `ERR Protocol error: `.
+#[doc(hidden)]
+pub fn check_parse(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else { return };
+    let authenticated = mode & 0x80 == 0;
+    let chunks: Vec<usize> = match mode & 0x0f {
+        0 => Vec::new(),
+        k => (1..=usize::from(k)).collect(),
+    };
+    let (whole, whole_err) = parse_all(rest, &[], authenticated);
+    let (chunked, chunked_err) = parse_all(rest, &chunks, authenticated);
+    assert_eq!(whole, chunked, "chunking changed the requests");
+    assert_eq!(whole_err, chunked_err, "chunking changed the error");
+    if let Some(e) = whole_err {
+        let text = e.text();
+        assert!(text.starts_with(b"ERR Protocol error: "), "{text:?}");
+        assert!(!text.contains(&b'\r') && !text.contains(&b'\n'), "{text:?}");
+    }
+    for req in whole.iter().filter(|r| !r.is_empty()) {
+        let encoded = encode_request(req);
+        let (again, err) = parse_all(&encoded, &[], true);
+        assert_eq!(err, None, "re-encoded request failed to parse");
+        assert_eq!(again, vec![req.clone()], "re-encoded request changed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &[&str]) -> Vec<Vec<u8>> {
+        s.iter().map(|x| x.as_bytes().to_vec()).collect()
+    }
+
+    fn all(data: &[u8]) -> (Vec<Vec<Vec<u8>>>, Option<ProtocolError>) {
+        parse_all(data, &[], true)
+    }
+
+    /// Multibulk and inline requests, pipelined, parse to their arguments.
+    #[test]
+    fn parses_multibulk_and_inline() {
+        let data = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nPING\r\nset 'a b' \"\\x01\"\n\r\n*0\r\n*-1\r\n";
+        let (reqs, err) = all(data);
+        assert_eq!(err, None);
+        assert_eq!(
+            reqs,
+            vec![
+                v(&["GET", "k"]),
+                v(&["PING"]),
+                vec![b"set".to_vec(), b"a b".to_vec(), vec![1]],
+                vec![],
+                vec![],
+                vec![]
+            ]
+        );
+    }
+
+    /// Byte-at-a-time delivery gives the same requests, and a bulk's data
+    /// may contain CR LF.
+    #[test]
+    fn incremental_delivery() {
+        let data = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4\r\na\r\nb\r\n*1\r\n$4\r\nPING\r\n";
+        let (one, _) = all(data);
+        let (bytes, err) = parse_all(data, &[1], true);
+        assert_eq!(err, None);
+        assert_eq!(one, bytes);
+        assert_eq!(one[0][2], b"a\r\nb");
+    }
+
+    /// Redis's protocol error texts.
+    #[test]
+    fn protocol_errors() {
+        let err = |d: &[u8]| all(d).1.map(|e| String::from_utf8(e.text()).unwrap());
+        assert_eq!(err(b"*x\r\n").as_deref(), Some("ERR Protocol error: invalid multibulk length"));
+        assert_eq!(err(b"*1048577\r\n").as_deref(), Some("ERR Protocol error: invalid multibulk length"));
+        assert_eq!(err(b"*1\r\n$-1\r\n").as_deref(), Some("ERR Protocol error: invalid bulk length"));
+        assert_eq!(err(b"*1\r\n$536870913\r\n").as_deref(), Some("ERR Protocol error: invalid bulk length"));
+        assert_eq!(err(b"*1\r\n$01\r\n").as_deref(), Some("ERR Protocol error: invalid bulk length"));
+        assert_eq!(err(b"*1\r\nx\r\n").as_deref(), Some("ERR Protocol error: expected '$', got 'x'"));
+        assert_eq!(err(b"get \"x\r\n").as_deref(), Some("ERR Protocol error: unbalanced quotes in request"));
+        assert_eq!(err(&vec![b'a'; MAX_INLINE_LEN + 1]).as_deref(), Some("ERR Protocol error: too big inline request"));
+        let mut long = b"*".to_vec();
+        long.extend(vec![b'1'; MAX_INLINE_LEN + 1]);
+        assert_eq!(err(&long).as_deref(), Some("ERR Protocol error: too big mbulk count string"));
+        // Accepted limits: exactly the maximum counts.
+        assert_eq!(err(b"*1048576\r\n"), None);
+        assert_eq!(err(b"*1\r\n$536870912\r\n"), None);
+    }
+
+    /// Before authentication, at most 10 arguments of at most 16 KiB.
+    #[test]
+    fn unauthenticated_limits() {
+        assert_eq!(parse_all(b"*11\r\n", &[], false).1, Some(ProtocolError::UnauthenticatedMultibulkLength));
+        assert_eq!(parse_all(b"*1\r\n$16385\r\n", &[], false).1, Some(ProtocolError::UnauthenticatedBulkLength));
+        assert_eq!(parse_all(b"*10\r\n$16384\r\n", &[], false).1, None);
+    }
+
+    /// A huge declared bulk reserves nothing up front: the parser keeps
+    /// only the arguments it has received.
+    #[test]
+    fn declared_length_is_not_allocated() {
+        let mut p = Parser::new();
+        let (used, got) = p.parse(b"*2\r\n$536870912\r\nab", true).unwrap();
+        assert_eq!((used, got), (16, Parsed::Incomplete));
+        assert_eq!(p.bulk_remaining(2), Some(536_870_912));
+        let cap = p.partial.as_ref().map(|m| m.args.capacity()).unwrap();
+        assert!(cap <= 16, "{cap}");
+    }
+
+    /// RESP3 differs for nils and maps.
+    #[test]
+    fn encodes_resp2_and_resp3() {
+        let r = Reply::Array(vec![Reply::Bulk(None), Reply::NilArray, Reply::Integer(5)]);
+        let mut two = Vec::new();
+        write_reply(&r, Proto::Resp2, &mut two);
+        assert_eq!(two, r.to_resp());
+        let mut three = Vec::new();
+        write_reply(&r, Proto::Resp3, &mut three);
+        assert_eq!(three, b"*3\r\n_\r\n_\r\n:5\r\n");
+        let mut map = Vec::new();
+        write_map(&[Reply::bulk("a"), Reply::Integer(1)], Proto::Resp3, &mut map);
+        assert_eq!(map, b"%1\r\n$1\r\na\r\n:1\r\n");
+    }
+
+    /// The fuzz oracle holds on a few hand-picked inputs.
+    #[test]
+    fn oracle_on_samples() {
+        for d in [
+            &b"\x03*2\r\n$3\r\nGET\r\n$1\r\nk\r\nPING\r\n"[..],
+            b"\x81*11\r\n",
+            b"\x05*1\r\n$x\r\n",
+            b"\x00\"\r\n",
+            b"\x0f",
+        ] {
+            check_parse(d);
+        }
+    }
+}

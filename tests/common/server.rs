@@ -1,0 +1,117 @@
+//! Starting `bitsled serve` (the built binary) on a free loopback port for
+//! a test, and small raw-socket helpers.
+
+#![allow(dead_code, reason = "each test file uses a different part")]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Ipv4Addr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `bitsled serve`; killed (SIGKILL) on drop if still running.
+pub struct Served {
+    pub child: Child,
+    /// Its loopback port.
+    pub port: u16,
+    pub dir: PathBuf,
+}
+
+impl Served {
+    /// Starts `bitsled --db dir serve --port 0 EXTRA...` and waits until it
+    /// listens (it prints the address on stderr).
+    pub fn start(dir: &Path, extra: &[&str]) -> Served {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bitsled"))
+            .arg("--db")
+            .arg(dir)
+            .args(["serve", "--port", "0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn bitsled serve");
+        let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+        let mut line = String::new();
+        stderr.read_line(&mut line).expect("read the start line");
+        let port = line
+            .split("listening on 127.0.0.1:")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| {
+                let _ = child.kill();
+                panic!("bitsled serve did not start: {line:?}")
+            });
+        // Keep draining stderr so the server never blocks on it.
+        std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = stderr.read_to_string(&mut rest);
+        });
+        Served { child, port, dir: dir.to_path_buf() }
+    }
+
+    /// A `redis` crate connection.
+    pub fn client(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
+            .expect("client")
+            .get_connection()
+            .expect("connect")
+    }
+
+    /// A raw socket with a 10 s read timeout.
+    pub fn raw(&self) -> TcpStream {
+        let s = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        s
+    }
+
+    /// Sends SIGTERM (or SIGKILL) through `kill`.
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill").args([sig, &self.child.id().to_string()]).status().expect("kill");
+        assert!(ok.success());
+    }
+
+    /// Waits for the process to exit (at most `limit`).
+    pub fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(st) = self.child.try_wait().expect("wait") {
+                return st;
+            }
+            assert!(Instant::now() < deadline, "bitsled serve did not exit within {limit:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends `request` and reads until the server closes the connection or
+/// `limit` bytes came; returns what was read and whether it closed.
+pub fn send_and_read_to_close(stream: &mut TcpStream, request: &[u8]) -> (Vec<u8>, bool) {
+    // The server may close before taking everything; that is fine.
+    let _ = stream.write_all(request);
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return (got, true),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return (got, true),
+            Err(_) => return (got, false),
+        }
+    }
+}
+
+/// Reads exactly `n` bytes.
+pub fn read_exact(stream: &mut TcpStream, n: usize) -> Vec<u8> {
+    let mut v = vec![0; n];
+    stream.read_exact(&mut v).expect("read reply");
+    v
+}
