@@ -89,6 +89,8 @@ pub(crate) struct PageCache {
     dirty: Mutex<BTreeSet<PageId>>,
     bytes: AtomicUsize,
     dirty_bytes: AtomicUsize,
+    /// Number of dirty pages (the size of `dirty`).
+    dirty_pages: AtomicUsize,
     epoch: AtomicU64,
     seq: AtomicU64,
     capacity: usize,
@@ -102,6 +104,7 @@ impl PageCache {
             dirty: Mutex::new(BTreeSet::new()),
             bytes: AtomicUsize::new(0),
             dirty_bytes: AtomicUsize::new(0),
+            dirty_pages: AtomicUsize::new(0),
             epoch: AtomicU64::new(0),
             seq: AtomicU64::new(0),
             capacity,
@@ -125,6 +128,11 @@ impl PageCache {
     /// Bytes of dirty pages waiting for a write-back.
     pub(crate) fn dirty_bytes(&self) -> usize {
         self.dirty_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Number of dirty pages waiting for a write-back.
+    pub(crate) fn dirty_pages(&self) -> usize {
+        self.dirty_pages.load(Ordering::Relaxed)
     }
 
     /// Bytes held by the cache, clean and dirty.
@@ -215,6 +223,7 @@ impl PageCache {
             self.dirty_bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
         } else {
             self.dirty.lock().insert(id);
+            self.dirty_pages.fetch_add(1, Ordering::Relaxed);
         }
         self.dirty_bytes.fetch_add(new_bytes, Ordering::Relaxed);
         slot.bytes = new_bytes;
@@ -262,6 +271,7 @@ impl PageCache {
             slot.dirty = 0;
             self.dirty_bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
             self.dirty.lock().remove(&w.id);
+            self.dirty_pages.fetch_sub(1, Ordering::Relaxed);
             if slot.page.is_none() {
                 self.epoch.fetch_add(1, Ordering::SeqCst);
                 let bytes = slot.bytes;
@@ -282,6 +292,7 @@ impl PageCache {
                 if slot.dirty != 0 {
                     self.dirty_bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
                     self.dirty.lock().remove(id);
+                    self.dirty_pages.fetch_sub(1, Ordering::Relaxed);
                 }
             }
         }
@@ -344,6 +355,8 @@ pub(crate) struct MetaCache {
     shards: Box<[Mutex<MetaShard>]>,
     seq: AtomicU64,
     entries: AtomicUsize,
+    /// Number of dirty entries (over all shards' `dirty` sets).
+    dirty_entries: AtomicUsize,
     capacity: usize,
 }
 
@@ -368,6 +381,7 @@ impl MetaCache {
                 .collect(),
             seq: AtomicU64::new(0),
             entries: AtomicUsize::new(0),
+            dirty_entries: AtomicUsize::new(0),
             capacity: (capacity_bytes / META_OVERHEAD).max(1024),
         }
     }
@@ -376,6 +390,11 @@ impl MetaCache {
     /// the guard is dropped.
     pub(crate) fn lock(&self, name: &[u8]) -> MetaGuard<'_> {
         MetaGuard { cache: self, shard: self.shards[shard_of_name(name)].lock() }
+    }
+
+    /// Number of dirty entries waiting for a write-back.
+    pub(crate) fn dirty_entries(&self) -> usize {
+        self.dirty_entries.load(Ordering::Relaxed)
     }
 
     /// Captures every dirty entry. The caller excludes writers meanwhile.
@@ -401,6 +420,7 @@ impl MetaCache {
                 if slot.dirty == w.seq {
                     slot.dirty = 0;
                     shard.dirty.remove(&w.name);
+                    self.dirty_entries.fetch_sub(1, Ordering::Relaxed);
                 }
             }
         }
@@ -477,6 +497,7 @@ impl MetaGuard<'_> {
         }
         if !self.shard.dirty.contains(name) {
             self.shard.dirty.insert(name.to_vec());
+            self.cache.dirty_entries.fetch_add(1, Ordering::Relaxed);
         }
     }
 }

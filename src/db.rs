@@ -30,6 +30,10 @@ pub const DEFAULT_MAX_VALUE_BYTES: u64 = 512 << 20;
 /// Default byte budget of sled's own page cache: 64 MiB.
 pub const DEFAULT_STORE_CACHE_BYTES: u64 = 64 << 20;
 
+/// Dirty pages and metadata entries past which a writer asks the background
+/// thread for an early write-back (see `Inner::after_change`).
+const DIRTY_RECORDS: usize = 16_384;
+
 /// Expired keys deleted per background tick (and per round at open).
 const SWEEP_BATCH: usize = 1000;
 
@@ -462,9 +466,13 @@ impl Inner {
         let budget = usize::try_from(self.config.dirty_bytes).unwrap_or(usize::MAX);
         let dirty = self.pages.dirty_bytes();
         let background = self.config.flush_interval.is_some();
+        // sled applies a batch under its process-wide write lock, so every
+        // store read waits for a write-back's batch: keep batches short in
+        // records too (many tiny keys fill no byte budget).
+        let records = self.pages.dirty_pages() + self.metas.dirty_entries();
         if dirty > budget.saturating_mul(2) || (dirty > budget && !background) {
             self.write_back()?;
-        } else if dirty > budget {
+        } else if dirty > budget || (background && records > DIRTY_RECORDS) {
             let mut s = self.signal.0.lock();
             if !s.kick {
                 s.kick = true;
