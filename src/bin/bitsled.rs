@@ -753,6 +753,38 @@ fn demo(db: &Db, users: u64, days: u32, density: f64) -> Result<()> {
     let first: Vec<u64> = db.ones(b"active:not:vip", ..)?.take(10).collect::<bitsled::Result<_>>()?;
     println!("  first uids (Db::ones): {first:?}  {:.3} ms", ms(t));
 
+    println!("\nunique visitors (PFADD page:uv:<page> <user>, PFCOUNT, PFMERGE)");
+    let t = Instant::now();
+    let visitors = users.min(1_000_000);
+    for (page, share) in [("home", 2u64), ("cart", 5)] {
+        let ids: Vec<String> = (0..visitors / share).map(|_| format!("user:{}", rng.next() % visitors)).collect();
+        for chunk in ids.chunks(10_000) {
+            db.pfadd(format!("page:uv:{page}").as_bytes(), chunk)?;
+        }
+    }
+    println!("  PFADD of {} page views                          {:>9.3} ms", visitors / 2 + visitors / 5, ms(t));
+    show(db, "PFCOUNT page:uv:home")?;
+    show(db, "PFCOUNT page:uv:home page:uv:cart")?;
+    show(db, "PFMERGE page:uv:all page:uv:home page:uv:cart")?;
+    show(db, "PFCOUNT page:uv:all")?;
+
+    println!("\ndedup (BF.RESERVE seen 0.001 <n>, BF.MADD, BF.EXISTS)");
+    show(db, &format!("BF.RESERVE seen 0.001 {}", visitors.max(1000)))?;
+    let t = Instant::now();
+    let msgs: Vec<String> = (0..visitors / 10).map(|i| format!("msg:{i}")).collect();
+    for chunk in msgs.chunks(10_000) {
+        db.bf_add_many(b"seen", chunk)?;
+    }
+    println!("  BF.MADD of {} items                               {:>9.3} ms", msgs.len(), ms(t));
+    show(db, "BF.EXISTS seen msg:0")?;
+    show(db, &format!("BF.EXISTS seen msg:{}", visitors))?;
+    show(db, "BF.CARD seen")?;
+
+    println!("\nhousekeeping (daily keys expire after 30 days)");
+    show(db, &format!("EXPIRE {} 2592000", day_key(1)))?;
+    show(db, &format!("TTL {}", day_key(1)))?;
+    show(db, &format!("PERSIST {}", day_key(1)))?;
+
     db.flush()?;
     let (mut stored, mut logical) = (0u64, 0u64);
     let keys = db.keys(b"*")?;
