@@ -35,6 +35,7 @@ mod key;
 mod meta;
 #[doc(hidden)]
 pub mod model;
+mod murmur;
 mod ops;
 pub(crate) mod page;
 pub mod server;

@@ -13,8 +13,7 @@
 //! to print their time, and the Redis 8.2 BITOP operations (Redis 7 lacks
 //! them).
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 #[path = "common/redis_server.rs"]
 mod redis_server;
@@ -84,14 +83,6 @@ quit
 PING
 "#;
 
-fn pipe(mut cmd: Command, input: &str) -> Vec<u8> {
-    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
-    child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write script");
-    let out = child.wait_with_output().expect("wait");
-    assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    out.stdout
-}
-
 /// A private redis-server, when redis-server and redis-cli are installed.
 fn start_redis() -> Option<redis_server::Server> {
     if !redis_server::tools_present(&["redis-server", "redis-cli"]) {
@@ -109,12 +100,12 @@ fn compare_with_redis_cli(script: &str, needles: &[&str]) {
     let port = server.port;
     let mut redis_cli = Command::new("redis-cli");
     redis_cli.args(["-p", &port.to_string(), "--no-raw"]);
-    let want = pipe(redis_cli, script);
+    let want = redis_server::pipe(redis_cli, script);
 
     let dir = tempfile::tempdir().expect("tempdir");
     let mut bitsled = Command::new(env!("CARGO_BIN_EXE_bitsled"));
     bitsled.arg("--db").arg(dir.path());
-    let got = pipe(bitsled, script);
+    let got = redis_server::pipe(bitsled, script);
 
     let want_text = String::from_utf8_lossy(&want);
     for needle in needles {

@@ -6,8 +6,7 @@
 //! Needs `redis-cli`; without it the test prints a notice and passes,
 //! unless `BITSLED_REQUIRE_REDIS=1` is set.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 #[allow(dead_code, reason = "only tools_present is used here")]
 #[path = "common/redis_server.rs"]
@@ -32,26 +31,18 @@ DEL k bin
 EXISTS k
 "#;
 
-fn pipe(mut cmd: Command, input: &str) -> Vec<u8> {
-    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
-    child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write script");
-    let out = child.wait_with_output().expect("wait");
-    assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    out.stdout
-}
-
 /// The script's output through the server equals the CLI's, line by line.
 fn compare(name: &str, script: &str) {
     let served_dir = tempfile::tempdir().expect("tempdir");
     let served = server::Served::start(served_dir.path(), &[]);
     let mut cli = Command::new("redis-cli");
     cli.args(["-p", &served.port.to_string(), "--no-raw"]);
-    let through_server = pipe(cli, script);
+    let through_server = redis_server::pipe(cli, script);
 
     let direct_dir = tempfile::tempdir().expect("tempdir");
     let mut direct = Command::new(env!("CARGO_BIN_EXE_bitsled"));
     direct.arg("--db").arg(direct_dir.path());
-    let want = pipe(direct, script);
+    let want = redis_server::pipe(direct, script);
 
     let (got, want) = (String::from_utf8_lossy(&through_server), String::from_utf8_lossy(&want));
     assert!(!want.is_empty(), "{name}: no output");

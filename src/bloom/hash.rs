@@ -12,39 +12,7 @@
 //! items measured 1.06% plain, above its configured 1%. Mixing makes the
 //! `k` positions behave as independent, which the sizing formula assumes.
 
-/// MurmurHash64A's multiplier, also the seed of the first item hash.
-const M: u64 = 0xc6a4_a793_5bd1_e995;
-/// MurmurHash64A's shift.
-const R: u32 = 47;
-
-/// MurmurHash64A (Austin Appleby) of `data` with `seed`, reading 8-byte
-/// blocks little-endian as x86 does, so the values are the same on every
-/// host.
-pub(crate) fn murmur64a(data: &[u8], seed: u64) -> u64 {
-    let mut h = seed ^ (data.len() as u64).wrapping_mul(M);
-    let mut blocks = data.chunks_exact(8);
-    for block in &mut blocks {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(block);
-        let mut k = u64::from_le_bytes(w);
-        k = k.wrapping_mul(M);
-        k ^= k >> R;
-        k = k.wrapping_mul(M);
-        h ^= k;
-        h = h.wrapping_mul(M);
-    }
-    let tail = blocks.remainder();
-    if !tail.is_empty() {
-        for (i, &b) in tail.iter().enumerate() {
-            h ^= u64::from(b) << (8 * i);
-        }
-        h = h.wrapping_mul(M);
-    }
-    h ^= h >> R;
-    h = h.wrapping_mul(M);
-    h ^= h >> R;
-    h
-}
+use crate::murmur::{murmur64a, M};
 
 /// The two 64-bit hashes of an item: `a` seeded with MurmurHash64A's
 /// multiplier, `b` seeded with `a` (RedisBloom's 64-bit scheme).

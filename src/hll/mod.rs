@@ -26,7 +26,6 @@
 
 mod dense;
 mod estimate;
-mod murmur;
 mod sparse;
 
 /// Bytes of the header.
@@ -140,7 +139,7 @@ pub(crate) fn invalidate_cache(v: &mut [u8]) {
 /// 14 bits, the count one plus the trailing zeros of the other 50 (with a
 /// sentinel bit, so at most 51).
 pub(crate) fn hash_element(element: &[u8]) -> (usize, u8) {
-    let hash = murmur::murmur64a(element, SEED);
+    let hash = crate::murmur::murmur64a(element, SEED);
     // Below 2^14.
     let index = (hash & (REGISTERS as u64 - 1)) as usize;
     let rest = (hash >> 14) | (1 << 50);

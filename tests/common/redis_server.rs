@@ -62,3 +62,14 @@ pub fn start() -> Option<Server> {
     }
     Some(server)
 }
+
+/// Runs `cmd` with `input` on its stdin; its stdout, asserting it succeeded.
+#[allow(dead_code, reason = "not every test that includes this file pipes a script")]
+pub fn pipe(mut cmd: Command, input: &str) -> Vec<u8> {
+    use std::io::Write;
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write script");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}

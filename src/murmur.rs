@@ -1,9 +1,10 @@
 //! MurmurHash64A, the 64-bit MurmurHash2 variant Redis hashes HyperLogLog
-//! elements with (in its endian-neutral form: 8-byte blocks are read
-//! little-endian on every host).
+//! elements with and RedisBloom hashes Bloom filter items with (in its
+//! endian-neutral form: 8-byte blocks are read little-endian on every host).
 
-/// The multiplier of MurmurHash64A.
-const M: u64 = 0xc6a4_a793_5bd1_e995;
+/// The multiplier of MurmurHash64A (RedisBloom also seeds its first item
+/// hash with it).
+pub(crate) const M: u64 = 0xc6a4_a793_5bd1_e995;
 /// The shift of MurmurHash64A.
 const R: u32 = 47;
 
