@@ -4,6 +4,7 @@
 
 use super::{sizing, MAX_EXPANSION, MAX_FILTERS, TIGHTENING};
 use crate::geometry::PAGE_BITS;
+use crate::meta::{read_u32, read_u64};
 
 /// The page of a filter's bitmap that holds the header.
 pub(crate) const HEADER_PAGE: u64 = 0;
@@ -89,18 +90,6 @@ pub(crate) struct Header {
     pub(crate) nonscaling: bool,
     /// Sub-filters, oldest first; never empty.
     pub(crate) filters: Vec<SubFilter>,
-}
-
-fn read_u64(b: &[u8], at: usize) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(w)
-}
-
-fn read_u32(b: &[u8], at: usize) -> u32 {
-    let mut w = [0u8; 4];
-    w.copy_from_slice(&b[at..at + 4]);
-    u32::from_le_bytes(w)
 }
 
 impl Header {
