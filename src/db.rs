@@ -836,7 +836,11 @@ impl Build<'_> {
 
     /// The one publishing step: under the key's lock and the gate, `f` maps
     /// the key's current metadata to the new one, or to `None` to give up.
-    fn publish_if(mut self, name: &[u8], f: impl FnOnce(Option<&Meta>) -> Option<Option<Meta>>) -> Result<bool> {
+    pub(crate) fn publish_if(
+        mut self,
+        name: &[u8],
+        f: impl FnOnce(Option<&Meta>) -> Option<Option<Meta>>,
+    ) -> Result<bool> {
         let inner = self.inner;
         let done = inner.write(&[name], || {
             let mut g = inner.metas.lock(name);

@@ -150,6 +150,19 @@ fn multi_exec_discard_execabort() {
     expect(&mut s, b"EXEC\r\n", b"-EXECABORT Transaction discarded because of previous errors.\r\n");
     expect(&mut s, b"GETBIT a 1\r\n", b":0\r\n");
 
+    // SHUTDOWN cannot be queued (Redis's no-multi flag): the transaction is
+    // aborted and the server keeps running.
+    expect(
+        &mut s,
+        b"MULTI\r\nSETBIT a 1 1\r\nSHUTDOWN\r\n",
+        b"+OK\r\n+QUEUED\r\n-ERR Command not allowed inside a transaction\r\n",
+    );
+    expect(
+        &mut s,
+        b"EXEC\r\nGETBIT a 1\r\n",
+        b"-EXECABORT Transaction discarded because of previous errors.\r\n:0\r\n",
+    );
+
     // The redis crate's atomic pipeline.
     let mut con = served.client();
     let (old, count): (i64, i64) = redis::pipe()

@@ -303,7 +303,14 @@ fn check_one(seed: u8, value: &[u8]) {
         Ok(n) => {
             assert!(header.is_ok(), "add succeeded on a bad header");
             assert!(check_header(&v).is_ok(), "add left a bad header");
-            if let Ok(mut model) = before {
+            // Redis's quirk, copied: a sparse value whose last opcode is an
+            // XZERO cut short reads as valid, but an add there leaves it
+            // corrupt (the value shrinks past the opcode's missing byte).
+            let cut_short = !is_dense(value)
+                && value.len() > HEADER_LEN
+                && value.last().is_some_and(|b| b & 0xc0 == 0x40)
+                && registers(&v).is_err();
+            if let (Ok(mut model), false) = (before, cut_short) {
                 for e in &elements {
                     let (i, c) = hash_element(e);
                     model[i] = model[i].max(c);

@@ -127,8 +127,9 @@ impl Db {
         }
         let mut copy = meta;
         copy.id = build.id;
-        build.publish(to, Some(copy))?;
-        Ok(true)
+        // Without `replace`, `to` is checked again where the copy is
+        // published: a key created while the pages were copied stays.
+        build.publish_if(to, |old| (replace || old.is_none()).then_some(Some(copy)))
     }
 
     /// Deletes every key (Redis FLUSHALL / FLUSHDB); returns how many there

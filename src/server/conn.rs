@@ -329,7 +329,14 @@ impl Conn<'_> {
             return;
         }
         if self.multi.is_some() && !matches!(name.as_str(), "exec" | "discard" | "multi" | "quit" | "reset") {
-            match self.check_arity(&name, args) {
+            // Redis's no-multi flag: SHUTDOWN cannot be queued (run by EXEC,
+            // it would end the connection in the middle of EXEC's reply).
+            let queued = if name == "shutdown" {
+                Err("ERR Command not allowed inside a transaction".to_string())
+            } else {
+                self.check_arity(&name, args)
+            };
+            match queued {
                 Err(text) => {
                     self.error(&text);
                     if let Some(m) = &mut self.multi {

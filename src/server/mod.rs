@@ -504,10 +504,18 @@ impl Server {
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
         let shared2 = Arc::clone(shared);
         let spawned = std::thread::Builder::new().name(format!("bitsled-client-{id}")).spawn(move || {
-            conn::serve(&shared2, stream, id);
-            let mut active = shared2.active.lock();
-            *active -= 1;
-            shared2.idle.notify_all();
+            // Frees the client's slot however the connection ends, a panic
+            // included.
+            struct Slot(Arc<Shared>);
+            impl Drop for Slot {
+                fn drop(&mut self) {
+                    let mut active = self.0.active.lock();
+                    *active -= 1;
+                    self.0.idle.notify_all();
+                }
+            }
+            let slot = Slot(shared2);
+            conn::serve(&slot.0, stream, id);
         });
         if spawned.is_err() {
             let mut active = shared.active.lock();
