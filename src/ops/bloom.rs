@@ -174,7 +174,13 @@ fn plan_adds<T: AsRef<[u8]>>(
 /// Sets the bits `to_set`, one read-modify-write per page, rewrites the
 /// header page and records the key's metadata. The caller holds the key's
 /// lock and the write gate.
-fn store_filter(inner: &Inner, g: &mut MetaGuard<'_>, key: &[u8], filter: Filter, to_set: HashSet<u64>) -> Result<()> {
+fn store_filter(
+    inner: &Inner,
+    g: &mut MetaGuard<'_>,
+    key: &[u8],
+    filter: &mut Filter,
+    to_set: HashSet<u64>,
+) -> Result<()> {
     let mut meta = filter.meta;
     let mut offsets: Vec<u64> = to_set.into_iter().collect();
     offsets.sort_unstable();
@@ -193,7 +199,20 @@ fn store_filter(inner: &Inner, g: &mut MetaGuard<'_>, key: &[u8], filter: Filter
     meta.ones = meta.ones.saturating_sub(u64::from(old)) + u64::from(new) + set;
     meta.len = filter.header.end_page().saturating_mul(PAGE_BYTES);
     g.set(key, Some(meta));
+    filter.meta = meta;
+    filter.created = false;
     Ok(())
+}
+
+/// Probed bit positions held in memory at once: a batch is worked through
+/// in chunks of items whose positions stay below this (16 bytes each), so
+/// memory stays bounded whatever the batch size and the hash count.
+const MAX_POSITIONS: usize = 1 << 20;
+
+/// Items per chunk for a filter whose sub-filters take `header`'s hashes.
+fn chunk_items(header: &Header) -> usize {
+    let per_item: usize = header.filters.iter().map(|f| f.hashes as usize).sum();
+    (MAX_POSITIONS / per_item.max(1)).max(1)
 }
 
 fn info_of(header: &Header) -> BloomInfo {
@@ -232,8 +251,8 @@ impl Db {
             if bloom_meta(inner, &mut g, key)?.is_some() {
                 return Ok(false);
             }
-            let filter = Filter::create(inner, header)?;
-            store_filter(inner, &mut g, key, filter, HashSet::new())?;
+            let mut filter = Filter::create(inner, header)?;
+            store_filter(inner, &mut g, key, &mut filter, HashSet::new())?;
             Ok(true)
         })
     }
@@ -313,9 +332,22 @@ impl Db {
                     None => return Err(Error::InvalidArgument("not found".into())),
                 },
             };
-            let (out, to_set) = plan_adds(inner, key, &mut filter, items)?;
-            if filter.created || out.contains(&BloomAdd::Added) {
-                store_filter(inner, &mut g, key, filter, to_set)?;
+            // In chunks of bounded memory, all under the one lock: the
+            // command stays atomic.
+            let mut out = Vec::with_capacity(items.len());
+            let mut rest = items;
+            while !rest.is_empty() || filter.created {
+                let (chunk, tail) = rest.split_at(chunk_items(&filter.header).min(rest.len()));
+                rest = tail;
+                let (answers, to_set) = plan_adds(inner, key, &mut filter, chunk)?;
+                if filter.created || answers.contains(&BloomAdd::Added) {
+                    store_filter(inner, &mut g, key, &mut filter, to_set)?;
+                }
+                let full = answers.contains(&BloomAdd::Full);
+                out.extend(answers);
+                if full {
+                    break;
+                }
             }
             Ok(out)
         })
@@ -347,10 +379,14 @@ impl Db {
         let mut g = inner.metas.lock(key);
         let Some(meta) = bloom_meta(inner, &mut g, key)? else { return Ok(vec![false; items.len()]) };
         let header = read_header(inner, key, &meta)?;
-        let hashes: Vec<ItemHash> = items.iter().map(|i| ItemHash::of(i.as_ref())).collect();
-        let missing = probe(inner, key, &meta, &header, &hashes)?;
         let nf = header.filters.len();
-        Ok((0..items.len()).map(|j| missing[j * nf..(j + 1) * nf].iter().any(Vec::is_empty)).collect())
+        let mut out = Vec::with_capacity(items.len());
+        for chunk in items.chunks(chunk_items(&header)) {
+            let hashes: Vec<ItemHash> = chunk.iter().map(|i| ItemHash::of(i.as_ref())).collect();
+            let missing = probe(inner, key, &meta, &header, &hashes)?;
+            out.extend((0..chunk.len()).map(|j| missing[j * nf..(j + 1) * nf].iter().any(Vec::is_empty)));
+        }
+        Ok(out)
     }
 
     /// The figures of the filter at `key` (RedisBloom BF.INFO), or `None`
