@@ -1,29 +1,19 @@
 //! Invariant: any sequence of bitmap operations, with flushes and a close and
 //! reopen in the middle, gives the same replies and the same final bytes as
-//! the naive Redis model (`bitsled::model::Model`).
+//! the naive Redis model (`bitsled::model::Model`). The ops are generated
+//! here; the check is the one the fuzz target shares
+//! (`tests/common/ops_check.rs`).
 
-use bitsled::model::Model;
-use bitsled::{BitOp, Config, Db, Span, Unit};
+use bitsled::{BitOp, Config, Span, Unit};
 use proptest::prelude::*;
 
-const KEYS: [&[u8]; 3] = [b"a", b"b", b"c"];
-const PAGE_BITS: u64 = 32_768;
+#[allow(dead_code, reason = "the byte decoder serves the fuzz replay, not this test")]
+#[path = "common/ops_check.rs"]
+mod ops_check;
 
-#[derive(Clone, Debug)]
-enum Op {
-    SetBit(usize, u64, bool),
-    GetBit(usize, u64),
-    SetBits(usize, Vec<u64>, bool),
-    BitCount(usize, Option<Span>),
-    BitPos(usize, bool, Option<i64>, Option<i64>, Unit),
-    Bitop(BitOp, usize, Vec<usize>),
-    Get(usize),
-    Set(usize, Vec<u8>),
-    Delete(usize),
-    Ones(usize),
-    Flush,
-    Reopen,
-}
+use ops_check::{Op, KEYS};
+
+const PAGE_BITS: u64 = 32_768;
 
 /// Offsets clustered at byte, word and page edges of the first few pages.
 fn offset() -> impl Strategy<Value = u64> {
@@ -108,101 +98,12 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn open(dir: &std::path::Path) -> Db {
-    // A tiny cache and dirty budget force evictions and write-backs.
-    Config::new(dir).cache_bytes(64 << 10).dirty_bytes(32 << 10).flush_interval(None).open().unwrap()
-}
-
-fn run(ops: &[Op]) -> Result<(), TestCaseError> {
-    let dir = tempfile::tempdir().unwrap();
-    let mut db = open(dir.path());
-    let mut m = Model::default();
-    for (i, op) in ops.iter().enumerate() {
-        let ctx = format!("step {i}: {op:?}");
-        match op {
-            Op::SetBit(k, o, v) => {
-                prop_assert_eq!(db.setbit(KEYS[*k], *o, *v).unwrap(), m.setbit(KEYS[*k], *o, *v), "{}", ctx)
-            }
-            Op::GetBit(k, o) => prop_assert_eq!(db.getbit(KEYS[*k], *o).unwrap(), m.getbit(KEYS[*k], *o), "{}", ctx),
-            Op::SetBits(k, offs, v) => {
-                let before: Vec<bool> = offs.iter().map(|&o| m.getbit(KEYS[*k], o)).collect();
-                let mut changed = std::collections::BTreeSet::new();
-                for (&o, b) in offs.iter().zip(before) {
-                    if b != *v {
-                        changed.insert(o);
-                    }
-                    m.setbit(KEYS[*k], o, *v);
-                }
-                prop_assert_eq!(db.set_bits(KEYS[*k], offs, *v).unwrap(), changed.len() as u64, "{}", ctx);
-            }
-            Op::BitCount(k, s) => {
-                prop_assert_eq!(db.bitcount(KEYS[*k], *s).unwrap(), m.bitcount(KEYS[*k], *s), "{}", ctx)
-            }
-            Op::BitPos(k, b, s, e, u) => {
-                prop_assert_eq!(
-                    db.bitpos(KEYS[*k], *b, *s, *e, *u).unwrap(),
-                    m.bitpos(KEYS[*k], *b, *s, *e, *u),
-                    "{}",
-                    ctx
-                )
-            }
-            Op::Bitop(op, d, srcs) => {
-                let names: Vec<&[u8]> = srcs.iter().map(|&s| KEYS[s]).collect();
-                let ok = match op {
-                    BitOp::Not => names.len() == 1,
-                    BitOp::Diff | BitOp::Diff1 | BitOp::AndOr => names.len() >= 2,
-                    _ => true,
-                };
-                let got = db.bitop(*op, KEYS[*d], &names);
-                if ok {
-                    prop_assert_eq!(got.unwrap(), m.bitop(*op, KEYS[*d], &names), "{}", ctx);
-                } else {
-                    prop_assert!(matches!(got, Err(bitsled::Error::InvalidArgument(_))), "{}: {:?}", ctx, got);
-                }
-            }
-            Op::Get(k) => prop_assert_eq!(db.get(KEYS[*k]).unwrap(), m.get(KEYS[*k]), "{}", ctx),
-            Op::Set(k, v) => {
-                db.set(KEYS[*k], v).unwrap();
-                m.set(KEYS[*k], v);
-            }
-            Op::Delete(k) => prop_assert_eq!(db.delete(KEYS[*k]).unwrap(), m.delete(KEYS[*k]), "{}", ctx),
-            Op::Ones(k) => {
-                let got: Vec<u64> = db.ones(KEYS[*k], ..).unwrap().map(Result::unwrap).collect();
-                prop_assert_eq!(got, m.ones(KEYS[*k]), "{}", ctx);
-            }
-            Op::Flush => db.flush().unwrap(),
-            Op::Reopen => {
-                drop(db);
-                db = open(dir.path());
-            }
-        }
-        for k in KEYS {
-            prop_assert_eq!(db.strlen(k).unwrap(), m.strlen(k), "strlen {:?} after {}", k, ctx);
-            prop_assert_eq!(db.exists(k).unwrap(), m.keys.contains_key(k), "exists {:?} after {}", k, ctx);
-        }
-    }
-    for k in KEYS {
-        prop_assert_eq!(db.get(k).unwrap(), m.get(k), "final bytes of {:?}", k);
-        prop_assert_eq!(db.bitcount(k, None).unwrap(), m.bitcount(k, None));
-    }
-    let keys: Vec<Vec<u8>> = m.keys.keys().cloned().collect();
-    prop_assert_eq!(db.keys(b"*").unwrap(), keys);
-    let report = db.verify().unwrap();
-    prop_assert!(report.is_ok(), "verify: {:?}", report);
-    drop(db);
-    let db = open(dir.path());
-    for k in KEYS {
-        prop_assert_eq!(db.get(k).unwrap(), m.get(k), "bytes of {:?} after reopen", k);
-    }
-    Ok(())
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
     fn engine_matches_model(ops in proptest::collection::vec(op(), 1..80)) {
-        run(&ops)?;
+        ops_check::check(&ops);
     }
 }
 
@@ -211,7 +112,7 @@ proptest! {
 #[test]
 fn not_is_bounded_by_length() {
     let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path());
+    let db = Config::new(dir.path()).flush_interval(None).open().unwrap();
     db.setbit(b"x", 5, true).unwrap();
     assert_eq!(db.bitop(BitOp::Not, b"n", &[b"x"]).unwrap(), 1);
     assert_eq!(db.get(b"n").unwrap(), Some(vec![0b1111_1011]));

@@ -1,13 +1,14 @@
 //! Op sequences decoded from arbitrary bytes and checked against the naive
-//! model: the check shared by the `ops_model` fuzz target and
-//! `tests/fuzz_replay_ops.rs` (which replays the fuzz corpus on stable), so
-//! a corpus file means the same ops in both.
+//! model: the check shared by the `ops_model` fuzz target,
+//! `tests/fuzz_replay_ops.rs` (which replays the fuzz corpus on stable, so a
+//! corpus file means the same ops in both) and the property test
+//! `tests/model.rs` (which generates the ops with proptest).
 //!
 //! Invariant: every reply of [`bitsled::Db`] equals the reply of
 //! [`bitsled::model::Model`] for the same op, with flushes, tiny cache and
 //! dirty budgets (evictions and write-backs) and reopens in between; at the
-//! end every key has the model's bytes, `verify` finds nothing, and a reopen
-//! keeps the bytes.
+//! end every key has the model's bytes and count, the key list is the
+//! model's, `verify` finds nothing, and a reopen keeps the bytes.
 //!
 //! The decoder is hand-written rather than `derive(Arbitrary)` because the
 //! stable test build has no `arbitrary` dependency; it reads one byte per
@@ -266,11 +267,15 @@ pub fn check(ops: &[Op]) {
         }
         for k in KEYS {
             assert_eq!(db.strlen(k).unwrap(), m.strlen(k), "strlen {k:?} after {ctx}");
+            assert_eq!(db.exists(k).unwrap(), m.keys.contains_key(k), "exists {k:?} after {ctx}");
         }
     }
     for k in KEYS {
         assert_eq!(db.get(k).unwrap(), m.get(k), "final bytes of {k:?}");
+        assert_eq!(db.bitcount(k, None).unwrap(), m.bitcount(k, None), "final count of {k:?}");
     }
+    let keys: Vec<Vec<u8>> = m.keys.keys().cloned().collect();
+    assert_eq!(db.keys(b"*").unwrap(), keys, "the key list");
     let report = db.verify().unwrap();
     assert!(report.is_ok(), "verify: {report:?}");
     drop(db);
