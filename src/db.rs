@@ -726,6 +726,17 @@ impl Inner {
         Ok(Meta { kind: Kind::String, id: self.store.next_id()?, len: 0, ones: 0, expire_at_ms: 0 })
     }
 
+    /// The length of key `name`'s value (described by `meta`) as a buffer
+    /// size, or `TooLarge` past `max_value_bytes` (or the address space).
+    pub(crate) fn value_len(&self, name: &[u8], meta: &Meta) -> Result<usize> {
+        let limit = self.config.max_value_bytes;
+        usize::try_from(meta.len).ok().filter(|_| meta.len <= limit).ok_or_else(|| Error::TooLarge {
+            key: String::from_utf8_lossy(name).into_owned(),
+            len: meta.len,
+            limit: limit.min(usize::MAX as u64),
+        })
+    }
+
     /// The metadata of `name`.
     pub(crate) fn meta(&self, name: &[u8]) -> Result<Option<Meta>> {
         let mut g = self.metas.lock(name);

@@ -44,16 +44,7 @@ fn load_head(inner: &Inner, g: &mut MetaGuard<'_>, key: &[u8]) -> Result<Option<
 /// The whole value of string key `key` (described by `meta`). The caller
 /// holds the key's lock.
 fn read_value(inner: &Inner, key: &[u8], meta: &Meta) -> Result<Vec<u8>> {
-    let too_large = || Error::TooLarge {
-        key: String::from_utf8_lossy(key).into_owned(),
-        len: meta.len,
-        limit: inner.config.max_value_bytes,
-    };
-    if meta.len > inner.config.max_value_bytes {
-        return Err(too_large());
-    }
-    let len = usize::try_from(meta.len).map_err(|_| too_large())?;
-    let mut out = vec![0u8; len];
+    let mut out = vec![0u8; inner.value_len(key, meta)?];
     for (page, chunk) in out.chunks_mut(PAGE_LEN).enumerate() {
         if let Some(p) = inner.page(key, meta.id, page as u64)? {
             p.write_bytes(chunk);

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::db::Db;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::geometry::{PAGE_BITS, PAGE_BYTES};
 use crate::glob::glob_match;
 use crate::key;
@@ -19,27 +19,16 @@ impl Db {
     /// Cost: builds the whole value in memory; reads only stored pages.
     ///
     /// # Errors
-    /// [`Error::TooLarge`] if the value is longer than
-    /// [`crate::Config::max_value_bytes`]; [`Error::WrongType`];
-    /// [`Error::Corrupted`].
+    /// [`crate::Error::TooLarge`] if the value is longer than
+    /// [`crate::Config::max_value_bytes`]; [`crate::Error::WrongType`];
+    /// [`crate::Error::Corrupted`].
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let inner = &self.inner;
         let max = inner.config.max_value_bytes;
         let pages = |m: &Meta| (m.len > 0 && m.len <= max).then(|| (0, (m.len * 8 - 1) / PAGE_BITS));
         let (meta, stream) = inner.meta_and_stream(key, pages)?;
         let Some(meta) = meta else { return Ok(None) };
-        if meta.len > inner.config.max_value_bytes {
-            return Err(Error::TooLarge {
-                key: String::from_utf8_lossy(key).into_owned(),
-                len: meta.len,
-                limit: inner.config.max_value_bytes,
-            });
-        }
-        let len = usize::try_from(meta.len).map_err(|_| Error::TooLarge {
-            key: String::from_utf8_lossy(key).into_owned(),
-            len: meta.len,
-            limit: usize::MAX as u64,
-        })?;
+        let len = inner.value_len(key, &meta)?;
         let mut out = vec![0u8; len];
         let Some(mut stream) = stream else { return Ok(Some(out)) };
         let page_bytes = PAGE_BYTES as usize;
@@ -59,7 +48,7 @@ impl Db {
     /// stored); the key switches to the new value atomically.
     ///
     /// # Errors
-    /// [`Error::Poisoned`] after an earlier store failure.
+    /// [`crate::Error::Poisoned`] after an earlier store failure.
     pub fn set(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.set_with_expiry(key, value, crate::SetExpiry::Clear)
     }
@@ -67,7 +56,7 @@ impl Db {
     /// The length in bytes of string `key` (Redis STRLEN); 0 if missing.
     ///
     /// # Errors
-    /// [`Error::WrongType`].
+    /// [`crate::Error::WrongType`].
     pub fn strlen(&self, key: &[u8]) -> Result<u64> {
         Ok(self.inner.string_meta(key)?.map_or(0, |m| m.len))
     }
@@ -78,7 +67,7 @@ impl Db {
     /// write-back.
     ///
     /// # Errors
-    /// [`Error::Poisoned`], [`Error::Corrupted`] metadata.
+    /// [`crate::Error::Poisoned`], [`crate::Error::Corrupted`] metadata.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
         let inner = &*self.inner;
         inner.write(&[key], || {
@@ -90,7 +79,7 @@ impl Db {
     /// Whether `key` exists.
     ///
     /// # Errors
-    /// [`Error::Corrupted`] metadata.
+    /// [`crate::Error::Corrupted`] metadata.
     pub fn exists(&self, key: &[u8]) -> Result<bool> {
         Ok(self.inner.meta(key)?.is_some())
     }
@@ -101,7 +90,7 @@ impl Db {
     /// Cost: scans the keys sharing the pattern's literal prefix.
     ///
     /// # Errors
-    /// [`Error::Storage`] if the scan fails.
+    /// [`crate::Error::Storage`] if the scan fails.
     pub fn keys(&self, pattern: &[u8]) -> Result<Vec<Vec<u8>>> {
         let literal = pattern.iter().position(|c| b"*?[\\".contains(c)).unwrap_or(pattern.len());
         let prefix = key::meta_key(&pattern[..literal]);
