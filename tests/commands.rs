@@ -412,13 +412,7 @@ fn string_ranges_across_pages_match_a_model() {
     let dir = tempfile::tempdir().unwrap();
     let db = Config::new(dir.path()).flush_interval(None).cache_bytes(64 << 10).dirty_bytes(16 << 10).open().unwrap();
     let mut model: Vec<u8> = Vec::new();
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let mut next = table::xorshift(0x2545_f491_4f6c_dd1d);
     let edges = [0u64, 1, 4095, 4096, 4097, 8191, 8192, 12_000, 20_479, 20_480];
     for step in 0..300 {
         let at = edges[next(edges.len() as u64) as usize] + next(3);

@@ -219,12 +219,9 @@ fn hostile_bitfield_arguments_get_replies() {
         b"u\x008",
         b"get\x00",
     ];
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move |n: usize| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        (seed % n as u64) as usize
+    let mut next = {
+        let mut r = table::xorshift(0x9e37_79b9_7f4a_7c15);
+        move |n: usize| r(n as u64) as usize
     };
     for _ in 0..3000 {
         let mut args = vec![if next(2) == 0 { b"bitfield".to_vec() } else { b"bitfield_ro".to_vec() }, b"k".to_vec()];

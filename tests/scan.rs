@@ -15,6 +15,9 @@ use std::sync::Arc;
 use bitsled::command::{cli_syntax::split_args, execute, format::format_reply, Reply};
 use bitsled::{Config, Db};
 
+#[path = "common/table.rs"]
+mod table;
+
 fn open(dir: &std::path::Path) -> Db {
     Config::new(dir).flush_interval(None).open().unwrap()
 }
@@ -116,12 +119,9 @@ fn changes_during_a_scan_keep_the_guarantee() {
     }
     let mut ever = live.clone();
     let mut throughout = live.clone();
-    let mut seed = 0x1234_5678_9abc_def1u64;
-    let mut rnd = move |n: u32| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        (seed % u64::from(n)) as u32
+    let mut rnd = {
+        let mut r = table::xorshift(0x1234_5678_9abc_def1);
+        move |n: u32| r(u64::from(n)) as u32
     };
     let (got, calls) = scan_all(&db, &[b"COUNT", b"7"], |call| {
         for _ in 0..5 {
@@ -328,12 +328,9 @@ fn hostile_scan_arguments_get_replies() {
         b"\x00",
         b"string",
     ];
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move |n: usize| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        (seed % n as u64) as usize
+    let mut next = {
+        let mut r = table::xorshift(0x2545_f491_4f6c_dd1d);
+        move |n: usize| r(n as u64) as usize
     };
     for _ in 0..2000 {
         let mut args = vec![b"scan".to_vec()];

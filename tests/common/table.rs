@@ -51,3 +51,14 @@ pub fn run(
     }
     (failures, db)
 }
+
+/// A small deterministic generator (xorshift64) for table tests that walk
+/// random argument lists: each call gives a number below its argument.
+pub fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |n| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    }
+}
