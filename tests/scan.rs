@@ -12,7 +12,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use bitsled::command::{cli_syntax::split_args, execute, format::format_reply, Reply};
+use bitsled::command::{execute, format::format_reply, Reply};
 use bitsled::{Config, Db};
 
 #[path = "common/table.rs"]
@@ -293,14 +293,7 @@ fn redis7_rows() -> Vec<(&'static str, Reply)> {
 #[test]
 fn replies_match_redis() {
     let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path());
-    let mut failures = Vec::new();
-    for (i, (line, want)) in redis7_rows().iter().enumerate() {
-        let got = execute(&db, &split_args(line.as_bytes()).unwrap());
-        if &got != want {
-            failures.push(format!("row {i} `{line}`: want {} got {}", format_reply(want), format_reply(&got)));
-        }
-    }
+    let (failures, _) = table::run(open(dir.path()), &redis7_rows(), None, || Config::new(dir.path()));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
