@@ -23,38 +23,37 @@
 #![deny(missing_docs, unsafe_code)]
 
 pub mod bloom;
-mod cache;
-mod claims;
 pub mod command;
+mod config;
 mod db;
+mod engine;
 pub mod error;
 pub mod geometry;
 mod glob;
 mod hll;
-mod key;
-mod meta;
+mod le;
 #[doc(hidden)]
 pub mod model;
 mod murmur;
 mod ops;
 pub(crate) mod page;
 pub mod server;
-mod store;
 #[doc(hidden)]
 pub mod testing;
 
 pub use bloom::{BloomAdd, BloomInfo, BloomOptions};
-pub use db::{
-    Config, Db, DEFAULT_CACHE_BYTES, DEFAULT_DIRTY_BYTES, DEFAULT_FLUSH_INTERVAL, DEFAULT_MAX_VALUE_BYTES,
+pub use config::{
+    Config, DEFAULT_CACHE_BYTES, DEFAULT_DIRTY_BYTES, DEFAULT_FLUSH_INTERVAL, DEFAULT_MAX_VALUE_BYTES,
     DEFAULT_STORE_CACHE_BYTES,
 };
+pub use db::Db;
+pub use engine::{KeyStats, Problem, VerifyReport};
 pub use error::{Error, Result};
 #[doc(hidden)]
 pub use hll::check_hll_value;
 pub use ops::CompactReport;
 pub use ops::{
-    BitOp, BitfieldOp, BitfieldType, Bloom, ExpireCondition, Expiry, Hll, KeyStats, Ones, Overflow, Problem, SetExpiry,
-    Span, Unit, VerifyReport,
+    BitOp, BitfieldOp, BitfieldType, Bloom, ExpireCondition, Expiry, Hll, Ones, Overflow, SetExpiry, Span, Unit,
 };
 
 #[doc = include_str!("../README.md")]

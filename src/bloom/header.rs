@@ -4,7 +4,7 @@
 
 use super::{sizing, MAX_EXPANSION, MAX_FILTERS, TIGHTENING};
 use crate::geometry::PAGE_BITS;
-use crate::meta::{read_u32, read_u64};
+use crate::le::{read_u32, read_u64};
 
 /// The page of a filter's bitmap that holds the header.
 pub(crate) const HEADER_PAGE: u64 = 0;

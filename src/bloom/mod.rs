@@ -15,6 +15,9 @@ mod header;
 
 pub(crate) use header::{Header, HEADER_PAGE};
 
+use crate::geometry::PAGE_BYTES;
+use crate::page::Page;
+
 /// Default error rate of a filter created by BF.ADD/BF.MADD/BF.INSERT:
 /// 0.01 (RedisBloom's `bf-error-rate`).
 pub const DEFAULT_ERROR_RATE: f64 = 0.01;
@@ -150,6 +153,23 @@ pub struct BloomInfo {
     /// Bytes of bitmap pages the filter spans (header page included);
     /// absent (all-zero) pages take no space on disk.
     pub span_bytes: u64,
+}
+
+/// Checks a Bloom key's stored header page `page` against the key's length
+/// `len` in bytes (for `verify`): a description of what is wrong, if
+/// anything.
+pub(crate) fn check_stored_header(len: u64, page: &Page) -> Option<String> {
+    let mut buf = vec![0u8; PAGE_BYTES as usize];
+    page.write_bytes(&mut buf);
+    match Header::decode(&buf) {
+        Err(e) => Some(format!("Bloom filter header: {e}")),
+        Ok(h) if h.end_page().checked_mul(PAGE_BYTES) != Some(len) => Some(format!(
+            "Bloom filter header: the key's length of {} bytes is not the {} pages the filter spans",
+            len,
+            h.end_page()
+        )),
+        Ok(_) => None,
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! BITFIELD: signed and unsigned integers of 1 to 64 bits at any bit offset
 //! of a string, with Redis's overflow rules.
 
-use crate::db::{check_string, Db, Inner};
+use crate::db::Db;
+use crate::engine::{Meta, ReadTx, WriteTx};
 use crate::error::{Error, Result};
 use crate::geometry::{locate, PAGE_BITS};
 
@@ -209,11 +210,12 @@ fn pieces(offset: u64, width: u32) -> impl Iterator<Item = (u64, u32, u32)> {
     std::iter::once((at.page, at.bit, first)).chain(second)
 }
 
-/// The raw bits of the field of `width` bits at `offset` of bitmap `id`.
-fn read_raw(inner: &Inner, key: &[u8], id: u64, offset: u64, width: u32) -> Result<u64> {
+/// The raw bits of the field of `width` bits at `offset` of the value
+/// `meta` describes.
+fn read_raw(tx: &ReadTx<'_>, key: &[u8], meta: &Meta, offset: u64, width: u32) -> Result<u64> {
     let mut raw = 0u64;
     for (page, bit, n) in pieces(offset, width) {
-        let p = inner.page(key, id, page)?;
+        let p = tx.page(key, meta, page)?;
         for i in 0..n {
             raw = (raw << 1) | u64::from(p.as_ref().is_some_and(|p| p.get(bit + i)));
         }
@@ -221,13 +223,13 @@ fn read_raw(inner: &Inner, key: &[u8], id: u64, offset: u64, width: u32) -> Resu
     Ok(raw)
 }
 
-/// Writes `raw` into the field of `width` bits at `offset` of bitmap `id`;
-/// returns the change in the number of set bits.
-fn write_raw(inner: &Inner, key: &[u8], id: u64, offset: u64, width: u32, raw: u64) -> Result<i64> {
+/// Writes `raw` into the field of `width` bits at `offset` of the value
+/// `meta` describes; returns the change in the number of set bits.
+fn write_raw(tx: &mut WriteTx<'_>, key: &[u8], meta: &mut Meta, offset: u64, width: u32, raw: u64) -> Result<i64> {
     let mut delta = 0i64;
     let mut done = 0u32;
     for (page, bit, n) in pieces(offset, width) {
-        delta += inner.update_page(key, id, page, |p| {
+        delta += tx.update_page(key, meta, page, |p| {
             let mut d = 0i64;
             for i in 0..n {
                 // Field bit `done + i`, counted from the most significant.
@@ -308,32 +310,31 @@ impl Db {
                 highest = Some(highest.map_or(last, |h| h.max(last)));
             }
         }
-        let inner = &*self.inner;
         let Some(highest) = highest else {
             // Only GETs: read under the key's lock, write nothing.
-            let mut g = inner.metas.lock(key);
-            let meta = check_string(inner.meta_locked(&mut g, key)?)?;
-            let mut out = Vec::new();
-            for op in ops {
-                if let Some((ty, offset)) = field_of(op) {
-                    let raw = match &meta {
-                        Some(m) => read_raw(inner, key, m.id, offset, ty.bits())?,
-                        None => 0,
-                    };
-                    out.push(Some(ty.decode(raw)));
+            return self.engine.read(&[key], |tx| {
+                let meta = tx.string(key)?;
+                let mut out = Vec::new();
+                for op in ops {
+                    if let Some((ty, offset)) = field_of(op) {
+                        let raw = match &meta {
+                            Some(m) => read_raw(tx, key, m, offset, ty.bits())?,
+                            None => 0,
+                        };
+                        out.push(Some(ty.decode(raw)));
+                    }
                 }
-            }
-            return Ok(out);
+                Ok(out)
+            });
         };
-        inner.write(&[key], || {
-            let mut g = inner.metas.lock(key);
-            let mut meta = inner.string_meta_or_new(&mut g, key)?;
+        self.engine.write(&[key], |tx| {
+            let mut meta = tx.string_or_new(key)?;
             // Read every touched page before changing any, so a page that does
             // not decode fails the call before it writes anything.
             for op in ops {
                 if let Some((ty, offset)) = field_of(op) {
                     for (page, _, _) in pieces(offset, ty.bits()) {
-                        inner.page(key, meta.id, page)?;
+                        tx.page(key, &meta, page)?;
                     }
                 }
             }
@@ -347,14 +348,14 @@ impl Db {
                         continue;
                     }
                     BitfieldOp::Get { ty, offset } => {
-                        out.push(Some(ty.decode(read_raw(inner, key, meta.id, offset, ty.bits())?)));
+                        out.push(Some(ty.decode(read_raw(tx, key, &meta, offset, ty.bits())?)));
                         continue;
                     }
                     BitfieldOp::Set { ty, offset, value } => (ty, offset, Err(value), true),
                     BitfieldOp::IncrBy { ty, offset, increment } => (ty, offset, Ok(increment), false),
                 };
                 let width = ty.bits();
-                let old_raw = read_raw(inner, key, meta.id, offset, width)?;
+                let old_raw = read_raw(tx, key, &meta, offset, width)?;
                 let old = ty.decode(old_raw);
                 let new = match new {
                     Err(value) => set_result(ty, overflow, value),
@@ -366,12 +367,12 @@ impl Db {
                 };
                 let new_raw = ty.encode(new);
                 if new_raw != old_raw {
-                    let delta = write_raw(inner, key, meta.id, offset, width, new_raw)?;
+                    let delta = write_raw(tx, key, &mut meta, offset, width, new_raw)?;
                     meta.ones = meta.ones.checked_add_signed(delta).unwrap_or(0);
                 }
                 out.push(Some(if reply_old { old } else { new }));
             }
-            g.set(key, Some(meta));
+            tx.set(key, meta)?;
             Ok(out)
         })
     }

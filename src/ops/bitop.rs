@@ -8,10 +8,9 @@
 use std::sync::Arc;
 
 use crate::db::Db;
+use crate::engine::{Kind, PageStream};
 use crate::error::{Error, Result};
 use crate::geometry::{PAGE_BITS, PAGE_WORDS};
-use crate::meta::{Kind, Meta};
-use crate::ops::stream::PageStream;
 use crate::page::{Encoding, Page};
 
 /// A BITOP operation.
@@ -88,18 +87,17 @@ impl Db {
         // When the destination is also a source, a write to it between
         // reading it and publishing the result would be lost: the
         // destination is claimed first, so its writers wait until then.
-        let _claim = sources.contains(&dest).then(|| self.inner.claim(dest));
-        let inner = &self.inner;
-        inner.check_writable()?;
+        let _claim = sources.contains(&dest).then(|| self.engine.claim(dest));
+        self.engine.check_writable()?;
         let mut metas = Vec::with_capacity(sources.len());
         let mut streams: Vec<Option<PageStream>> = Vec::with_capacity(sources.len());
         for name in sources {
-            let (meta, stream) = inner.meta_and_stream(name, |_| Some((0, u64::MAX)))?;
+            let (meta, stream) = self.string_and_stream(name, |_| Some((0, u64::MAX)))?;
             metas.push(meta);
             streams.push(stream);
         }
         let len = metas.iter().flatten().map(|m| m.len).max().unwrap_or(0);
-        let build = inner.begin_build()?;
+        let build = self.engine.begin_build()?;
         if len == 0 {
             build.publish(dest, None)?;
             return Ok(0);
@@ -132,7 +130,7 @@ impl Db {
             }
             next = page + 1;
         }
-        let meta = Meta { kind: Kind::String, id: build.id, len, ones, expire_at_ms: 0 };
+        let meta = build.meta(Kind::String, len, ones, 0);
         build.publish(dest, Some(meta))?;
         Ok(len)
     }

@@ -1,8 +1,7 @@
 //! Single bits: SETBIT, GETBIT, and the batch form for bulk loading.
 
-use crate::db::{check_string, Db};
-use crate::error::Error;
-use crate::error::Result;
+use crate::db::Db;
+use crate::error::{Error, Result};
 use crate::geometry::{locate, MAX_OFFSET, PAGE_BITS};
 
 /// Page groups handled under one hold of the write gate by [`Db::set_bits`].
@@ -36,16 +35,14 @@ impl Db {
         if offset > MAX_OFFSET {
             return Err(Error::OffsetOutOfRange { offset });
         }
-        let inner = &*self.inner;
-        inner.write(&[key], || {
-            let mut g = inner.metas.lock(key);
-            let mut meta = inner.string_meta_or_new(&mut g, key)?;
+        self.engine.write(&[key], |tx| {
+            let mut meta = tx.string_or_new(key)?;
             let at = locate(offset);
             let byte_len = offset / 8 + 1;
-            let current = inner.page(key, meta.id, at.page)?.is_some_and(|p| p.get(at.bit));
+            let current = tx.page(key, &meta, at.page)?.is_some_and(|p| p.get(at.bit));
             let mut changed = false;
             if current != value {
-                inner.update_page(key, meta.id, at.page, |p| p.set(at.bit, value))?;
+                tx.update_page(key, &mut meta, at.page, |p| p.set(at.bit, value))?;
                 if value {
                     meta.ones += 1;
                 } else {
@@ -58,7 +55,7 @@ impl Db {
                 changed = true;
             }
             if changed {
-                g.set(key, Some(meta));
+                tx.set(key, meta)?;
             }
             Ok(current)
         })
@@ -72,13 +69,13 @@ impl Db {
     /// # Errors
     /// [`crate::Error::WrongType`], [`crate::Error::Corrupted`].
     pub fn getbit(&self, key: &[u8], offset: u64) -> Result<bool> {
-        let inner = &*self.inner;
         // The key's lock is held while the page is read, so the bitmap
         // cannot be replaced (and its pages discarded) in between.
-        let mut g = inner.metas.lock(key);
-        let Some(meta) = check_string(inner.meta_locked(&mut g, key)?)? else { return Ok(false) };
-        let at = locate(offset);
-        Ok(inner.page(key, meta.id, at.page)?.is_some_and(|p| p.get(at.bit)))
+        self.engine.read(&[key], |tx| {
+            let Some(meta) = tx.string(key)? else { return Ok(false) };
+            let at = locate(offset);
+            Ok(tx.page(key, &meta, at.page)?.is_some_and(|p| p.get(at.bit)))
+        })
     }
 
     /// Sets (or clears) every bit in `offsets` of `key`: the bulk-loading
@@ -101,7 +98,6 @@ impl Db {
         let mut sorted = offsets.to_vec();
         sorted.sort_unstable();
         sorted.dedup();
-        let inner = &*self.inner;
         let mut changed_total = 0u64;
         let mut rest = &sorted[..];
         while !rest.is_empty() {
@@ -122,13 +118,12 @@ impl Db {
             }
             let (group, tail) = rest.split_at(end);
             rest = tail;
-            changed_total += inner.write(&[key], || {
-                let mut g = inner.metas.lock(key);
-                let mut meta = inner.string_meta_or_new(&mut g, key)?;
+            changed_total += self.engine.write(&[key], |tx| {
+                let mut meta = tx.string_or_new(key)?;
                 let mut changed = 0u64;
                 for same_page in group.chunk_by(|a, b| a / PAGE_BITS == b / PAGE_BITS) {
                     let page = same_page[0] / PAGE_BITS;
-                    changed += inner.update_page(key, meta.id, page, |p| {
+                    changed += tx.update_page(key, &mut meta, page, |p| {
                         same_page.iter().filter(|&&o| p.set(locate(o).bit, value) != value).count() as u64
                     })?;
                 }
@@ -139,7 +134,7 @@ impl Db {
                 }
                 let byte_len = group.last().map_or(0, |o| o / 8 + 1);
                 meta.len = meta.len.max(byte_len);
-                g.set(key, Some(meta));
+                tx.set(key, meta)?;
                 Ok(changed)
             })?;
         }

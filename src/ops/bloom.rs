@@ -13,11 +13,10 @@ use crate::bloom::{
     BloomAdd, BloomInfo, BloomOptions, Header, DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, ERROR_RATE_CAP, HEADER_PAGE,
     MAX_CAPACITY, MAX_EXPANSION,
 };
-use crate::cache::MetaGuard;
-use crate::db::{Db, Inner};
+use crate::db::Db;
+use crate::engine::{Kind, Meta, ReadTx, WriteTx};
 use crate::error::{Error, Result};
 use crate::geometry::{locate, PAGE_BITS, PAGE_BYTES};
-use crate::meta::{Kind, Meta};
 use crate::page::Page;
 
 /// RedisBloom's reply when a sub-filter cannot be added.
@@ -31,18 +30,9 @@ fn corrupt(key: &[u8], reason: &str) -> Error {
     }
 }
 
-/// The metadata of Bloom key `key` under the lock `g`; `WrongType` for a
-/// key of another type.
-fn bloom_meta(inner: &Inner, g: &mut MetaGuard<'_>, key: &[u8]) -> Result<Option<Meta>> {
-    match inner.meta_locked(g, key)? {
-        Some(m) if m.kind != Kind::Bloom => Err(Error::WrongType),
-        m => Ok(m),
-    }
-}
-
 /// Reads and validates the header of the filter `meta` describes.
-fn read_header(inner: &Inner, key: &[u8], meta: &Meta) -> Result<Header> {
-    let page = inner.page(key, meta.id, HEADER_PAGE)?.ok_or_else(|| corrupt(key, "the header page is missing"))?;
+fn read_header(tx: &ReadTx<'_>, key: &[u8], meta: &Meta) -> Result<Header> {
+    let page = tx.page(key, meta, HEADER_PAGE)?.ok_or_else(|| corrupt(key, "the header page is missing"))?;
     let mut buf = vec![0u8; PAGE_BYTES as usize];
     page.write_bytes(&mut buf);
     let header = Header::decode(&buf).map_err(|r| corrupt(key, &r))?;
@@ -87,14 +77,9 @@ struct Filter {
 }
 
 impl Filter {
-    fn create(inner: &Inner, header: Header) -> Result<Filter> {
-        let meta = Meta {
-            kind: Kind::Bloom,
-            id: inner.store.next_id()?,
-            len: header.end_page().saturating_mul(PAGE_BYTES),
-            ones: 0,
-            expire_at_ms: 0,
-        };
+    fn create(tx: &WriteTx<'_>, header: Header) -> Result<Filter> {
+        let mut meta = tx.new_value(Kind::Bloom)?;
+        meta.len = header.end_page().saturating_mul(PAGE_BYTES);
         Ok(Filter { meta, header, created: true })
     }
 }
@@ -105,7 +90,7 @@ impl Filter {
 ///
 /// Cost: one page read per page touched (all positions are computed, sorted
 /// and grouped by page first).
-fn probe(inner: &Inner, key: &[u8], meta: &Meta, header: &Header, hashes: &[ItemHash]) -> Result<Vec<Vec<u64>>> {
+fn probe(tx: &ReadTx<'_>, key: &[u8], meta: &Meta, header: &Header, hashes: &[ItemHash]) -> Result<Vec<Vec<u64>>> {
     let nf = header.filters.len();
     let mut wanted: Vec<(u64, usize)> = Vec::new();
     for (j, h) in hashes.iter().enumerate() {
@@ -118,7 +103,7 @@ fn probe(inner: &Inner, key: &[u8], meta: &Meta, header: &Header, hashes: &[Item
     wanted.sort_unstable();
     let mut missing = vec![Vec::new(); hashes.len() * nf];
     for same_page in wanted.chunk_by(|a, b| a.0 / PAGE_BITS == b.0 / PAGE_BITS) {
-        let page = inner.page(key, meta.id, same_page[0].0 / PAGE_BITS)?;
+        let page = tx.page(key, meta, same_page[0].0 / PAGE_BITS)?;
         for &(offset, slot) in same_page {
             if !page.as_ref().is_some_and(|p| p.get(locate(offset).bit)) {
                 missing[slot].push(offset);
@@ -134,14 +119,14 @@ fn probe(inner: &Inner, key: &[u8], meta: &Meta, header: &Header, hashes: &[Item
 /// if it is full. Returns the answers and the bitmap offsets to set. Stops
 /// after the first [`BloomAdd::Full`].
 fn plan_adds<T: AsRef<[u8]>>(
-    inner: &Inner,
+    tx: &ReadTx<'_>,
     key: &[u8],
     filter: &mut Filter,
     items: &[T],
 ) -> Result<(Vec<BloomAdd>, HashSet<u64>)> {
     let hashes: Vec<ItemHash> = items.iter().map(|i| ItemHash::of(i.as_ref())).collect();
     let stored = if filter.created { 0 } else { filter.header.filters.len() };
-    let missing = if stored > 0 { probe(inner, key, &filter.meta, &filter.header, &hashes)? } else { Vec::new() };
+    let missing = if stored > 0 { probe(tx, key, &filter.meta, &filter.header, &hashes)? } else { Vec::new() };
     let mut to_set: HashSet<u64> = HashSet::new();
     let mut out = Vec::with_capacity(items.len());
     for (j, h) in hashes.iter().enumerate() {
@@ -172,33 +157,26 @@ fn plan_adds<T: AsRef<[u8]>>(
 }
 
 /// Sets the bits `to_set`, one read-modify-write per page, rewrites the
-/// header page and records the key's metadata. The caller holds the key's
-/// lock and the write gate.
-fn store_filter(
-    inner: &Inner,
-    g: &mut MetaGuard<'_>,
-    key: &[u8],
-    filter: &mut Filter,
-    to_set: HashSet<u64>,
-) -> Result<()> {
+/// header page and records the key's metadata.
+fn store_filter(tx: &mut WriteTx<'_>, key: &[u8], filter: &mut Filter, to_set: HashSet<u64>) -> Result<()> {
     let mut meta = filter.meta;
     let mut offsets: Vec<u64> = to_set.into_iter().collect();
     offsets.sort_unstable();
     let mut set = 0u64;
     for same_page in offsets.chunk_by(|a, b| a / PAGE_BITS == b / PAGE_BITS) {
-        set += inner.update_page(key, meta.id, same_page[0] / PAGE_BITS, |p| {
+        set += tx.update_page(key, &mut meta, same_page[0] / PAGE_BITS, |p| {
             same_page.iter().filter(|&&o| !p.set(locate(o).bit, true)).count() as u64
         })?;
     }
     let page = header_page(&filter.header);
-    let (old, new) = inner.update_page(key, meta.id, HEADER_PAGE, |p| {
+    let (old, new) = tx.update_page(key, &mut meta, HEADER_PAGE, |p| {
         let old = p.count_ones();
         *p = page;
         (old, p.count_ones())
     })?;
     meta.ones = meta.ones.saturating_sub(u64::from(old)) + u64::from(new) + set;
     meta.len = filter.header.end_page().saturating_mul(PAGE_BYTES);
-    g.set(key, Some(meta));
+    tx.set(key, meta)?;
     filter.meta = meta;
     filter.created = false;
     Ok(())
@@ -245,14 +223,12 @@ impl Db {
     /// [`Error::Poisoned`].
     pub fn bf_reserve(&self, key: &[u8], error_rate: f64, capacity: u64, options: BloomOptions) -> Result<bool> {
         let header = new_header(error_rate, capacity, options)?;
-        let inner = &*self.inner;
-        inner.write(&[key], || {
-            let mut g = inner.metas.lock(key);
-            if bloom_meta(inner, &mut g, key)?.is_some() {
+        self.engine.write(&[key], |tx| {
+            if tx.typed(key, Kind::Bloom)?.is_some() {
                 return Ok(false);
             }
-            let mut filter = Filter::create(inner, header)?;
-            store_filter(inner, &mut g, key, &mut filter, HashSet::new())?;
+            let mut filter = Filter::create(tx, header)?;
+            store_filter(tx, key, &mut filter, HashSet::new())?;
             Ok(true)
         })
     }
@@ -322,13 +298,11 @@ impl Db {
         items: &[T],
         create: Option<&dyn Fn() -> Result<Header>>,
     ) -> Result<Vec<BloomAdd>> {
-        let inner = &*self.inner;
-        inner.write(&[key], || {
-            let mut g = inner.metas.lock(key);
-            let mut filter = match bloom_meta(inner, &mut g, key)? {
-                Some(meta) => Filter { header: read_header(inner, key, &meta)?, meta, created: false },
+        self.engine.write(&[key], |tx| {
+            let mut filter = match tx.typed(key, Kind::Bloom)? {
+                Some(meta) => Filter { header: read_header(tx, key, &meta)?, meta, created: false },
                 None => match create {
-                    Some(make) => Filter::create(inner, make()?)?,
+                    Some(make) => Filter::create(tx, make()?)?,
                     None => return Err(Error::InvalidArgument("not found".into())),
                 },
             };
@@ -339,9 +313,9 @@ impl Db {
             while !rest.is_empty() || filter.created {
                 let (chunk, tail) = rest.split_at(chunk_items(&filter.header).min(rest.len()));
                 rest = tail;
-                let (answers, to_set) = plan_adds(inner, key, &mut filter, chunk)?;
+                let (answers, to_set) = plan_adds(tx, key, &mut filter, chunk)?;
                 if filter.created || answers.contains(&BloomAdd::Added) {
-                    store_filter(inner, &mut g, key, &mut filter, to_set)?;
+                    store_filter(tx, key, &mut filter, to_set)?;
                 }
                 let full = answers.contains(&BloomAdd::Full);
                 out.extend(answers);
@@ -373,20 +347,20 @@ impl Db {
     /// BF.EXISTS replies 0 instead; the command layer does that);
     /// [`Error::Corrupted`] if the header or a page does not decode.
     pub fn bf_contains_many<T: AsRef<[u8]>>(&self, key: &[u8], items: &[T]) -> Result<Vec<bool>> {
-        let inner = &*self.inner;
         // The key's lock is held while pages are read, so the bitmap cannot
         // be replaced (and its pages discarded) meanwhile.
-        let mut g = inner.metas.lock(key);
-        let Some(meta) = bloom_meta(inner, &mut g, key)? else { return Ok(vec![false; items.len()]) };
-        let header = read_header(inner, key, &meta)?;
-        let nf = header.filters.len();
-        let mut out = Vec::with_capacity(items.len());
-        for chunk in items.chunks(chunk_items(&header)) {
-            let hashes: Vec<ItemHash> = chunk.iter().map(|i| ItemHash::of(i.as_ref())).collect();
-            let missing = probe(inner, key, &meta, &header, &hashes)?;
-            out.extend((0..chunk.len()).map(|j| missing[j * nf..(j + 1) * nf].iter().any(Vec::is_empty)));
-        }
-        Ok(out)
+        self.engine.read(&[key], |tx| {
+            let Some(meta) = tx.typed(key, Kind::Bloom)? else { return Ok(vec![false; items.len()]) };
+            let header = read_header(tx, key, &meta)?;
+            let nf = header.filters.len();
+            let mut out = Vec::with_capacity(items.len());
+            for chunk in items.chunks(chunk_items(&header)) {
+                let hashes: Vec<ItemHash> = chunk.iter().map(|i| ItemHash::of(i.as_ref())).collect();
+                let missing = probe(tx, key, &meta, &header, &hashes)?;
+                out.extend((0..chunk.len()).map(|j| missing[j * nf..(j + 1) * nf].iter().any(Vec::is_empty)));
+            }
+            Ok(out)
+        })
     }
 
     /// The figures of the filter at `key` (RedisBloom BF.INFO), or `None`
@@ -397,10 +371,10 @@ impl Db {
     /// # Errors
     /// [`Error::WrongType`], [`Error::Corrupted`].
     pub fn bf_info(&self, key: &[u8]) -> Result<Option<BloomInfo>> {
-        let inner = &*self.inner;
-        let mut g = inner.metas.lock(key);
-        let Some(meta) = bloom_meta(inner, &mut g, key)? else { return Ok(None) };
-        Ok(Some(info_of(&read_header(inner, key, &meta)?)))
+        self.engine.read(&[key], |tx| {
+            let Some(meta) = tx.typed(key, Kind::Bloom)? else { return Ok(None) };
+            Ok(Some(info_of(&read_header(tx, key, &meta)?)))
+        })
     }
 
     /// Items added to the filter at `key` (RedisBloom BF.CARD); 0 for a
@@ -541,21 +515,5 @@ impl Bloom<'_> {
     /// As [`Db::bf_card`].
     pub fn card(&self) -> Result<u64> {
         self.db.bf_card(&self.key)
-    }
-}
-
-/// Checks a Bloom key's stored header page `page` against its metadata
-/// `meta` (for `verify`): a description of what is wrong, if anything.
-pub(crate) fn check_stored_header(meta: &Meta, page: &Page) -> Option<String> {
-    let mut buf = vec![0u8; PAGE_BYTES as usize];
-    page.write_bytes(&mut buf);
-    match Header::decode(&buf) {
-        Err(e) => Some(format!("Bloom filter header: {e}")),
-        Ok(h) if h.end_page().checked_mul(PAGE_BYTES) != Some(meta.len) => Some(format!(
-            "Bloom filter header: the key's length of {} bytes is not the {} pages the filter spans",
-            meta.len,
-            h.end_page()
-        )),
-        Ok(_) => None,
     }
 }

@@ -5,7 +5,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::db::{Config, Db};
+use crate::config::Config;
+use crate::db::Db;
 use crate::error::{Error, Result};
 
 /// What [`Db::compact_into`] did.
@@ -58,26 +59,16 @@ impl Db {
         self.flush()?;
         let mut report = CompactReport { bytes_before: self.size_on_disk()?, ..CompactReport::default() };
         let out = Config::new(dest).open()?;
-        let (src, dst) = (&self.inner, &out.inner);
         for name in self.keys(b"*")? {
-            let (meta, stream) = crate::ops::keys::meta_and_all_pages(src, &name)?;
-            let Some(meta) = meta else { continue };
-            let build = dst.begin_build()?;
-            if let Some(mut stream) = stream {
-                while let Some((page, p)) = stream.next_page()? {
-                    build.put(page, Arc::unwrap_or_clone(p))?;
-                    report.pages += 1;
-                }
+            let Some((meta, mut stream)) = self.meta_and_all_pages(&name)? else { continue };
+            let build = out.engine.begin_build()?;
+            while let Some((page, p)) = stream.next_page()? {
+                build.put(page, Arc::unwrap_or_clone(p))?;
+                report.pages += 1;
             }
-            let mut copy = meta;
-            copy.id = build.id;
+            // The copy keeps the expiry, which publishing indexes.
+            let copy = build.adopt(meta);
             build.publish(&name, Some(copy))?;
-            if meta.expire_at_ms != 0 {
-                dst.write(&[&name], || {
-                    dst.index_expiry(&name, meta.expire_at_ms);
-                    Ok(())
-                })?;
-            }
             report.keys += 1;
         }
         out.flush()?;

@@ -1,11 +1,11 @@
 //! BITCOUNT and BITPOS.
 
 use crate::db::Db;
+use crate::engine::Meta;
+use crate::engine::PageStream;
 use crate::error::{Error, Result};
 use crate::geometry::PAGE_BITS;
-use crate::meta::Meta;
 use crate::ops::range::{clamp, span_bits, to_bits, total_units, Span, Unit};
-use crate::ops::stream::PageStream;
 
 /// The page-relative bounds `[lo, hi)` of the inclusive bit range
 /// `first ..= last` within page `page`.
@@ -39,14 +39,14 @@ impl Db {
     /// # Ok(()) }
     /// ```
     pub fn bitcount(&self, key: &[u8], span: Option<Span>) -> Result<u64> {
-        let inner = &self.inner;
         // The pages to read, unless the answer is the whole-key count or 0.
         let partial = |meta: &Meta| {
             let (first, last) = span_bits(span?, meta.len)?;
             let whole = first == 0 && last.saturating_add(1) >= meta.len.saturating_mul(8);
             (!whole).then_some((first, last))
         };
-        let (meta, stream) = inner.meta_and_stream(key, |m| partial(m).map(|(f, l)| (f / PAGE_BITS, l / PAGE_BITS)))?;
+        let (meta, stream) =
+            self.string_and_stream(key, |m| partial(m).map(|(f, l)| (f / PAGE_BITS, l / PAGE_BITS)))?;
         let Some(meta) = meta else { return Ok(0) };
         let (Some((first, last)), Some(mut stream)) = (partial(&meta), stream) else {
             return Ok(if span.is_some_and(|s| span_bits(s, meta.len).is_none()) { 0 } else { meta.ones });
@@ -77,7 +77,6 @@ impl Db {
     /// [`Error::OffsetOutOfRange`] if the answer is above `i64::MAX` (only
     /// for offsets the Redis command layer never accepts).
     pub fn bitpos(&self, key: &[u8], bit: bool, start: Option<i64>, end: Option<i64>, unit: Unit) -> Result<i64> {
-        let inner = &self.inner;
         let end_given = start.is_some() && end.is_some();
         // The inclusive bit range searched, by Redis's rules.
         let range = |meta: &Meta| match start {
@@ -86,7 +85,7 @@ impl Db {
                 clamp(start, end.unwrap_or(-1), total_units(meta.len, unit)).map(|(a, b)| to_bits(a, b, unit))
             }
         };
-        let (meta, stream) = inner.meta_and_stream(key, |m| range(m).map(|(f, l)| (f / PAGE_BITS, l / PAGE_BITS)))?;
+        let (meta, stream) = self.string_and_stream(key, |m| range(m).map(|(f, l)| (f / PAGE_BITS, l / PAGE_BITS)))?;
         let Some(meta) = meta else { return Ok(if bit { -1 } else { 0 }) };
         let (Some((first, last)), Some(stream)) = (range(&meta), stream) else { return Ok(-1) };
         let found = find(stream, bit, first, last)?;

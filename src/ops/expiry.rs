@@ -6,8 +6,8 @@
 //! are never touched again do not keep their pages.
 
 use crate::db::Db;
+use crate::engine::Kind;
 use crate::error::Result;
-use crate::meta::{Kind, Meta};
 use crate::page::Page;
 
 /// When [`Db::expire_at`] may change a key's expiry (Redis's NX/XX/GT/LT).
@@ -55,7 +55,7 @@ impl Db {
     /// Unix milliseconds.
     #[must_use]
     pub fn now_ms(&self) -> u64 {
-        self.inner.now_ms()
+        self.engine.now_ms()
     }
 
     /// Sets `key` to expire at Unix time `at_ms` (Redis PEXPIREAT; EXPIRE and
@@ -81,10 +81,8 @@ impl Db {
     /// # Ok(()) }
     /// ```
     pub fn expire_at(&self, key: &[u8], at_ms: u64, condition: ExpireCondition) -> Result<bool> {
-        let inner = &*self.inner;
-        inner.write(&[key], || {
-            let mut g = inner.metas.lock(key);
-            let Some(mut meta) = inner.meta_locked(&mut g, key)? else { return Ok(false) };
+        self.engine.write(&[key], |tx| {
+            let Some(mut meta) = tx.meta(key)? else { return Ok(false) };
             let current = (meta.expire_at_ms != 0).then_some(meta.expire_at_ms);
             let allowed = match condition {
                 ExpireCondition::Always => true,
@@ -96,13 +94,12 @@ impl Db {
             if !allowed {
                 return Ok(false);
             }
-            if at_ms <= inner.now_ms() {
-                inner.replace_locked(&mut g, key, None)?;
+            if at_ms <= tx.now_ms() {
+                tx.delete(key)?;
                 return Ok(true);
             }
             meta.expire_at_ms = at_ms;
-            g.set(key, Some(meta));
-            inner.index_expiry(key, at_ms);
+            tx.set(key, meta)?;
             Ok(true)
         })
     }
@@ -112,17 +109,13 @@ impl Db {
     /// # Errors
     /// [`crate::Error::Corrupted`] metadata; [`crate::Error::Poisoned`].
     pub fn persist(&self, key: &[u8]) -> Result<bool> {
-        let inner = &*self.inner;
-        inner.write(&[key], || {
-            let mut g = inner.metas.lock(key);
-            match inner.meta_locked(&mut g, key)? {
-                Some(mut meta) if meta.expire_at_ms != 0 => {
-                    meta.expire_at_ms = 0;
-                    g.set(key, Some(meta));
-                    Ok(true)
-                }
-                _ => Ok(false),
+        self.engine.write(&[key], |tx| match tx.meta(key)? {
+            Some(mut meta) if meta.expire_at_ms != 0 => {
+                meta.expire_at_ms = 0;
+                tx.set(key, meta)?;
+                Ok(true)
             }
+            _ => Ok(false),
         })
     }
 
@@ -131,7 +124,7 @@ impl Db {
     /// # Errors
     /// [`crate::Error::Corrupted`] metadata.
     pub fn expiry(&self, key: &[u8]) -> Result<Expiry> {
-        Ok(match self.inner.meta(key)? {
+        Ok(match self.engine.read(&[key], |tx| tx.meta(key))? {
             None => Expiry::Missing,
             Some(m) if m.expire_at_ms == 0 => Expiry::Never,
             Some(m) => Expiry::At(m.expire_at_ms),
@@ -145,8 +138,7 @@ impl Db {
     /// # Errors
     /// [`crate::Error::Poisoned`] after an earlier store failure.
     pub fn set_with_expiry(&self, key: &[u8], value: &[u8], expiry: SetExpiry) -> Result<()> {
-        let inner = &*self.inner;
-        let build = inner.begin_build()?;
+        let build = self.engine.begin_build()?;
         let mut ones = 0u64;
         for (i, chunk) in value.chunks(crate::geometry::PAGE_BYTES as usize).enumerate() {
             let page = Page::from_bytes(chunk);
@@ -154,28 +146,16 @@ impl Db {
             build.put(i as u64, page)?;
         }
         let len = value.len() as u64;
-        let id = build.id;
+        let meta = build.meta(Kind::String, len, ones, 0);
         build.publish_with(key, |old| {
             let expire_at_ms = match expiry {
                 SetExpiry::Clear => 0,
                 SetExpiry::Keep => old.map_or(0, |m| m.expire_at_ms),
                 SetExpiry::At(at) => at,
             };
-            Some(Meta { kind: Kind::String, id, len, ones, expire_at_ms })
-        })?;
-        if let SetExpiry::At(at) = expiry {
-            // Indexed after the switch: the sweeper checks the key itself,
-            // so an index entry never deletes a key that does not expire.
-            inner.write(&[key], || {
-                inner.index_expiry(key, at);
-                Ok(())
-            })?;
-        }
-        Ok(())
+            let mut meta = meta;
+            meta.expire_at_ms = expire_at_ms;
+            Some(meta)
+        })
     }
-}
-
-/// Whether metadata bytes stored for a key describe an expired key at `now`.
-pub(crate) fn stored_is_expired(name: &[u8], bytes: &[u8], now: u64) -> bool {
-    Meta::decode(name, bytes).is_ok_and(|m| m.expire_at_ms != 0 && m.expire_at_ms <= now)
 }

@@ -7,12 +7,11 @@
 //! algorithm in `crate::hll`, and writes back only the pages whose bytes
 //! changed, in one atomic change that keeps the key's expiry.
 
-use crate::cache::MetaGuard;
-use crate::db::{check_string, Db, Inner};
+use crate::db::Db;
+use crate::engine::{Kind, Meta, ReadTx, WriteTx};
 use crate::error::{Error, Result};
 use crate::geometry::PAGE_BYTES;
 use crate::hll::{self, HllError, HEADER_LEN, REGISTERS};
-use crate::meta::Meta;
 use crate::page::Page;
 
 /// Bytes of a page, as a `usize` (4,096).
@@ -28,12 +27,12 @@ fn hll_error(key: &[u8], e: HllError) -> Error {
 }
 
 /// A string key's metadata and first bytes, checked to be a sketch's
-/// header; `None` if the key is missing. The caller holds the key's lock.
-fn load_head(inner: &Inner, g: &mut MetaGuard<'_>, key: &[u8]) -> Result<Option<(Meta, [u8; HEADER_LEN])>> {
-    let Some(meta) = check_string(inner.meta_locked(g, key)?)? else { return Ok(None) };
+/// header; `None` if the key is missing.
+fn load_head(tx: &mut ReadTx<'_>, key: &[u8]) -> Result<Option<(Meta, [u8; HEADER_LEN])>> {
+    let Some(meta) = tx.string(key)? else { return Ok(None) };
     let mut head = [0u8; HEADER_LEN];
     if meta.len >= HEADER_LEN as u64 {
-        if let Some(p) = inner.page(key, meta.id, 0)? {
+        if let Some(p) = tx.page(key, &meta, 0)? {
             p.write_bytes(&mut head);
         }
     }
@@ -41,12 +40,11 @@ fn load_head(inner: &Inner, g: &mut MetaGuard<'_>, key: &[u8]) -> Result<Option<
     Ok(Some((meta, head)))
 }
 
-/// The whole value of string key `key` (described by `meta`). The caller
-/// holds the key's lock.
-fn read_value(inner: &Inner, key: &[u8], meta: &Meta) -> Result<Vec<u8>> {
-    let mut out = vec![0u8; inner.value_len(key, meta)?];
+/// The whole value of string key `key` (described by `meta`).
+fn read_value(tx: &ReadTx<'_>, key: &[u8], meta: &Meta) -> Result<Vec<u8>> {
+    let mut out = vec![0u8; tx.value_len(key, meta)?];
     for (page, chunk) in out.chunks_mut(PAGE_LEN).enumerate() {
-        if let Some(p) = inner.page(key, meta.id, page as u64)? {
+        if let Some(p) = tx.page(key, meta, page as u64)? {
             p.write_bytes(chunk);
         }
     }
@@ -54,17 +52,17 @@ fn read_value(inner: &Inner, key: &[u8], meta: &Meta) -> Result<Vec<u8>> {
 }
 
 /// A sketch's metadata and bytes, checked to have a sketch's header;
-/// `None` if the key is missing. The caller holds the key's lock.
-fn load(inner: &Inner, g: &mut MetaGuard<'_>, key: &[u8]) -> Result<Option<(Meta, Vec<u8>)>> {
-    let Some((meta, _)) = load_head(inner, g, key)? else { return Ok(None) };
-    let value = read_value(inner, key, &meta)?;
+/// `None` if the key is missing.
+fn load(tx: &mut ReadTx<'_>, key: &[u8]) -> Result<Option<(Meta, Vec<u8>)>> {
+    let Some((meta, _)) = load_head(tx, key)? else { return Ok(None) };
+    let value = read_value(tx, key, &meta)?;
     Ok(Some((meta, value)))
 }
 
 /// Makes `new` the value of `key`, whose current value is `old` (empty for
 /// a new key), rewriting only the pages whose bytes differ, and records the
-/// metadata (expiry kept). The caller holds the key's lock and the gate.
-fn store(inner: &Inner, g: &mut MetaGuard<'_>, key: &[u8], mut meta: Meta, old: &[u8], new: &[u8]) -> Result<()> {
+/// metadata (expiry kept).
+fn store(tx: &mut WriteTx<'_>, key: &[u8], mut meta: Meta, old: &[u8], new: &[u8]) -> Result<()> {
     let span = old.len().max(new.len());
     for (page, start) in (0..span).step_by(PAGE_LEN).enumerate() {
         let end = (start + PAGE_LEN).min(span);
@@ -73,7 +71,7 @@ fn store(inner: &Inner, g: &mut MetaGuard<'_>, key: &[u8], mut meta: Meta, old: 
         if before == after {
             continue;
         }
-        let delta = inner.update_page(key, meta.id, page as u64, |p| {
+        let delta = tx.update_page(key, &mut meta, page as u64, |p| {
             let was = i64::from(p.count_ones());
             *p = Page::from_bytes(after);
             i64::from(p.count_ones()) - was
@@ -81,8 +79,7 @@ fn store(inner: &Inner, g: &mut MetaGuard<'_>, key: &[u8], mut meta: Meta, old: 
         meta.ones = meta.ones.checked_add_signed(delta).unwrap_or(0);
     }
     meta.len = new.len() as u64;
-    g.set(key, Some(meta));
-    Ok(())
+    tx.set(key, meta)
 }
 
 /// A HyperLogLog sketch stored under one key: a handle from [`Db::hll`].
@@ -182,12 +179,10 @@ impl Db {
     /// # Ok(()) }
     /// ```
     pub fn pfadd<E: AsRef<[u8]>>(&self, key: &[u8], elements: &[E]) -> Result<bool> {
-        let inner = &*self.inner;
-        inner.write(&[key], || {
-            let mut g = inner.metas.lock(key);
-            let (meta, old, created) = match load(inner, &mut g, key)? {
+        self.engine.write(&[key], |tx| {
+            let (meta, old, created) = match load(tx, key)? {
                 Some((meta, value)) => (meta, value, false),
-                None => (inner.new_string_meta()?, Vec::new(), true),
+                None => (tx.new_value(Kind::String)?, Vec::new(), true),
             };
             let mut value = if created { hll::new_sparse() } else { old.clone() };
             let added = hll::add(&mut value, elements);
@@ -197,7 +192,7 @@ impl Db {
                 hll::invalidate_cache(&mut value);
             }
             if value != old {
-                store(inner, &mut g, key, meta, &old, &value)?;
+                store(tx, key, meta, &old, &value)?;
             }
             match added {
                 Ok(n) => Ok(created || n > 0),
@@ -246,18 +241,16 @@ impl Db {
 
     /// PFCOUNT of one key, caching the estimate in the value.
     fn pfcount_one(&self, key: &[u8]) -> Result<u64> {
-        let inner = &*self.inner;
-        inner.write(&[key], || {
-            let mut g = inner.metas.lock(key);
-            let Some((meta, head)) = load_head(inner, &mut g, key)? else { return Ok(0) };
+        self.engine.write(&[key], |tx| {
+            let Some((meta, head)) = load_head(tx, key)? else { return Ok(0) };
             if let Some(card) = hll::cached(&head) {
                 return Ok(card);
             }
-            let old = read_value(inner, key, &meta)?;
+            let old = read_value(tx, key, &meta)?;
             let mut value = old.clone();
             let (card, wrote) = hll::count(&mut value).map_err(|e| hll_error(key, e))?;
             if wrote {
-                store(inner, &mut g, key, meta, &old, &value)?;
+                store(tx, key, meta, &old, &value)?;
             }
             Ok(card)
         })
@@ -266,10 +259,7 @@ impl Db {
     /// Raises `max` to the registers of the sketch under `key`, if any;
     /// returns whether the sketch is dense.
     fn merge_key_into(&self, key: &[u8], max: &mut [u8; REGISTERS]) -> Result<bool> {
-        let inner = &*self.inner;
-        let mut g = inner.metas.lock(key);
-        let Some((_, value)) = load(inner, &mut g, key)? else { return Ok(false) };
-        drop(g);
+        let Some((_, value)) = self.engine.read(&[key], |tx| load(tx, key))? else { return Ok(false) };
         hll::merge_into(max, &value).map_err(|e| hll_error(key, e))?;
         Ok(hll::is_dense(&value))
     }
@@ -305,22 +295,20 @@ impl Db {
         for src in sources {
             use_dense |= self.merge_key_into(src.as_ref(), &mut max)?;
         }
-        let inner = &*self.inner;
-        inner.write(&[dest], || {
-            let mut g = inner.metas.lock(dest);
+        self.engine.write(&[dest], |tx| {
             // `dest` again, under the lock that covers the write.
-            let (meta, old, mut value) = match load(inner, &mut g, dest)? {
+            let (meta, old, mut value) = match load(tx, dest)? {
                 Some((meta, value)) => {
                     hll::merge_into(&mut max, &value).map_err(|e| hll_error(dest, e))?;
                     use_dense |= hll::is_dense(&value);
                     let copy = value.clone();
                     (meta, value, copy)
                 }
-                None => (inner.new_string_meta()?, Vec::new(), hll::new_sparse()),
+                None => (tx.new_value(Kind::String)?, Vec::new(), hll::new_sparse()),
             };
             hll::merge_write(&mut value, &max, use_dense).map_err(|e| hll_error(dest, e))?;
             if value != old {
-                store(inner, &mut g, dest, meta, &old, &value)?;
+                store(tx, dest, meta, &old, &value)?;
             }
             Ok(())
         })

@@ -4,10 +4,10 @@ use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 use crate::db::Db;
+use crate::engine::Meta;
+use crate::engine::PageStream;
 use crate::error::Result;
 use crate::geometry::PAGE_BITS;
-use crate::meta::Meta;
-use crate::ops::stream::PageStream;
 use crate::page::Page;
 
 /// An iterator over the set bit offsets of a bitmap, ascending; see
@@ -49,7 +49,6 @@ impl Db {
     /// # Ok(()) }
     /// ```
     pub fn ones(&self, key: &[u8], range: impl RangeBounds<u64>) -> Result<Ones> {
-        let inner = &self.inner;
         let first = match range.start_bound() {
             Bound::Included(&s) => Some(s),
             Bound::Excluded(&s) => s.checked_add(1),
@@ -66,7 +65,7 @@ impl Db {
             let first = first?;
             (first <= last).then_some((first, last))
         };
-        let (meta, stream) = inner.meta_and_stream(key, |m| bounds(m).map(|(f, l)| (f / PAGE_BITS, l / PAGE_BITS)))?;
+        let (meta, stream) = self.string_and_stream(key, |m| bounds(m).map(|(f, l)| (f / PAGE_BITS, l / PAGE_BITS)))?;
         let (Some((first, last)), Some(stream)) = (meta.as_ref().and_then(bounds), stream) else {
             return Ok(Ones { stream: None, current: None, next_bit: 0, first: 0, last: 0 });
         };

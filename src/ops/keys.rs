@@ -1,23 +1,21 @@
-//! Whole keys: RENAME, COPY, FLUSHALL, DBSIZE, TYPE.
+//! Whole keys: RENAME, COPY, FLUSHALL, TYPE.
 
-use std::sync::Arc;
-
-use crate::db::{Db, Inner};
+use crate::db::Db;
+use crate::engine::{Kind, Meta, PageStream};
 use crate::error::{Error, Result};
-use crate::meta::{Kind, Meta};
-use crate::ops::stream::PageStream;
-
-/// The metadata of `name`, of any type, and a stream over all its pages,
-/// both taken under the key's lock so the stream pins a live bitmap (for
-/// COPY and compaction, which move whole values whatever their type).
-pub(crate) fn meta_and_all_pages(inner: &Arc<Inner>, name: &[u8]) -> Result<(Option<Meta>, Option<PageStream>)> {
-    let mut g = inner.metas.lock(name);
-    let Some(meta) = inner.meta_locked(&mut g, name)? else { return Ok((None, None)) };
-    let stream = PageStream::new(inner, name, meta.id, 0, u64::MAX)?;
-    Ok((Some(meta), Some(stream)))
-}
 
 impl Db {
+    /// The metadata of `name`, of any type, and a stream over all its
+    /// pages, taken in one read transaction (for COPY and compaction, which
+    /// move whole values whatever their type).
+    pub(crate) fn meta_and_all_pages(&self, name: &[u8]) -> Result<Option<(Meta, PageStream)>> {
+        self.engine.read(&[name], |tx| {
+            let Some(meta) = tx.meta(name)? else { return Ok(None) };
+            let stream = tx.stream(name, &meta, 0, u64::MAX)?;
+            Ok(Some((meta, stream)))
+        })
+    }
+
     /// The Redis type name of `key` (Redis TYPE): `"string"`, `"MBbloom--"`
     /// for a Bloom filter (RedisBloom's type name), or `"none"` if it does
     /// not exist.
@@ -25,23 +23,13 @@ impl Db {
     /// # Errors
     /// [`Error::Corrupted`] metadata.
     pub fn key_type(&self, key: &[u8]) -> Result<&'static str> {
-        Ok(match self.inner.meta(key)? {
+        Ok(match self.engine.read(&[key], |tx| tx.meta(key))? {
             None => "none",
             Some(m) => match m.kind {
                 Kind::String => "string",
                 Kind::Bloom => "MBbloom--",
             },
         })
-    }
-
-    /// The number of keys (Redis DBSIZE).
-    ///
-    /// Cost: a scan of every key's metadata.
-    ///
-    /// # Errors
-    /// [`Error::Storage`] if the scan fails.
-    pub fn dbsize(&self) -> Result<u64> {
-        Ok(self.keys(b"*")?.len() as u64)
     }
 
     /// Renames `from` to `to` (Redis RENAME), replacing `to` if it exists
@@ -66,39 +54,18 @@ impl Db {
     /// # Ok(()) }
     /// ```
     pub fn rename(&self, from: &[u8], to: &[u8], nx: bool) -> Result<bool> {
-        let inner = &*self.inner;
-        // The two keys' locks are taken one after the other, never together
-        // (two keys may share a lock shard). The whole rename runs under one
-        // hold of the write gate, so a write-back (and so a crash) sees it
-        // entirely or not at all; a concurrent reader may briefly see
-        // neither key.
-        inner.write(&[from, to], || loop {
-            let meta = {
-                let mut g = inner.metas.lock(from);
-                inner.meta_locked(&mut g, from)?.ok_or_else(|| Error::InvalidArgument("no such key".into()))?
-            };
+        // One transaction holds both keys' locks, so the rename is atomic
+        // for readers and for a crash alike.
+        self.engine.write(&[from, to], |tx| {
+            let meta = tx.meta(from)?.ok_or_else(|| Error::InvalidArgument("no such key".into()))?;
             if from == to {
                 return Ok(true);
             }
-            if nx {
-                let mut g = inner.metas.lock(to);
-                if inner.meta_locked(&mut g, to)?.is_some() {
-                    return Ok(false);
-                }
+            if nx && tx.meta(to)?.is_some() {
+                return Ok(false);
             }
-            {
-                let mut g = inner.metas.lock(from);
-                if inner.meta_locked(&mut g, from)? != Some(meta) {
-                    // Changed since it was read: start again.
-                    continue;
-                }
-                // Not `replace_locked`: the bitmap moves, it is not reclaimed.
-                g.set(from, None);
-            }
-            let mut g = inner.metas.lock(to);
-            // The destination's old bitmap (if any) is reclaimed.
-            inner.replace_locked(&mut g, to, Some(meta))?;
-            return Ok(true);
+            tx.move_value(from, to, meta)?;
+            Ok(true)
         })
     }
 
@@ -113,20 +80,15 @@ impl Db {
     /// # Errors
     /// [`Error::Corrupted`] if a page does not decode; [`Error::Poisoned`].
     pub fn copy(&self, from: &[u8], to: &[u8], replace: bool) -> Result<bool> {
-        let inner = &self.inner;
-        let (meta, stream) = meta_and_all_pages(inner, from)?;
-        let Some(meta) = meta else { return Ok(false) };
+        let Some((meta, mut stream)) = self.meta_and_all_pages(from)? else { return Ok(false) };
         if from == to || (!replace && self.exists(to)?) {
             return Ok(false);
         }
-        let build = inner.begin_build()?;
-        if let Some(mut stream) = stream {
-            while let Some((page, p)) = stream.next_page()? {
-                build.put(page, (*p).clone())?;
-            }
+        let build = self.engine.begin_build()?;
+        while let Some((page, p)) = stream.next_page()? {
+            build.put(page, (*p).clone())?;
         }
-        let mut copy = meta;
-        copy.id = build.id;
+        let copy = build.adopt(meta);
         // Without `replace`, `to` is checked again where the copy is
         // published: a key created while the pages were copied stays.
         build.publish_if(to, |old| (replace || old.is_none()).then_some(Some(copy)))

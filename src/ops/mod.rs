@@ -11,12 +11,8 @@ pub(crate) mod hll;
 pub(crate) mod iter;
 pub(crate) mod keys;
 pub(crate) mod range;
-pub(crate) mod scan;
-pub(crate) mod stats;
-pub(crate) mod stream;
 pub(crate) mod strings;
 pub(crate) mod value;
-pub(crate) mod verify;
 
 pub use bitfield::{BitfieldOp, BitfieldType, Overflow};
 pub use bitop::BitOp;
@@ -26,5 +22,30 @@ pub use expiry::{ExpireCondition, Expiry, SetExpiry};
 pub use hll::Hll;
 pub use iter::Ones;
 pub use range::{Span, Unit};
-pub use stats::KeyStats;
-pub use verify::{Problem, VerifyReport};
+
+use crate::db::Db;
+use crate::engine::{Meta, PageStream};
+use crate::error::Result;
+
+impl Db {
+    /// The metadata of string key `key` and, when `pages(&meta)` names a
+    /// page range, a stream over it; both taken in one read transaction, so
+    /// the stream reads the value the metadata describes.
+    ///
+    /// # Errors
+    /// [`crate::Error::WrongType`]; a store error.
+    pub(crate) fn string_and_stream(
+        &self,
+        key: &[u8],
+        pages: impl FnOnce(&Meta) -> Option<(u64, u64)>,
+    ) -> Result<(Option<Meta>, Option<PageStream>)> {
+        self.engine.read(&[key], |tx| {
+            let Some(meta) = tx.string(key)? else { return Ok((None, None)) };
+            let stream = match pages(&meta) {
+                Some((from, to)) => Some(tx.stream(key, &meta, from, to)?),
+                None => None,
+            };
+            Ok((Some(meta), stream))
+        })
+    }
+}

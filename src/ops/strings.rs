@@ -1,9 +1,9 @@
 //! Byte ranges of string values: GETRANGE, SETRANGE, APPEND.
 
-use crate::db::{check_string, Db};
+use crate::db::Db;
+use crate::engine::{Kind, Meta};
 use crate::error::{Error, Result};
 use crate::geometry::{PAGE_BITS, PAGE_BYTES};
-use crate::meta::Meta;
 use crate::ops::range::clamp_nonreversed;
 use crate::page::Page;
 
@@ -32,14 +32,13 @@ impl Db {
     /// # Ok(()) }
     /// ```
     pub fn getrange(&self, key: &[u8], start: i64, end: i64) -> Result<Vec<u8>> {
-        let inner = &self.inner;
-        let max = inner.config.max_value_bytes;
+        let max = self.engine.config().max_value_bytes;
         let bytes = |m: &Meta| clamp_nonreversed(start, end, m.len);
         let pages = |m: &Meta| {
             let (first, last) = bytes(m)?;
             (last - first < max).then_some(((first * 8) / PAGE_BITS, (last * 8) / PAGE_BITS))
         };
-        let (meta, stream) = inner.meta_and_stream(key, pages)?;
+        let (meta, stream) = self.string_and_stream(key, pages)?;
         let Some((first, last)) = meta.as_ref().and_then(bytes) else { return Ok(Vec::new()) };
         let len = last - first + 1;
         let too_large = || Error::TooLarge { key: String::from_utf8_lossy(key).into_owned(), len, limit: max };
@@ -115,16 +114,14 @@ impl Db {
     /// Writes `value` at `offset` (`None`: at the end, creating the key even
     /// for an empty value).
     fn write_range(&self, key: &[u8], offset: Option<u64>, value: &[u8]) -> Result<u64> {
-        let inner = &*self.inner;
-        inner.write(&[key], || {
-            let mut g = inner.metas.lock(key);
-            let old = check_string(inner.meta_locked(&mut g, key)?)?;
+        self.engine.write(&[key], |tx| {
+            let old = tx.string(key)?;
             if value.is_empty() && (old.is_some() || offset.is_some()) {
                 return Ok(old.map_or(0, |m| m.len));
             }
             let mut meta = match old {
                 Some(m) => m,
-                None => inner.new_string_meta()?,
+                None => tx.new_value(Kind::String)?,
             };
             let start = offset.unwrap_or(meta.len);
             let end = start
@@ -139,7 +136,7 @@ impl Db {
                 let in_page = (at % PAGE_BYTES) as usize;
                 let n = (PAGE_LEN - in_page).min(value.len() - written);
                 let chunk = &value[written..written + n];
-                let delta = inner.update_page(key, meta.id, page, |p| {
+                let delta = tx.update_page(key, &mut meta, page, |p| {
                     let before = i64::from(p.count_ones());
                     p.write_bytes(&mut page_buf);
                     page_buf[in_page..in_page + n].copy_from_slice(chunk);
@@ -150,7 +147,7 @@ impl Db {
                 written += n;
             }
             meta.len = meta.len.max(end);
-            g.set(key, Some(meta));
+            tx.set(key, meta)?;
             Ok(meta.len)
         })
     }

@@ -1,14 +1,9 @@
-//! Whole values and keys: GET, SET, STRLEN, DEL, EXISTS, KEYS.
-
-use std::collections::BTreeMap;
+//! Whole values and keys: GET, SET, STRLEN, DEL, EXISTS.
 
 use crate::db::Db;
+use crate::engine::Meta;
 use crate::error::Result;
 use crate::geometry::{PAGE_BITS, PAGE_BYTES};
-use crate::glob::glob_match;
-use crate::key;
-use crate::meta::Meta;
-use crate::ops::expiry::stored_is_expired;
 
 impl Db {
     /// The bytes of string `key` (Redis GET), or `None` if it is missing.
@@ -23,12 +18,11 @@ impl Db {
     /// [`crate::Config::max_value_bytes`]; [`crate::Error::WrongType`];
     /// [`crate::Error::Corrupted`].
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let inner = &self.inner;
-        let max = inner.config.max_value_bytes;
+        let max = self.engine.config().max_value_bytes;
         let pages = |m: &Meta| (m.len > 0 && m.len <= max).then(|| (0, (m.len * 8 - 1) / PAGE_BITS));
-        let (meta, stream) = inner.meta_and_stream(key, pages)?;
+        let (meta, stream) = self.string_and_stream(key, pages)?;
         let Some(meta) = meta else { return Ok(None) };
-        let len = inner.value_len(key, &meta)?;
+        let len = self.engine.value_len(key, &meta)?;
         let mut out = vec![0u8; len];
         let Some(mut stream) = stream else { return Ok(Some(out)) };
         let page_bytes = PAGE_BYTES as usize;
@@ -58,7 +52,7 @@ impl Db {
     /// # Errors
     /// [`crate::Error::WrongType`].
     pub fn strlen(&self, key: &[u8]) -> Result<u64> {
-        Ok(self.inner.string_meta(key)?.map_or(0, |m| m.len))
+        Ok(self.engine.read(&[key], |tx| tx.string(key))?.map_or(0, |m| m.len))
     }
 
     /// Deletes `key`; returns whether it existed.
@@ -69,11 +63,7 @@ impl Db {
     /// # Errors
     /// [`crate::Error::Poisoned`], [`crate::Error::Corrupted`] metadata.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
-        let inner = &*self.inner;
-        inner.write(&[key], || {
-            let mut g = inner.metas.lock(key);
-            inner.replace_locked(&mut g, key, None)
-        })
+        self.engine.write(&[key], |tx| tx.delete(key))
     }
 
     /// Whether `key` exists.
@@ -81,32 +71,6 @@ impl Db {
     /// # Errors
     /// [`crate::Error::Corrupted`] metadata.
     pub fn exists(&self, key: &[u8]) -> Result<bool> {
-        Ok(self.inner.meta(key)?.is_some())
-    }
-
-    /// Every key matching the Redis glob `pattern` (`*`, `?`, `[a-z]`,
-    /// `[^x]`, `\` escapes), in byte order.
-    ///
-    /// Cost: scans the keys sharing the pattern's literal prefix.
-    ///
-    /// # Errors
-    /// [`crate::Error::Storage`] if the scan fails.
-    pub fn keys(&self, pattern: &[u8]) -> Result<Vec<Vec<u8>>> {
-        let literal = pattern.iter().position(|c| b"*?[\\".contains(c)).unwrap_or(pattern.len());
-        let prefix = key::meta_key(&pattern[..literal]);
-        let mut found: BTreeMap<Vec<u8>, bool> = BTreeMap::new();
-        // Dirty state first: it is newer than the store for the keys it names.
-        let now = self.inner.now_ms();
-        let live = |m: &Meta| m.expire_at_ms == 0 || m.expire_at_ms > now;
-        for m in self.inner.metas.dirty_snapshot() {
-            found.insert(m.name, m.meta.as_ref().is_some_and(live));
-        }
-        for r in self.inner.store.scan_prefix(&prefix) {
-            let (k, v) = r?;
-            if let Some(name) = key::name_of_meta_key(&k) {
-                found.entry(name.to_vec()).or_insert_with(|| !stored_is_expired(name, &v, now));
-            }
-        }
-        Ok(found.into_iter().filter(|(n, live)| *live && glob_match(pattern, n)).map(|(n, _)| n).collect())
+        Ok(self.engine.read(&[key], |tx| tx.meta(key))?.is_some())
     }
 }

@@ -34,7 +34,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::db::{Config, Db};
+use crate::config::Config;
+use crate::db::Db;
 use crate::error::{Error, Result};
 
 /// When the server makes writes durable before acknowledging them.

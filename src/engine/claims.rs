@@ -4,7 +4,7 @@
 //! replacing it.
 //!
 //! A claim is taken while the write gate is held exclusively, and writers
-//! check for claims while holding it shared (see `Inner::write`): a writer
+//! check for claims while holding it shared (see `Engine::write`): a writer
 //! either finished before the claim (the BITOP reads its change) or sees the
 //! claim and waits outside the gate. A thread holds at most one claim and,
 //! holding it, waits for no other, so claims cannot deadlock.

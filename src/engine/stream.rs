@@ -4,16 +4,16 @@
 use std::iter::Peekable;
 use std::sync::Arc;
 
-use crate::db::{decode_page, Inner};
+use super::layout;
+use super::store::{Bytes, Scan};
+use super::{decode_page, Engine};
 use crate::error::Result;
-use crate::key;
 use crate::page::Page;
-use crate::store::{Bytes, Scan};
 
 /// The pages of one bitmap within a page range, in order. Holds one page at a
 /// time; pages that turn out all-zero are skipped.
 pub(crate) struct PageStream {
-    inner: Arc<Inner>,
+    engine: Arc<Engine>,
     name: Vec<u8>,
     bitmap: u64,
     stored: Stored,
@@ -30,13 +30,13 @@ impl PageStream {
     ///
     /// Uses the bitmap's cached directory of stored pages; a stream from page
     /// 0 builds that directory if it is missing, other streams scan the store.
-    pub(crate) fn new(inner: &Arc<Inner>, name: &[u8], bitmap: u64, from: u64, to: u64) -> Result<PageStream> {
+    pub(super) fn new(engine: &Arc<Engine>, name: &[u8], bitmap: u64, from: u64, to: u64) -> Result<PageStream> {
         // The dirty pages first: a page leaves the dirty index only after a
         // write-back has added it to the store and to the directories.
-        let dirty = inner.pages.dirty_pages_of(bitmap, from, to);
-        let dir = match inner.dirs.get(bitmap) {
+        let dirty = engine.pages.dirty_pages_of(bitmap, from, to);
+        let dir = match engine.dirs.get(bitmap) {
             Some(d) => Some(d),
-            None if from == 0 => Some(build_directory(inner, bitmap)?),
+            None if from == 0 => Some(build_directory(engine, bitmap)?),
             None => None,
         };
         let stored = match dir {
@@ -49,14 +49,14 @@ impl PageStream {
                 // Sampled before the scan starts: bytes the scan yields are
                 // at least this recent, so they may be used as long as no
                 // cached page has been dropped since (see `take`).
-                let epoch = inner.pages.epoch();
-                let (lo, hi) = key::page_range(bitmap, from, to);
-                Stored::Scan { scan: inner.store.scan(&lo, &hi).peekable(), epoch }
+                let epoch = engine.pages.epoch();
+                let (lo, hi) = layout::page_range(bitmap, from, to);
+                Stored::Scan { scan: engine.store.scan(&lo, &hi).peekable(), epoch }
             }
         };
-        inner.pin(bitmap);
+        engine.pin(bitmap);
         Ok(PageStream {
-            inner: Arc::clone(inner),
+            engine: Arc::clone(engine),
             name: name.to_vec(),
             bitmap,
             stored,
@@ -97,18 +97,18 @@ impl PageStream {
             self.head = self.pull()?;
         }
         let Some((page, bytes)) = self.head.take() else { return Ok(None) };
-        let inner = &self.inner;
+        let engine = &self.engine;
         let (name, bitmap) = (&self.name, self.bitmap);
         let scan_epoch = match &self.stored {
             Stored::Scan { epoch, .. } => Some(*epoch),
             Stored::Directory { .. } => None,
         };
-        let got = inner.pages.get((bitmap, page), |retry| match (&bytes, retry) {
+        let got = engine.pages.get((bitmap, page), |retry| match (&bytes, retry) {
             // The scan's bytes are current only if no cached page was dropped
             // since the scan began (a dropped page may have been written
             // back after the scan read its leaf).
-            (Some(b), false) if scan_epoch == Some(inner.pages.epoch()) => decode_page(name, page, b).map(Some),
-            _ => inner.fetch_page(name, bitmap, page),
+            (Some(b), false) if scan_epoch == Some(engine.pages.epoch()) => decode_page(name, page, b).map(Some),
+            _ => engine.fetch_page(name, bitmap, page),
         })?;
         Ok(got.map(|p| (page, p)))
     }
@@ -143,7 +143,7 @@ impl PageStream {
 
 impl Drop for PageStream {
     fn drop(&mut self) {
-        self.inner.unpin(self.bitmap);
+        self.engine.unpin(self.bitmap);
     }
 }
 
@@ -161,7 +161,7 @@ impl Stored {
         match self {
             Stored::Directory { pages, next, end } => Ok((*next < *end).then(|| pages[*next])),
             Stored::Scan { scan, .. } => match scan.peek() {
-                Some(Ok((k, _))) => Ok(key::parse_page_key(k).map(|(_, p)| p)),
+                Some(Ok((k, _))) => Ok(layout::parse_page_key(k).map(|(_, p)| p)),
                 Some(Err(_)) => match scan.next() {
                     Some(Err(e)) => Err(e),
                     _ => Ok(None),
@@ -188,17 +188,17 @@ impl Stored {
 
 /// Scans the store for the pages of `bitmap` and caches the directory
 /// (unless a write-back ran meanwhile; the result is correct either way).
-fn build_directory(inner: &Inner, bitmap: u64) -> Result<Arc<Vec<u64>>> {
-    let version = inner.dirs.version();
-    let (lo, hi) = key::page_range(bitmap, 0, u64::MAX);
+fn build_directory(engine: &Engine, bitmap: u64) -> Result<Arc<Vec<u64>>> {
+    let version = engine.dirs.version();
+    let (lo, hi) = layout::page_range(bitmap, 0, u64::MAX);
     let mut pages = Vec::new();
-    for r in inner.store.scan(&lo, &hi) {
+    for r in engine.store.scan(&lo, &hi) {
         let (k, _) = r?;
-        if let Some((_, p)) = key::parse_page_key(&k) {
+        if let Some((_, p)) = layout::parse_page_key(&k) {
             pages.push(p);
         }
     }
     let pages = Arc::new(pages);
-    inner.dirs.insert(bitmap, Arc::clone(&pages), version);
+    engine.dirs.insert(bitmap, Arc::clone(&pages), version);
     Ok(pages)
 }

@@ -37,6 +37,11 @@ pub(crate) trait Store: Send + Sync {
     fn size_on_disk(&self) -> Result<u64>;
     /// Whether the store holds no record.
     fn is_empty(&self) -> bool;
+    /// Bytes of the store's log, for messages about a damaged store (0 if
+    /// not known).
+    fn log_bytes(&self) -> u64 {
+        0
+    }
 }
 
 impl From<sled::Error> for Error {
@@ -86,11 +91,6 @@ impl SledStore {
             }
         };
         Ok(SledStore { db, dir: dir.to_path_buf() })
-    }
-
-    /// Bytes of sled's log file (0 if it cannot be read).
-    pub(crate) fn log_file_len(&self) -> u64 {
-        fs::metadata(self.dir.join("db")).map_or(0, |m| m.len())
     }
 }
 
@@ -163,6 +163,10 @@ impl Store for SledStore {
 
     fn is_empty(&self) -> bool {
         self.db.is_empty()
+    }
+
+    fn log_bytes(&self) -> u64 {
+        fs::metadata(self.dir.join("db")).map_or(0, |m| m.len())
     }
 }
 

@@ -1,15 +1,15 @@
 //! VERIFY: check every stored record.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-use crate::db::Db;
+use super::layout;
+use super::record::{self, Kind, Meta};
+use super::Engine;
 use crate::error::{Error, Result};
 use crate::geometry::PAGE_BITS;
-use crate::key;
-use crate::meta::{self, Kind, Meta};
 use crate::page::Page;
 
-/// One problem found by [`Db::verify`].
+/// One problem found by [`crate::Db::verify`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
     /// The key concerned, if the record belongs to one.
@@ -33,7 +33,7 @@ impl std::fmt::Display for Problem {
     }
 }
 
-/// What [`Db::verify`] found.
+/// What [`crate::Db::verify`] found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct VerifyReport {
     /// Keys checked.
@@ -60,42 +60,30 @@ struct Tally {
     header_seen: bool,
 }
 
-impl Db {
-    /// Checks every record in the store: the superblock, each key's metadata
-    /// (checksum, fields), each page (checksum, header, structure), each
-    /// Bloom filter's header (present, well formed, agreeing with the key's
-    /// length), that no page holds bits past its key's length, that each
-    /// key's stored count equals the sum over its pages, and that no page is
-    /// left without a key. Writes pending changes back first so the store is complete.
-    ///
-    /// Cost: reads and decodes every record once.
-    ///
-    /// # Errors
-    /// Only if the store cannot be read at all; damage is reported in the
-    /// [`VerifyReport`], not as an error.
-    pub fn verify(&self) -> Result<VerifyReport> {
-        let inner = &self.inner;
-        // Holding the write-back lock keeps the store still while it is read.
-        let f = inner.flush_lock.lock();
-        inner.write_back_locked(&f)?;
+fn problem(key: Option<&[u8]>, page: Option<u64>, reason: String) -> Problem {
+    Problem { key: key.map(<[u8]>::to_vec), page, reason }
+}
+
+impl Engine {
+    /// Checks every record in the store; see [`crate::Db::verify`]. Writes
+    /// pending changes back first so the store is complete, and holds the
+    /// write-back lock meanwhile so the store stays still.
+    pub(crate) fn verify(&self) -> Result<VerifyReport> {
+        let f = self.flush_lock.lock();
+        self.write_back_locked(&f)?;
         let mut report = VerifyReport::default();
-        let problem = |key: Option<&[u8]>, page: Option<u64>, reason: String| Problem {
-            key: key.map(<[u8]>::to_vec),
-            page,
-            reason,
-        };
-        match inner.store.get(&key::superblock_key())? {
+        match self.store.get(&layout::superblock_key())? {
             Some(b) => {
-                if let Err(e) = meta::check_superblock(&b) {
+                if let Err(e) = record::check_superblock(&b) {
                     report.problems.push(problem(None, None, e.to_string()));
                 }
             }
             None => report.problems.push(problem(None, None, "superblock missing".into())),
         }
         let mut by_id: HashMap<u64, Tally> = HashMap::new();
-        for r in inner.store.scan_prefix(&[key::NS_META]) {
+        for r in self.store.scan_prefix(&[layout::NS_META]) {
             let (k, v) = r?;
-            let Some(name) = key::name_of_meta_key(&k) else { continue };
+            let Some(name) = layout::name_of_meta_key(&k) else { continue };
             report.keys += 1;
             match Meta::decode(name, &v) {
                 Ok(m) => {
@@ -112,16 +100,16 @@ impl Db {
                 Err(e) => report.problems.push(problem(Some(name), None, reason_of(e))),
             }
         }
-        let reclaimable: HashSet<u64> = inner
+        let reclaimable: HashSet<u64> = self
             .store
-            .scan_prefix(&[key::NS_RECLAIM])
-            .filter_map(|r| r.ok().and_then(|(k, _)| key::parse_reclaim_key(&k)))
+            .scan_prefix(&[layout::NS_RECLAIM])
+            .filter_map(|r| r.ok().and_then(|(k, _)| layout::parse_reclaim_key(&k)))
             .collect();
-        let mut unowned: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
-        for r in inner.store.scan_prefix(&[key::NS_PAGE]) {
+        let mut unowned: BTreeMap<u64, u64> = BTreeMap::new();
+        for r in self.store.scan_prefix(&[layout::NS_PAGE]) {
             let (k, v) = r?;
             report.pages += 1;
-            let Some((id, page)) = key::parse_page_key(&k) else {
+            let Some((id, page)) = layout::parse_page_key(&k) else {
                 report.problems.push(problem(None, None, format!("malformed page key {k:?}")));
                 continue;
             };
@@ -133,31 +121,7 @@ impl Db {
             };
             tally.header_seen |= page == crate::bloom::HEADER_PAGE;
             match Page::decode(&v) {
-                Ok(p) => {
-                    if tally.meta.kind == Kind::Bloom && page == crate::bloom::HEADER_PAGE {
-                        if let Some(reason) = crate::ops::bloom::check_stored_header(&tally.meta, &p) {
-                            report.problems.push(problem(Some(&tally.name), Some(page), reason));
-                        }
-                    }
-                    tally.ones += u64::from(p.count_ones());
-                    let end_bit = tally.meta.len.saturating_mul(8);
-                    let page_start = page.saturating_mul(PAGE_BITS);
-                    let beyond = if end_bit <= page_start {
-                        p.count_ones()
-                    } else if end_bit - page_start < PAGE_BITS {
-                        // Below PAGE_BITS, so it fits in u32.
-                        p.count_range((end_bit - page_start) as u32, PAGE_BITS as u32)
-                    } else {
-                        0
-                    };
-                    if beyond > 0 {
-                        report.problems.push(problem(
-                            Some(&tally.name),
-                            Some(page),
-                            format!("{beyond} bits set past the key's length of {} bytes", tally.meta.len),
-                        ));
-                    }
-                }
+                Ok(p) => check_page(&mut report, tally, page, &p),
                 Err(e) => report.problems.push(problem(Some(&tally.name), Some(page), e.to_string())),
             }
         }
@@ -185,6 +149,34 @@ impl Db {
             }
         }
         Ok(report)
+    }
+}
+
+/// Checks one decoded page of the key `tally` counts: a Bloom header's
+/// format, and no bits past the key's length.
+fn check_page(report: &mut VerifyReport, tally: &mut Tally, page: u64, p: &Page) {
+    if tally.meta.kind == Kind::Bloom && page == crate::bloom::HEADER_PAGE {
+        if let Some(reason) = crate::bloom::check_stored_header(tally.meta.len, p) {
+            report.problems.push(problem(Some(&tally.name), Some(page), reason));
+        }
+    }
+    tally.ones += u64::from(p.count_ones());
+    let end_bit = tally.meta.len.saturating_mul(8);
+    let page_start = page.saturating_mul(PAGE_BITS);
+    let beyond = if end_bit <= page_start {
+        p.count_ones()
+    } else if end_bit - page_start < PAGE_BITS {
+        // Below PAGE_BITS, so it fits in u32.
+        p.count_range((end_bit - page_start) as u32, PAGE_BITS as u32)
+    } else {
+        0
+    };
+    if beyond > 0 {
+        report.problems.push(problem(
+            Some(&tally.name),
+            Some(page),
+            format!("{beyond} bits set past the key's length of {} bytes", tally.meta.len),
+        ));
     }
 }
 

@@ -1,11 +1,13 @@
-//! Storage statistics of one key.
+//! Storage statistics of one key, read from the store.
 
-use crate::db::Db;
+use std::sync::Arc;
+
+use super::layout;
+use super::Engine;
 use crate::error::{Error, Result};
-use crate::key;
 use crate::page::{peek_header, Encoding};
 
-/// How one key is stored; see [`Db::key_stats`].
+/// How one key is stored; see [`crate::Db::key_stats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KeyStats {
     /// Logical length in bytes (Redis STRLEN).
@@ -31,30 +33,24 @@ impl KeyStats {
     }
 }
 
-impl Db {
-    /// How `key` is stored, or `None` if it does not exist. Writes pending
-    /// changes back first, so the figures are those of the store.
-    ///
-    /// Cost: reads the header of every page of the key.
-    ///
-    /// # Errors
-    /// [`Error::Corrupted`] if a page header does not validate.
-    pub fn key_stats(&self, key: &[u8]) -> Result<Option<KeyStats>> {
-        let inner = &self.inner;
+impl Engine {
+    /// How `key` is stored; see [`crate::Db::key_stats`].
+    pub(crate) fn key_stats(self: &Arc<Self>, key: &[u8]) -> Result<Option<KeyStats>> {
         // Holding the write-back lock keeps the store still: no write-back
         // and no reclamation runs until the scan is done.
-        let f = inner.flush_lock.lock();
-        inner.write_back_locked(&f)?;
+        let f = self.flush_lock.lock();
+        self.write_back_locked(&f)?;
         // Any type: a Bloom filter's pages are counted like a string's.
-        let Some(meta) = inner.meta(key)? else { return Ok(None) };
+        let Some(meta) = self.read(&[key], |tx| tx.meta(key))? else { return Ok(None) };
         let mut st = KeyStats { len: meta.len, ones: meta.ones, ..KeyStats::default() };
-        if let Some(v) = inner.store.get(&key::meta_key(key))? {
-            st.stored_bytes += (key::meta_key(key).len() + v.len()) as u64;
+        let meta_key = layout::meta_key(key);
+        if let Some(v) = self.store.get(&meta_key)? {
+            st.stored_bytes += (meta_key.len() + v.len()) as u64;
         }
-        let (from, to) = key::page_range(meta.id, 0, u64::MAX);
-        for r in inner.store.scan(&from, &to) {
+        let (from, to) = layout::page_range(meta.id, 0, u64::MAX);
+        for r in self.store.scan(&from, &to) {
             let (k, v) = r?;
-            let page = key::parse_page_key(&k).map(|(_, p)| p);
+            let page = layout::parse_page_key(&k).map(|(_, p)| p);
             let (enc, _) = peek_header(&v).map_err(|e| Error::Corrupted {
                 key: String::from_utf8_lossy(key).into_owned(),
                 page,

@@ -1,7 +1,9 @@
-//! Per-key metadata and the superblock: their fields and byte formats.
+//! Record formats: per-key metadata, the superblock and the write-back
+//! sequence record, their fields and bytes.
 
 use crate::error::{Error, Result};
 use crate::geometry::PAGE_WORDS as WORDS_PER_PAGE;
+use crate::le::{read_u32, read_u64};
 
 /// The on-disk format version this build reads and writes.
 pub(crate) const FORMAT_VERSION: u8 = 1;
@@ -32,8 +34,9 @@ impl TryFrom<u8> for Kind {
 pub(crate) struct Meta {
     /// What the key holds.
     pub(crate) kind: Kind,
-    /// Id under which the key's pages are stored; never reused.
-    pub(crate) id: u64,
+    /// Id under which the key's pages are stored; never reused. Private to
+    /// the engine: operations reach pages through a transaction.
+    pub(super) id: u64,
     /// Logical length in bytes (Redis STRLEN).
     pub(crate) len: u64,
     /// Number of set bits over all pages.
@@ -53,20 +56,6 @@ mod meta_layout {
     pub(super) const EXPIRE: usize = 28;
     pub(super) const CRC: usize = 36;
     pub(super) const SIZE: usize = 40;
-}
-
-/// The little-endian `u64` at `at` (the caller checked the length).
-pub(crate) fn read_u64(b: &[u8], at: usize) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(w)
-}
-
-/// The little-endian `u32` at `at` (the caller checked the length).
-pub(crate) fn read_u32(b: &[u8], at: usize) -> u32 {
-    let mut w = [0u8; 4];
-    w.copy_from_slice(&b[at..at + 4]);
-    u32::from_le_bytes(w)
 }
 
 impl Meta {

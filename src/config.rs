@@ -1,0 +1,143 @@
+//! Configuration of a database: the memory budgets, the background flush,
+//! the largest value built in memory and the clock.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::db::Db;
+use crate::error::Result;
+
+/// Default byte budget of the decoded-page cache: 512 MiB.
+pub const DEFAULT_CACHE_BYTES: u64 = 512 << 20;
+/// Default byte budget of changes held in memory before a write-back: 64 MiB.
+pub const DEFAULT_DIRTY_BYTES: u64 = 64 << 20;
+/// Default interval of the background flush: 1 second.
+pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+/// Default largest value `get` builds in memory: 512 MiB (Redis's string limit).
+pub const DEFAULT_MAX_VALUE_BYTES: u64 = 512 << 20;
+/// Default byte budget of sled's own page cache: 64 MiB.
+pub const DEFAULT_STORE_CACHE_BYTES: u64 = 64 << 20;
+
+/// The source of the current time, Unix milliseconds.
+#[derive(Clone)]
+pub(crate) struct Clock(Arc<dyn Fn() -> u64 + Send + Sync>);
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Clock")
+    }
+}
+
+impl Clock {
+    /// The current time, Unix milliseconds.
+    pub(crate) fn now_ms(&self) -> u64 {
+        (self.0)()
+    }
+}
+
+fn system_clock_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Configuration of a database; build one with [`Config::new`], then
+/// [`Config::open`].
+///
+/// ```
+/// # fn main() -> bitsled::Result<()> {
+/// let dir = tempfile::tempdir()?;
+/// let db = bitsled::Config::new(dir.path())
+///     .cache_bytes(64 << 20)
+///     .flush_interval(None)
+///     .open()?;
+/// db.setbit(b"k", 7, true)?;
+/// assert_eq!(db.get(b"k")?, Some(vec![0x01]));
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct Config {
+    pub(crate) path: PathBuf,
+    pub(crate) cache_bytes: u64,
+    pub(crate) dirty_bytes: u64,
+    pub(crate) store_cache_bytes: u64,
+    pub(crate) flush_interval: Option<Duration>,
+    pub(crate) max_value_bytes: u64,
+    pub(crate) clock: Clock,
+}
+
+impl Config {
+    /// A configuration for the database in directory `path` (created if
+    /// missing), with every other setting at its default.
+    pub fn new(path: impl AsRef<Path>) -> Config {
+        Config {
+            path: path.as_ref().to_path_buf(),
+            cache_bytes: DEFAULT_CACHE_BYTES,
+            dirty_bytes: DEFAULT_DIRTY_BYTES,
+            store_cache_bytes: DEFAULT_STORE_CACHE_BYTES,
+            flush_interval: Some(DEFAULT_FLUSH_INTERVAL),
+            max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
+            clock: Clock(Arc::new(system_clock_ms)),
+        }
+    }
+
+    /// Byte budget of decoded pages kept in memory (clean ones are evicted
+    /// past it). Default [`DEFAULT_CACHE_BYTES`].
+    pub fn cache_bytes(mut self, bytes: u64) -> Config {
+        self.cache_bytes = bytes;
+        self
+    }
+
+    /// Byte budget of changed pages held in memory. Past it, the background
+    /// thread writes them back to the store (without a durability barrier);
+    /// past twice the budget, or without a background thread, the writing
+    /// operation does it itself. Default [`DEFAULT_DIRTY_BYTES`].
+    pub fn dirty_bytes(mut self, bytes: u64) -> Config {
+        self.dirty_bytes = bytes;
+        self
+    }
+
+    /// Byte budget of sled's own cache of encoded pages. Default
+    /// [`DEFAULT_STORE_CACHE_BYTES`].
+    pub fn store_cache_bytes(mut self, bytes: u64) -> Config {
+        self.store_cache_bytes = bytes;
+        self
+    }
+
+    /// How often a background thread runs [`Db::flush`]; `None` disables it
+    /// (then only explicit flushes, the dirty budget and dropping the last
+    /// handle write changes). Default [`DEFAULT_FLUSH_INTERVAL`].
+    pub fn flush_interval(mut self, interval: Option<Duration>) -> Config {
+        self.flush_interval = interval;
+        self
+    }
+
+    /// Largest value [`Db::get`] builds in memory. Default
+    /// [`DEFAULT_MAX_VALUE_BYTES`].
+    pub fn max_value_bytes(mut self, bytes: u64) -> Config {
+        self.max_value_bytes = bytes;
+        self
+    }
+
+    /// The clock that decides when keys expire: a function returning the
+    /// current Unix time in milliseconds. Default: the system clock. Tests
+    /// pass a controllable one.
+    pub fn clock(mut self, now_ms: impl Fn() -> u64 + Send + Sync + 'static) -> Config {
+        self.clock = Clock(Arc::new(now_ms));
+        self
+    }
+
+    /// Opens the database.
+    ///
+    /// Cost: reads the superblock and deletes the pages of bitmaps that a
+    /// crash left unreferenced; pages are read on demand.
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedVersion`] or [`Error::Corrupted`] for a store this
+    /// build cannot read; [`Error::Io`]/[`Error::Storage`] if the directory
+    /// cannot be opened (for example, locked by another process).
+    pub fn open(self) -> Result<Db> {
+        Db::open_with(self)
+    }
+}

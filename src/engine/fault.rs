@@ -1,0 +1,231 @@
+//! A [`Store`] that fails or silently drops writes on command, and the tests
+//! of the write path's error handling that use it.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+
+use super::store::{Bytes, Scan, SledStore, Store, Write};
+use crate::error::{Error, Result};
+
+/// What the next store calls do; shared with the test that arms it.
+#[derive(Default)]
+pub(super) struct Faults {
+    /// Batches still applied normally before one fails (negative: none fails).
+    fail_apply_after: AtomicI64,
+    /// Batches are acknowledged but not applied (a disk that lies).
+    drop_applies: AtomicBool,
+    /// `sync` fails.
+    fail_sync: AtomicBool,
+}
+
+impl Faults {
+    fn new() -> Arc<Faults> {
+        let f = Faults::default();
+        f.fail_apply_after.store(-1, Ordering::SeqCst);
+        Arc::new(f)
+    }
+
+    /// The batch after the next `n` fails (0: the next one).
+    pub(super) fn fail_apply_after(&self, n: i64) {
+        self.fail_apply_after.store(n, Ordering::SeqCst);
+    }
+
+    pub(super) fn drop_applies(&self, on: bool) {
+        self.drop_applies.store(on, Ordering::SeqCst);
+    }
+
+    pub(super) fn fail_sync(&self, on: bool) {
+        self.fail_sync.store(on, Ordering::SeqCst);
+    }
+}
+
+fn injected(what: &str) -> Error {
+    Error::Io(std::io::Error::other(format!("injected fault: {what}")))
+}
+
+/// A store that passes everything to `inner` unless [`Faults`] say
+/// otherwise.
+pub(super) struct FaultStore {
+    inner: Box<dyn Store>,
+    faults: Arc<Faults>,
+}
+
+impl Store for FaultStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        self.inner.get(key)
+    }
+    fn scan(&self, from: &[u8], to: &[u8]) -> Scan {
+        self.inner.scan(from, to)
+    }
+    fn scan_prefix(&self, prefix: &[u8]) -> Scan {
+        self.inner.scan_prefix(prefix)
+    }
+    fn apply(&self, writes: Vec<Write>) -> Result<()> {
+        let left = self.faults.fail_apply_after.fetch_sub(1, Ordering::SeqCst);
+        if left == 0 {
+            return Err(injected("apply"));
+        }
+        if left < 0 {
+            // Disarmed: keep it from ever counting down to zero.
+            self.faults.fail_apply_after.store(-1, Ordering::SeqCst);
+        }
+        if self.faults.drop_applies.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.inner.apply(writes)
+    }
+    fn next_id(&self) -> Result<u64> {
+        self.inner.next_id()
+    }
+    fn sync(&self) -> Result<()> {
+        if self.faults.fail_sync.load(Ordering::SeqCst) {
+            return Err(injected("sync"));
+        }
+        self.inner.sync()
+    }
+    fn size_on_disk(&self) -> Result<u64> {
+        self.inner.size_on_disk()
+    }
+    fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+}
+
+/// Opens the database `config` describes over a [`FaultStore`] on sled.
+pub(super) fn open_faulty(config: crate::Config) -> Result<(crate::Db, Arc<Faults>)> {
+    let faults = Faults::new();
+    let inner = SledStore::open(&config.path, config.store_cache_bytes)?;
+    let store = FaultStore { inner: Box::new(inner), faults: Arc::clone(&faults) };
+    let engine = super::Engine::open_on(config, Box::new(store))?;
+    Ok((crate::Db { engine }, faults))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::{BitOp, Config, Db};
+
+    fn config(dir: &Path) -> Config {
+        Config::new(dir).flush_interval(None)
+    }
+
+    /// Invariant: a write-back whose batch the store refuses poisons the
+    /// handle: the flush reports the store's error, every later write is
+    /// refused with `Poisoned`, reads keep working, and a reopen finds
+    /// exactly what the last successful flush acknowledged.
+    #[test]
+    fn failed_write_back_poisons_and_reopen_keeps_the_acknowledged_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, faults) = open_faulty(config(dir.path())).unwrap();
+        db.setbit(b"kept", 7, true).unwrap();
+        db.flush().unwrap();
+        db.setbit(b"lost", 7, true).unwrap();
+        faults.fail_apply_after(0);
+        let r = db.flush();
+        assert!(matches!(r, Err(Error::Io(_))), "{r:?}");
+        let r = db.setbit(b"after", 1, true);
+        assert!(matches!(r, Err(Error::Poisoned(_))), "{r:?}");
+        let r = db.flush();
+        assert!(matches!(r, Err(Error::Poisoned(_))), "{r:?}");
+        assert!(db.getbit(b"kept", 7).unwrap(), "reads work on a poisoned handle");
+        drop(db);
+        let db = config(dir.path()).open().unwrap();
+        assert!(db.getbit(b"kept", 7).unwrap());
+        assert!(!db.exists(b"lost").unwrap() && !db.exists(b"after").unwrap());
+        assert!(db.verify().unwrap().is_ok());
+    }
+
+    /// Invariant: a failed sync poisons the handle and the flush reports
+    /// it; nothing is acknowledged by that flush.
+    #[test]
+    fn failed_sync_poisons() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, faults) = open_faulty(config(dir.path())).unwrap();
+        db.setbit(b"k", 1, true).unwrap();
+        faults.fail_sync(true);
+        let r = db.flush();
+        assert!(matches!(r, Err(Error::Io(_))), "{r:?}");
+        let r = db.set(b"k", b"x");
+        assert!(matches!(r, Err(Error::Poisoned(_))), "{r:?}");
+        let r = db.bitop(BitOp::Or, b"d", &[b"k"]);
+        assert!(matches!(r, Err(Error::Poisoned(_))), "{r:?}");
+    }
+
+    /// Invariant: a store that acknowledges batches without keeping them
+    /// (a lying disk) is caught at the next open: the side file records a
+    /// flushed write-back the store does not hold, and the open refuses the
+    /// store instead of running on a shortened history.
+    #[test]
+    fn dropped_writes_are_detected_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, faults) = open_faulty(config(dir.path())).unwrap();
+        db.setbit(b"a", 1, true).unwrap();
+        db.flush().unwrap();
+        faults.drop_applies(true);
+        db.setbit(b"b", 1, true).unwrap();
+        db.flush().unwrap();
+        drop(db);
+        let r = config(dir.path()).open();
+        match r {
+            Err(Error::Corrupted { key, reason, .. }) => {
+                assert_eq!(key, "<store>");
+                assert!(reason.contains("acknowledged writes were lost"), "{reason}");
+            }
+            other => panic!("expected the open to refuse the store, got {other:?}"),
+        }
+    }
+
+    /// Invariant: a failure while reclaiming a deleted value's pages (the
+    /// batch after the write-back) poisons the handle too, and the state the
+    /// write-back applied survives a reopen.
+    #[test]
+    fn failed_reclaim_poisons_and_reopen_is_consistent() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, faults) = open_faulty(config(dir.path())).unwrap();
+        db.set_bits(b"big", &[1, 40_000, 80_000], true).unwrap();
+        db.flush().unwrap();
+        db.delete(b"big").unwrap();
+        db.setbit(b"small", 3, true).unwrap();
+        // The write-back's batch goes through; the reclaimer's fails.
+        faults.fail_apply_after(1);
+        let r = db.flush();
+        assert!(matches!(r, Err(Error::Io(_))), "{r:?}");
+        let r = db.setbit(b"x", 1, true);
+        assert!(matches!(r, Err(Error::Poisoned(_))), "{r:?}");
+        drop(db);
+        let db = config(dir.path()).open().unwrap();
+        assert!(!db.exists(b"big").unwrap());
+        assert!(db.getbit(b"small", 3).unwrap());
+        let report = db.verify().unwrap();
+        assert!(report.is_ok(), "{:?}", report.problems);
+    }
+
+    /// Invariant: a background write-back that fails is reported to the
+    /// next writer as `Poisoned`, so no write is accepted that could not be
+    /// made durable.
+    #[test]
+    fn failed_background_flush_is_reported_to_the_next_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = Config::new(dir.path()).flush_interval(Some(Duration::from_millis(5)));
+        let (db, faults) = open_faulty(cfg).unwrap();
+        faults.fail_apply_after(0);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut i = 0u64;
+        let err = loop {
+            match db.setbit(b"k", i, true) {
+                Ok(_) => {}
+                Err(e) => break e,
+            }
+            assert!(Instant::now() < deadline, "no write was refused within 10 s");
+            i += 1;
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert!(matches!(err, Error::Poisoned(_)), "{err:?}");
+        drop(db);
+        let db: Db = config(dir.path()).open().unwrap();
+        assert!(db.verify().unwrap().is_ok());
+    }
+}

@@ -1,0 +1,320 @@
+//! The storage engine: the store, the key layout and record formats, the
+//! in-memory caches and the write-back, and the one way operations reach
+//! keys, [`Engine::read`] and [`Engine::write`] transactions.
+//!
+//! ```text
+//!  ops (src/ops)  ── Engine::read / Engine::write ──▶ ReadTx / WriteTx   tx.rs
+//!                 ── Engine::begin_build ──────────▶ Build              build.rs
+//!                 ── ReadTx::stream ───────────────▶ PageStream         stream.rs
+//!                                   │
+//!       in memory: MetaCache (metas.rs), PageCache (pages.rs),
+//!                  Directories (dirs.rs), Journal (journal.rs),
+//!                  Claims (claims.rs), pins, builds
+//!                                   │ write-back: one atomic batch   writeback.rs
+//!                                   ▼
+//!       Store trait (store.rs) ── sled, one tree; key layout layout.rs,
+//!                                  record formats record.rs
+//! ```
+//!
+//! The fields of [`Engine`] are private to this module tree: the locking
+//! protocol (gate, claims, key locks, expiry, type checks) lives in `tx.rs`
+//! and nowhere else.
+
+mod build;
+mod claims;
+mod dirs;
+mod expiry;
+#[cfg(test)]
+mod fault;
+mod idhash;
+mod journal;
+mod keys;
+pub(crate) mod layout;
+mod metas;
+mod pages;
+pub(crate) mod record;
+mod stats;
+pub(crate) mod store;
+mod stream;
+mod tx;
+mod verify;
+mod writeback;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+pub(crate) use claims::Claim;
+pub(crate) use record::{Kind, Meta};
+pub use stats::KeyStats;
+pub(crate) use stream::PageStream;
+pub(crate) use tx::{ReadTx, WriteTx};
+pub use verify::{Problem, VerifyReport};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::page::Page;
+use claims::Claims;
+use dirs::Directories;
+use journal::Journal;
+use metas::MetaCache;
+use pages::PageCache;
+use store::{SledStore, Store};
+
+/// Dirty pages and metadata entries past which a writer asks the background
+/// thread for an early write-back (see [`Engine::after_change`]).
+const DIRTY_RECORDS: usize = 16_384;
+
+/// Expired keys deleted per background tick (and per round at open).
+const SWEEP_BATCH: usize = 1000;
+
+/// The storage engine behind a [`crate::Db`]: shared by every clone of the
+/// handle and by the background thread (through a weak reference).
+pub(crate) struct Engine {
+    store: Box<dyn Store>,
+    config: Config,
+    pages: PageCache,
+    metas: MetaCache,
+    /// Directories of stored pages per bitmap.
+    dirs: Directories,
+    journal: Journal,
+    /// Held shared by every write transaction, exclusively while a
+    /// write-back captures the dirty state: a write-back sees whole
+    /// transactions only.
+    gate: RwLock<()>,
+    /// Keys claimed by a BITOP that reads its own destination.
+    claims: Claims,
+    /// Bitmap ids being read by a page stream, with the number of streams.
+    /// Their pages are neither reclaimed nor discarded meanwhile.
+    pins: Mutex<HashMap<u64, usize>>,
+    /// Serialises write-backs and reclamation.
+    flush_lock: Mutex<()>,
+    /// Number of the last write-back applied to the store.
+    sequence: AtomicU64,
+    /// Number last recorded in the side file.
+    side_sequence: AtomicU64,
+    /// Bitmap ids being built by a running operation (not yet published).
+    building: Mutex<HashSet<u64>>,
+    /// Set after a failed store write; every later write is refused.
+    poisoned: Mutex<Option<String>>,
+    /// Wakes the background thread: to stop, or to write back early.
+    signal: Arc<(Mutex<Signal>, Condvar)>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Requests to the background thread.
+#[derive(Default)]
+struct Signal {
+    stop: bool,
+    /// The dirty budget is exceeded: write back now.
+    kick: bool,
+}
+
+impl Engine {
+    /// Opens (or creates) the database `config` describes, on sled.
+    pub(crate) fn open(config: Config) -> Result<Arc<Engine>> {
+        let store = SledStore::open(&config.path, config.store_cache_bytes)?;
+        Engine::open_on(config, Box::new(store))
+    }
+
+    /// Opens the engine over `store`: checks (or writes) the superblock and
+    /// the durable write-back number, reclaims what a crash left behind,
+    /// deletes keys that expired while closed, and starts the background
+    /// thread.
+    fn open_on(config: Config, store: Box<dyn Store>) -> Result<Arc<Engine>> {
+        let stored_seq = writeback::check_or_create(&config.path, &*store)?;
+        let cache_bytes = usize::try_from(config.cache_bytes).unwrap_or(usize::MAX);
+        let engine = Arc::new(Engine {
+            sequence: AtomicU64::new(stored_seq),
+            side_sequence: AtomicU64::new(u64::MAX),
+            store,
+            pages: PageCache::new(cache_bytes),
+            metas: MetaCache::new(cache_bytes / 8),
+            // A directory entry costs 8 bytes; allow an eighth of the budget.
+            dirs: Directories::new(cache_bytes / 64),
+            journal: Journal::new(),
+            gate: RwLock::new(()),
+            claims: Claims::default(),
+            pins: Mutex::new(HashMap::new()),
+            flush_lock: Mutex::new(()),
+            building: Mutex::new(HashSet::new()),
+            poisoned: Mutex::new(None),
+            signal: Arc::new((Mutex::new(Signal::default()), Condvar::new())),
+            flusher: Mutex::new(None),
+            config,
+        });
+        {
+            let _f = engine.flush_lock.lock();
+            engine.reclaim()?;
+        }
+        // Keys that expired while the database was closed.
+        while engine.sweep_expired(SWEEP_BATCH)? == SWEEP_BATCH {
+            engine.write_back()?;
+        }
+        if let Some(interval) = engine.config.flush_interval {
+            let weak = Arc::downgrade(&engine);
+            let signal = Arc::clone(&engine.signal);
+            let handle = std::thread::Builder::new()
+                .name("bitsled-flush".into())
+                .spawn(move || background_flush(&weak, &signal, interval))?;
+            *engine.flusher.lock() = Some(handle);
+        }
+        Ok(engine)
+    }
+
+    /// The configuration the engine was opened with.
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The current time by the configured clock, Unix milliseconds.
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.config.clock.now_ms()
+    }
+
+    /// Bytes the store occupies on disk.
+    pub(crate) fn size_on_disk(&self) -> Result<u64> {
+        self.store.size_on_disk()
+    }
+
+    /// Refuses writes after a failed store write.
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        match &*self.poisoned.lock() {
+            Some(why) => Err(Error::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn poison(&self, e: &Error) {
+        self.poisoned.lock().get_or_insert_with(|| e.to_string());
+    }
+
+    /// Claims `key` for this thread until the claim is dropped: other
+    /// threads' write transactions on it wait. Transactions already running
+    /// finish first. A thread holds at most one claim (see `claims.rs`).
+    pub(crate) fn claim(&self, key: &[u8]) -> Claim<'_> {
+        loop {
+            if let Some(c) = {
+                let _g = self.gate.write();
+                self.claims.try_claim(key)
+            } {
+                return c;
+            }
+            self.claims.wait(&[key]);
+        }
+    }
+
+    /// Past the dirty budget, asks the background thread for a write-back;
+    /// past twice the budget (the background thread cannot keep up, or
+    /// there is none), writes back itself. Trims the cache.
+    fn after_change(&self) -> Result<()> {
+        let budget = usize::try_from(self.config.dirty_bytes).unwrap_or(usize::MAX);
+        let dirty = self.pages.dirty_bytes();
+        let background = self.config.flush_interval.is_some();
+        // sled applies a batch under its process-wide write lock, so every
+        // store read waits for a write-back's batch: keep batches short in
+        // records too (many tiny keys fill no byte budget).
+        let records = self.pages.dirty_pages() + self.metas.dirty_entries();
+        if dirty > budget.saturating_mul(2) || (dirty > budget && !background) {
+            self.write_back()?;
+        } else if dirty > budget || (background && records > DIRTY_RECORDS) {
+            let mut s = self.signal.0.lock();
+            if !s.kick {
+                s.kick = true;
+                self.signal.1.notify_all();
+            }
+        }
+        self.pages.evict_if_needed();
+        Ok(())
+    }
+
+    /// Reads and decodes a page from the store.
+    fn fetch_page(&self, name: &[u8], bitmap: u64, page: u64) -> Result<Option<Page>> {
+        match self.store.get(&layout::page_key(bitmap, page))? {
+            Some(bytes) => decode_page(name, page, &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Page `page` of bitmap `bitmap` (owned by key `name`, for errors),
+    /// through the cache. The caller holds the key's lock or a pin.
+    fn page(&self, name: &[u8], bitmap: u64, page: u64) -> Result<Option<Arc<Page>>> {
+        self.pages.get((bitmap, page), |_| self.fetch_page(name, bitmap, page))
+    }
+
+    /// Marks `bitmap` as being read: its pages are neither reclaimed nor
+    /// discarded until [`Engine::unpin`]. Pin only an id read from live
+    /// metadata while holding the key's lock, so the id cannot die between
+    /// the read and the pin.
+    fn pin(&self, bitmap: u64) {
+        *self.pins.lock().entry(bitmap).or_insert(0) += 1;
+    }
+
+    /// Ends one [`Engine::pin`].
+    fn unpin(&self, bitmap: u64) {
+        let mut pins = self.pins.lock();
+        if let Some(n) = pins.get_mut(&bitmap) {
+            *n -= 1;
+            if *n == 0 {
+                pins.remove(&bitmap);
+            }
+        }
+    }
+}
+
+/// Decodes a stored page, naming key and page in the error.
+fn decode_page(name: &[u8], page: u64, bytes: &[u8]) -> Result<Page> {
+    Page::decode(bytes).map_err(|e| Error::Corrupted {
+        key: String::from_utf8_lossy(name).into_owned(),
+        page: Some(page),
+        reason: e.to_string(),
+    })
+}
+
+/// The background thread: a durable flush every `interval`, and a
+/// write-back (without the sync) whenever writers report the dirty budget
+/// exceeded, so they need not do it themselves.
+fn background_flush(weak: &Weak<Engine>, signal: &(Mutex<Signal>, Condvar), interval: Duration) {
+    let mut next_flush = Instant::now() + interval;
+    loop {
+        let kicked = {
+            let mut s = signal.0.lock();
+            if !s.stop && !s.kick {
+                signal.1.wait_until(&mut s, next_flush);
+            }
+            if s.stop {
+                return;
+            }
+            std::mem::take(&mut s.kick)
+        };
+        let Some(engine) = weak.upgrade() else { return };
+        // A failure poisons the engine; the next operation reports it.
+        if Instant::now() >= next_flush {
+            let _ = engine.sweep_expired(SWEEP_BATCH);
+            let _ = engine.flush();
+            next_flush = Instant::now() + interval;
+        } else if kicked {
+            let _ = engine.write_back();
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.signal.0.lock().stop = true;
+        self.signal.1.notify_all();
+        // The last handle may be dropped on the flush thread itself.
+        if let Some(h) = self.flusher.lock().take() {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
+        // Best effort: a failure here has no caller to report to, and what
+        // the last flush acknowledged is safe either way.
+        let _ = self.flush();
+    }
+}

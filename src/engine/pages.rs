@@ -1,0 +1,307 @@
+//! The cache of decoded pages, which also holds every page change not yet
+//! written back (dirty pages).
+//!
+//! Invariants:
+//! - The store changes only through a write-back of dirty entries (and the
+//!   reclaimer, which deletes pages of dead bitmap ids nobody can name).
+//! - A dirty page is never evicted; it becomes clean only once the write-back
+//!   that carried its latest version has been applied.
+//! - Every removal of a page slot bumps `epoch` first. A reader that loaded a
+//!   page from the store without holding the shard lock inserts it only if
+//!   the epoch did not move meanwhile; otherwise the store may have been
+//!   rewritten from a slot that has since gone, and it reloads.
+
+use std::collections::BTreeSet;
+use std::hash::Hasher;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
+
+use super::idhash::{FastMap, IdHasher};
+use crate::error::Result;
+use crate::page::Page;
+
+/// (bitmap id, page number).
+pub(crate) type PageId = (u64, u64);
+
+const SHARDS: usize = 64;
+/// Bookkeeping bytes charged per cached page on top of the page itself.
+const SLOT_OVERHEAD: usize = 64;
+
+fn shard_of_page(id: PageId) -> usize {
+    let mut h = IdHasher::default();
+    h.write_u64(id.0);
+    h.write_u64(id.1);
+    // The top bits of a multiplicative hash are the well-mixed ones.
+    usize::try_from(h.finish() >> 58).unwrap_or(0) % SHARDS
+}
+
+/// Version stamp of a change; 0 means clean.
+pub(crate) type Seq = u64;
+
+struct PageSlot {
+    /// `None`: the page is all zero (absent from the store, or to be removed).
+    page: Option<Arc<Page>>,
+    dirty: Seq,
+    hot: bool,
+    bytes: usize,
+}
+
+fn slot_bytes(page: &Option<Arc<Page>>) -> usize {
+    SLOT_OVERHEAD + page.as_ref().map_or(0, |p| p.heap_bytes())
+}
+
+/// One dirty page captured by a write-back.
+pub(crate) struct DirtyPage {
+    pub(crate) id: PageId,
+    pub(crate) seq: Seq,
+    pub(crate) page: Option<Arc<Page>>,
+}
+
+/// Decoded pages, clean and dirty.
+pub(crate) struct PageCache {
+    shards: Box<[Mutex<FastMap<PageId, PageSlot>>]>,
+    /// Ordered index of dirty pages, so an ordered page scan can merge them.
+    dirty: Mutex<BTreeSet<PageId>>,
+    bytes: AtomicUsize,
+    dirty_bytes: AtomicUsize,
+    /// Number of dirty pages (the size of `dirty`).
+    dirty_pages: AtomicUsize,
+    epoch: AtomicU64,
+    seq: AtomicU64,
+    capacity: usize,
+    evicting: Mutex<()>,
+}
+
+impl PageCache {
+    pub(crate) fn new(capacity: usize) -> PageCache {
+        PageCache {
+            shards: (0..SHARDS).map(|_| Mutex::new(FastMap::default())).collect(),
+            dirty: Mutex::new(BTreeSet::new()),
+            bytes: AtomicUsize::new(0),
+            dirty_bytes: AtomicUsize::new(0),
+            dirty_pages: AtomicUsize::new(0),
+            epoch: AtomicU64::new(0),
+            seq: AtomicU64::new(0),
+            capacity,
+            evicting: Mutex::new(()),
+        }
+    }
+
+    fn shard(&self, id: PageId) -> MutexGuard<'_, FastMap<PageId, PageSlot>> {
+        self.shards[shard_of_page(id)].lock()
+    }
+
+    fn next_seq(&self) -> Seq {
+        self.seq.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// The eviction epoch: changes whenever a cached page is dropped.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Bytes of dirty pages waiting for a write-back.
+    pub(crate) fn dirty_bytes(&self) -> usize {
+        self.dirty_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Number of dirty pages waiting for a write-back.
+    pub(crate) fn dirty_pages(&self) -> usize {
+        self.dirty_pages.load(Ordering::Relaxed)
+    }
+
+    /// Bytes held by the cache, clean and dirty.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// The page `id`, from the cache or else from `load`.
+    ///
+    /// `load` runs without any lock held and may run more than once; it gets
+    /// `true` on a retry (when a value it produced earlier may be stale).
+    pub(crate) fn get(&self, id: PageId, load: impl FnMut(bool) -> Result<Option<Page>>) -> Result<Option<Arc<Page>>> {
+        self.with_slot(id, load, |slot| {
+            slot.hot = true;
+            slot.page.clone()
+        })
+    }
+
+    /// Applies `f` to the page `id` (all-zero if absent) and marks it dirty.
+    ///
+    /// The caller must hold the lock of the key owning the bitmap, so there is
+    /// one writer per page at a time.
+    pub(crate) fn update<R>(
+        &self,
+        id: PageId,
+        load: impl FnMut(bool) -> Result<Option<Page>>,
+        f: impl FnOnce(&mut Page) -> R,
+    ) -> Result<R> {
+        self.with_slot(id, load, |slot| self.apply(id, slot, f))
+    }
+
+    /// Runs `f` on the slot of page `id` under its shard lock, loading the
+    /// page with `load` (without any lock held) if it is not cached. The one
+    /// place of the epoch protocol: a loaded page is inserted only if no slot
+    /// was removed since before the load, else it is loaded again (`load`
+    /// gets `true` on such a retry).
+    fn with_slot<R>(
+        &self,
+        id: PageId,
+        mut load: impl FnMut(bool) -> Result<Option<Page>>,
+        f: impl FnOnce(&mut PageSlot) -> R,
+    ) -> Result<R> {
+        let mut retry = false;
+        loop {
+            let epoch = self.epoch.load(Ordering::SeqCst);
+            if let Some(slot) = self.shard(id).get_mut(&id) {
+                return Ok(f(slot));
+            }
+            let loaded = load(retry)?.map(Arc::new);
+            let mut shard = self.shard(id);
+            if let Some(slot) = shard.get_mut(&id) {
+                return Ok(f(slot));
+            }
+            if self.epoch.load(Ordering::SeqCst) == epoch {
+                let bytes = slot_bytes(&loaded);
+                self.bytes.fetch_add(bytes, Ordering::Relaxed);
+                // Inserted and used in one critical section, so eviction
+                // cannot drop it in between.
+                let slot = shard.entry(id).or_insert(PageSlot { page: loaded, dirty: 0, hot: true, bytes });
+                let r = f(slot);
+                drop(shard);
+                // Readers fill the cache too: keep it within its budget.
+                self.evict_if_needed();
+                return Ok(r);
+            }
+            retry = true;
+        }
+    }
+
+    /// Applies `f` to the page in `slot` (all zero if absent) and marks it
+    /// dirty; the caller holds the slot's shard lock.
+    fn apply<R>(&self, id: PageId, slot: &mut PageSlot, f: impl FnOnce(&mut Page) -> R) -> R {
+        let page = slot.page.get_or_insert_with(|| Arc::new(Page::zeros()));
+        let r = f(Arc::make_mut(page));
+        if page.is_empty() {
+            slot.page = None;
+        }
+        self.mark_dirty(id, slot);
+        r
+    }
+
+    fn mark_dirty(&self, id: PageId, slot: &mut PageSlot) {
+        let new_bytes = slot_bytes(&slot.page);
+        let was_dirty = slot.dirty != 0;
+        self.bytes.fetch_add(new_bytes, Ordering::Relaxed);
+        self.bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
+        if was_dirty {
+            self.dirty_bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
+        } else {
+            self.dirty.lock().insert(id);
+            self.dirty_pages.fetch_add(1, Ordering::Relaxed);
+        }
+        self.dirty_bytes.fetch_add(new_bytes, Ordering::Relaxed);
+        slot.bytes = new_bytes;
+        slot.dirty = self.next_seq();
+        slot.hot = true;
+    }
+
+    /// Replaces the page `id` with `page` (`None`: all zero) and marks it dirty.
+    pub(crate) fn put(&self, id: PageId, page: Option<Page>) {
+        let mut shard = self.shard(id);
+        let slot =
+            shard.entry(id).or_insert_with(|| PageSlot { page: None, dirty: 0, hot: true, bytes: SLOT_OVERHEAD });
+        slot.page = page.filter(|p| !p.is_empty()).map(Arc::new);
+        self.mark_dirty(id, slot);
+    }
+
+    /// Dirty page numbers of bitmap `bitmap` in `from ..= to`, in order.
+    pub(crate) fn dirty_pages_of(&self, bitmap: u64, from: u64, to: u64) -> Vec<u64> {
+        self.dirty.lock().range((bitmap, from)..=(bitmap, to)).map(|&(_, p)| p).collect()
+    }
+
+    /// Captures every dirty page. The caller excludes writers meanwhile.
+    pub(crate) fn dirty_snapshot(&self) -> Vec<DirtyPage> {
+        let ids: Vec<PageId> = self.dirty.lock().iter().copied().collect();
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(slot) = self.shard(id).get(&id) {
+                if slot.dirty != 0 {
+                    out.push(DirtyPage { id, seq: slot.dirty, page: slot.page.clone() });
+                }
+            }
+        }
+        out
+    }
+
+    /// Marks the pages of an applied write-back clean, unless they changed
+    /// again since it was captured. All-zero clean slots are dropped.
+    pub(crate) fn mark_clean(&self, written: &[DirtyPage]) {
+        for w in written {
+            let mut shard = self.shard(w.id);
+            let Some(slot) = shard.get_mut(&w.id) else { continue };
+            if slot.dirty != w.seq {
+                continue;
+            }
+            slot.dirty = 0;
+            self.dirty_bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
+            self.dirty.lock().remove(&w.id);
+            self.dirty_pages.fetch_sub(1, Ordering::Relaxed);
+            if slot.page.is_none() {
+                self.epoch.fetch_add(1, Ordering::SeqCst);
+                let bytes = slot.bytes;
+                shard.remove(&w.id);
+                self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Forgets the given pages, dirty or not: used for pages of dead bitmaps,
+    /// which must never reach the store.
+    pub(crate) fn discard(&self, ids: &[PageId]) {
+        for id in ids {
+            let mut shard = self.shard(*id);
+            self.epoch.fetch_add(1, Ordering::SeqCst);
+            if let Some(slot) = shard.remove(id) {
+                self.bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
+                if slot.dirty != 0 {
+                    self.dirty_bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
+                    self.dirty.lock().remove(id);
+                    self.dirty_pages.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Drops clean pages that were not used since the last sweep until the
+    /// cache is below 7/8 of its capacity (or nothing more can go).
+    pub(crate) fn evict_if_needed(&self) {
+        if self.bytes() <= self.capacity {
+            return;
+        }
+        let Some(_one) = self.evicting.try_lock() else { return };
+        let target = self.capacity / 8 * 7;
+        for _pass in 0..3 {
+            for shard in self.shards.iter() {
+                if self.bytes() <= target {
+                    return;
+                }
+                let mut shard = shard.lock();
+                self.epoch.fetch_add(1, Ordering::SeqCst);
+                shard.retain(|_, slot| {
+                    if slot.dirty != 0 {
+                        return true;
+                    }
+                    if slot.hot {
+                        slot.hot = false;
+                        return true;
+                    }
+                    self.bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
+                    false
+                });
+            }
+        }
+    }
+}
