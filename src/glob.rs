@@ -2,7 +2,7 @@
 //! `[a-z]`, and `\` to escape the next byte. Byte-wise, case-sensitive.
 
 /// Whether `name` matches `pattern`.
-pub(crate) fn glob_match(pattern: &[u8], name: &[u8]) -> bool {
+pub fn glob_match(pattern: &[u8], name: &[u8]) -> bool {
     // Backtracking only to the most recent `*` keeps this linear-ish.
     let (mut p, mut n) = (0usize, 0usize);
     let mut star: Option<(usize, usize)> = None;

@@ -23,21 +23,21 @@
 #![deny(missing_docs, unsafe_code)]
 
 pub mod bloom;
-pub mod command;
 mod config;
 mod db;
 mod engine;
 pub mod error;
 pub mod geometry;
-mod glob;
+pub mod glob;
 mod hll;
 mod le;
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod model;
 mod murmur;
 mod ops;
 pub(crate) mod page;
-pub mod server;
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod testing;
 
@@ -49,8 +49,6 @@ pub use config::{
 pub use db::Db;
 pub use engine::{KeyStats, Problem, VerifyReport};
 pub use error::{Error, Result};
-#[doc(hidden)]
-pub use hll::check_hll_value;
 pub use ops::CompactReport;
 pub use ops::{
     BitOp, BitfieldOp, BitfieldType, Bloom, ExpireCondition, Expiry, Hll, Ones, Overflow, SetExpiry, Span, Unit,

@@ -11,6 +11,14 @@ use crate::page::{peek_header, Page};
 
 pub use crate::page::{Encoding, PageError};
 
+/// Runs every HyperLogLog sketch operation on arbitrary bytes (byte 0 picks
+/// the elements added; the rest is a stored value, as is and behind a valid
+/// header): each must return `Ok` or `Err` and keep its invariants. Panics
+/// only on a bug.
+pub fn check_hll_value(data: &[u8]) {
+    crate::hll::check::check_hll_value(data);
+}
+
 /// Decodes arbitrary bytes as a stored page; must never panic.
 ///
 /// If the bytes decode, the page must satisfy its invariants, agree with

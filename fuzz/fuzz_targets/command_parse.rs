@@ -3,18 +3,18 @@
 //!
 //! The first byte picks the mode. Even: the rest is redis-cli text, split
 //! into lines and each line into arguments with
-//! `bitsled::command::cli_syntax::split_args`; every split must survive a
+//! `bitsled_redis::command::cli_syntax::split_args`; every split must survive a
 //! round trip (quoting each argument and splitting again gives the same
 //! arguments). Odd: the rest is raw arguments (0xFF separates arguments,
-//! 0xFE commands). Every command runs through `bitsled::command::execute`
+//! 0xFE commands). Every command runs through `bitsled_redis::command::execute`
 //! against one database (flushed before each input); an error or status
 //! reply must be one line, as RESP requires.
 #![no_main]
 
 use std::sync::OnceLock;
 
-use bitsled::command::cli_syntax::split_args;
-use bitsled::command::{execute, Reply};
+use bitsled_redis::command::cli_syntax::split_args;
+use bitsled_redis::command::{execute, Reply};
 use bitsled::{Config, Db};
 use libfuzzer_sys::fuzz_target;
 

@@ -24,6 +24,8 @@
 //! Every function takes untrusted bytes: malformed input gives an error,
 //! never a panic.
 
+#[cfg(any(test, feature = "testing"))]
+pub(crate) mod check;
 mod dense;
 mod estimate;
 mod sparse;
@@ -265,6 +267,7 @@ pub(crate) fn is_dense(v: &[u8]) -> bool {
     v.get(ENCODING_AT) == Some(&DENSE)
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// All 16,384 registers of value `v`.
 ///
 /// # Errors
@@ -273,70 +276,6 @@ pub(crate) fn registers(v: &[u8]) -> Result<[u8; REGISTERS], HllError> {
     let mut regs = [0u8; REGISTERS];
     merge_into(&mut regs, v)?;
     Ok(regs)
-}
-
-/// Fuzzing and replay support: runs every sketch operation on arbitrary
-/// bytes and checks that each returns `Ok` or `Err` and keeps its
-/// invariants. Panics (with the broken invariant) only on a bug.
-///
-/// Byte 0 of `data` picks the elements added; the rest is taken as a
-/// stored value, as is, and also with a valid header in front (so that
-/// random bytes reach the opcode parser).
-#[doc(hidden)]
-pub fn check_hll_value(data: &[u8]) {
-    let (seed, rest) = data.split_first().map_or((0, data), |(s, r)| (*s, r));
-    check_one(seed, rest);
-    let mut framed = new_sparse();
-    framed.truncate(HEADER_LEN);
-    framed[ENCODING_AT] = seed & 1;
-    framed.extend_from_slice(rest);
-    check_one(seed, &framed);
-}
-
-fn check_one(seed: u8, value: &[u8]) {
-    let header = check_header(value);
-    let before = registers(value);
-    // PFADD.
-    let elements: Vec<Vec<u8>> = (0..usize::from(seed % 8)).map(|i| vec![seed, i as u8]).collect();
-    let mut v = value.to_vec();
-    match add(&mut v, &elements) {
-        Ok(n) => {
-            assert!(header.is_ok(), "add succeeded on a bad header");
-            assert!(check_header(&v).is_ok(), "add left a bad header");
-            // Redis's quirk, copied: a sparse value whose last opcode is an
-            // XZERO cut short reads as valid, but an add there leaves it
-            // corrupt (the value shrinks past the opcode's missing byte).
-            let cut_short = !is_dense(value)
-                && value.len() > HEADER_LEN
-                && value.last().is_some_and(|b| b & 0xc0 == 0x40)
-                && registers(&v).is_err();
-            if let (Ok(mut model), false) = (before, cut_short) {
-                for e in &elements {
-                    let (i, c) = hash_element(e);
-                    model[i] = model[i].max(c);
-                }
-                assert_eq!(registers(&v), Ok(model), "add on a valid sketch gives the model's registers");
-                assert_eq!(n > 0, registers(value) != Ok(model), "add reports a change exactly when one happened");
-            }
-        }
-        Err(HllError::NotHll) => assert!(header.is_err(), "add refused a good header"),
-        Err(HllError::Corrupt) => assert!(before.is_err(), "add found corruption in a valid sketch"),
-    }
-    // PFCOUNT, twice: the second answer comes from the cache.
-    let mut v = value.to_vec();
-    if let Ok((c, _)) = count(&mut v) {
-        assert_eq!(count(&mut v), Ok((c, false)), "a count is cached");
-    }
-    // PFCOUNT of several and PFMERGE.
-    let mut max = [0u8; REGISTERS];
-    if merge_into(&mut max, value).is_ok() {
-        let _ = estimate_registers(&max);
-        let mut dest = new_sparse();
-        merge_write(&mut dest, &max, is_dense(value)).expect("a new sketch takes any merge");
-        assert_eq!(registers(&dest), Ok(max), "merge writes the union");
-        let mut same = value.to_vec();
-        assert!(merge_write(&mut same, &max, false).is_ok(), "merge into a checked value");
-    }
 }
 
 #[cfg(test)]
@@ -386,6 +325,7 @@ mod tests {
     /// Arbitrary bytes never panic the operations.
     #[test]
     fn check_survives_samples() {
+        use super::check::check_hll_value;
         check_hll_value(b"");
         check_hll_value(b"\x07HYLL\x01");
         check_hll_value(b"\x03\x7f");

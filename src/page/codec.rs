@@ -189,6 +189,7 @@ pub(super) fn encode_smallest(page: &Page) -> Vec<u8> {
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// Encodes `page` in `encoding` (EWAH bodies are canonical).
 pub(super) fn encode_as(page: &Page, encoding: Encoding) -> Vec<u8> {
     let mut words = [0u64; PAGE_WORDS];

@@ -81,6 +81,7 @@ pub(super) fn encode_into(words: &[u64; PAGE_WORDS], out: &mut Vec<u64>) {
     });
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// The canonical stream for `words`.
 pub(super) fn encode(words: &[u64; PAGE_WORDS]) -> Vec<u64> {
     let mut out = Vec::with_capacity(stream_len(words));

@@ -35,6 +35,7 @@
 //! Callers never store an empty page: its encoding (popcount 0) is rejected by
 //! [`Page::decode`]. An empty page is represented by the absence of a record.
 
+#[cfg(any(test, feature = "testing"))]
 pub(crate) mod check;
 mod codec;
 mod dense;
@@ -71,6 +72,7 @@ pub enum Encoding {
 }
 
 impl Encoding {
+    #[cfg(any(test, feature = "testing"))]
     /// All encodings, in the order ties are broken when choosing the smallest.
     pub(crate) const ALL: [Encoding; 3] = [Encoding::Sparse, Encoding::Ewah, Encoding::Dense];
 
@@ -170,6 +172,7 @@ impl Page {
         Page::compact_words(words, ones)
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// A page with these bits set. `positions` must be strictly increasing
     /// and below 32,768. Takes the smallest representation.
     pub(crate) fn from_positions(positions: &[u16]) -> Page {
@@ -354,6 +357,7 @@ impl Page {
         }
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// The set bits in `[from, to)`, ascending.
     pub(crate) fn ones_in(&self, from: u32, to: u32) -> Box<dyn Iterator<Item = u32> + '_> {
         let to = to.min(BITS);
@@ -441,6 +445,7 @@ impl Page {
         }
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// `self | other`, in its smallest representation.
     pub(crate) fn or(&self, other: &Page) -> Page {
         if self.is_full() || other.is_full() {
@@ -458,6 +463,7 @@ impl Page {
         }
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// `self ^ other`, in its smallest representation.
     pub(crate) fn xor(&self, other: &Page) -> Page {
         if self.is_empty() {
@@ -478,6 +484,7 @@ impl Page {
         }
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// `self & !other`, in its smallest representation.
     pub(crate) fn andnot(&self, other: &Page) -> Page {
         if self.is_empty() || other.is_full() {
@@ -580,6 +587,7 @@ impl Page {
 
     // ----- helpers beyond the contract -----
 
+    #[cfg(any(test, feature = "testing"))]
     /// The on-disk bytes of the page in the given encoding, whether or not it
     /// is the smallest. [`Page::decode`] accepts all of them; used by tests,
     /// benchmarks and fuzzing.
@@ -587,6 +595,7 @@ impl Page {
         codec::encode_as(self, encoding)
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// A copy of the page forced into the given in-memory representation (a
     /// canonical EWAH stream for [`Encoding::Ewah`]). Used by tests,
     /// benchmarks and fuzzing to exercise each representation.
@@ -607,6 +616,7 @@ impl Page {
         Page { repr, ones: self.ones }
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// The encoding [`Page::encode`] would choose.
     pub(crate) fn smallest_encoding(&self) -> Encoding {
         let mut words = [0u64; PAGE_WORDS];

@@ -101,7 +101,9 @@ pub(super) struct Keep {
 
 impl Keep {
     pub(super) const AND: Keep = Keep { a_only: false, both: true, b_only: false };
+    #[cfg(any(test, feature = "testing"))]
     pub(super) const OR: Keep = Keep { a_only: true, both: true, b_only: true };
+    #[cfg(any(test, feature = "testing"))]
     pub(super) const XOR: Keep = Keep { a_only: true, both: false, b_only: true };
     pub(super) const ANDNOT: Keep = Keep { a_only: true, both: false, b_only: false };
 }

@@ -1,0 +1,149 @@
+//! `bitsled`: run Redis bitmap commands against an on-disk bitsled database.
+//!
+//! ```text
+//! bitsled [--db DIR] CMD ARGS...     run one command, print the reply as redis-cli --no-raw
+//! bitsled [--db DIR] < script        run redis-cli-syntax lines from stdin
+//! bitsled [--db DIR]                 on a terminal: an interactive prompt
+//! bitsled [--db DIR] verify          check every record (exit code 1 on problems)
+//! bitsled [--db DIR] stats [KEY]     how keys are stored
+//! bitsled [--db DIR] demo [--users N] [--days D] [--density P]
+//! bitsled [--db DIR] import FILE|-   load `key,offset[,bit]` CSV lines
+//! bitsled [--db DIR] compact         rewrite the database without its garbage
+//! bitsled [--db DIR] serve [--port 6380] [--requirepass PW] [--fsync always|everysec|no] ...
+//!                                    serve the Redis protocol (RESP2/RESP3) over TCP
+//! ```
+
+mod compact;
+mod demo;
+mod import;
+mod repl;
+mod script;
+mod serve;
+mod stats;
+mod verify;
+
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use bitsled::{Config, Db};
+use bitsled_redis::command::format::format_reply;
+use bitsled_redis::command::{execute, Reply};
+use clap::{Parser, Subcommand};
+use indicatif::ProgressStyle;
+
+use serve::ServeArgs;
+
+/// Durable Redis-compatible bitmaps on disk.
+#[derive(Parser, Debug)]
+#[command(name = "bitsled", version, about)]
+struct Cli {
+    /// Database directory (created if missing).
+    #[arg(long, global = true, default_value = "./bitsled-data")]
+    db: PathBuf,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Check every stored record; exit code 1 if a problem is found.
+    Verify,
+    /// Pages per encoding, logical and stored bytes of KEY, or totals over all keys.
+    Stats {
+        /// The key to describe; all keys when omitted.
+        key: Option<OsString>,
+    },
+    /// The acceptance scenarios end to end: check-ins, sign-ins, DAU/MAU,
+    /// retention, new users, tags.
+    Demo {
+        /// Number of users (bits per daily bitmap).
+        #[arg(long, default_value_t = 100_000_000)]
+        users: u64,
+        /// Number of daily check-in bitmaps.
+        #[arg(long, default_value_t = 7)]
+        days: u32,
+        /// Probability that a user checks in on a given day (besides the
+        /// loyal 5% who check in every day).
+        #[arg(long, default_value_t = 0.2)]
+        density: f64,
+    },
+    /// Load CSV lines `key,offset` or `key,offset,bit` (bit 1 when omitted)
+    /// from FILE, or stdin for `-`. Keys must not contain commas.
+    Import {
+        /// The CSV file, or `-` for stdin.
+        file: PathBuf,
+    },
+    /// Copy every live key into a fresh database (DIR.compact-tmp), then swap
+    /// it in place of DIR (the old one goes through DIR.compact-old and is
+    /// removed). Refuses if DIR.compact-tmp or DIR.compact-old exists.
+    Compact,
+    /// Serve the database over the Redis protocol (RESP2, RESP3 after
+    /// `HELLO 3`). SIGTERM/SIGINT or the SHUTDOWN command stop it: it stops
+    /// accepting, finishes the requests it has received, flushes and exits
+    /// with status 0 (a second signal exits at once).
+    Serve(ServeArgs),
+    /// Any Redis command, e.g. `bitsled SETBIT k 7 1`.
+    #[command(external_subcommand)]
+    Redis(Vec<OsString>),
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Some(Command::Redis(args)) => {
+            let db = open(&cli.db)?;
+            let args: Vec<Vec<u8>> = args.into_iter().map(OsString::into_encoded_bytes).collect();
+            let reply = execute(&db, &args);
+            print!("{}", format_reply(&reply));
+            db.flush()?;
+            i32::from(matches!(reply, Reply::Error(_)))
+        }
+        None => {
+            let db = open(&cli.db)?;
+            if std::io::stdin().is_terminal() {
+                repl::repl(&db)?;
+            } else {
+                script::run_script(&db, std::io::stdin().lock(), &mut std::io::stdout().lock())?;
+            }
+            db.flush()?;
+            0
+        }
+        Some(Command::Verify) => verify::verify(&open(&cli.db)?)?,
+        Some(Command::Stats { key }) => {
+            stats::stats(&open(&cli.db)?, key.map(OsString::into_encoded_bytes))?;
+            0
+        }
+        Some(Command::Demo { users, days, density }) => {
+            demo::demo(&open(&cli.db)?, users, days, density)?;
+            0
+        }
+        Some(Command::Import { file }) => {
+            import::import(&open(&cli.db)?, &file)?;
+            0
+        }
+        Some(Command::Compact) => {
+            compact::compact(&cli.db)?;
+            0
+        }
+        Some(Command::Serve(args)) => {
+            serve::serve(&cli.db, args)?;
+            0
+        }
+    };
+    std::process::exit(code);
+}
+
+fn open(dir: &std::path::Path) -> Result<Db> {
+    Config::new(dir).open().with_context(|| format!("opening the database in {}", dir.display()))
+}
+
+fn style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar())
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}

@@ -1,0 +1,170 @@
+//! The `bitsled` binary prints, for a redis-cli script on stdin, exactly the
+//! bytes `redis-cli --no-raw` prints for the same script against a real
+//! `redis-server`.
+//!
+//! The test starts its own `redis-server` on a free loopback port (no
+//! persistence) and stops it at the end. If `redis-server` or `redis-cli`
+//! is missing, the test prints a notice and passes, unless
+//! `BITSLED_REQUIRE_REDIS=1` is set, in which case it fails. Install them
+//! with `apt-get install redis-server redis-tools`.
+//!
+//! The script avoids what legitimately differs: KEYS/SCAN over several keys
+//! (Redis's order is its hash table's), commands slow enough for redis-cli
+//! to print their time, and the Redis 8.2 BITOP operations (Redis 7 lacks
+//! them).
+
+use std::process::Command;
+
+#[path = "../../../tests/common/redis_server.rs"]
+mod redis_server;
+
+/// The script: every reply kind, escapes in both directions, wide arrays,
+/// errors, redis-cli's own messages (bad quoting, repeat counts), blank
+/// lines, and `quit` followed by a line that must not run.
+const SCRIPT: &str = r#"PING
+ping "hello world"
+SETBIT k 7 1
+SETBIT k 7 1
+setbit k 4294967296 1
+setbit k 1 2
+GETBIT k 7
+GET k
+BITCOUNT k
+bitcount k 0
+bitcount k 0 -1 bit
+SET bin "\x00\x01\x7f\x80\xff\n\r\t\a\b\\\"'x"
+GET bin
+STRLEN bin
+set q 'single \'quoted\' "text"'
+get q
+BITPOS bin 1
+BITPOS bin 0 2 -1 bit
+bitpos bin 2
+BITOP AND and k bin
+GET and
+BITOP NOT not bin
+GET not
+bitop not x k bin
+bitop diff x
+
+MGET k bin q missing a b c d e f g h
+MGET missing
+EXISTS k bin missing k
+TYPE k
+TYPE missing
+SET k v NX
+SET k v XX GET
+GETDEL k
+GETDEL k
+DEL bin q and not missing
+ECHO "tab\there"
+3 ECHO again
+0 PING
+nosuchcommand a "b c"
+get "unbalanced
+get 'bad'quote
+SETRANGE sr 3 "\xffab"
+APPEND sr "!"
+GETRANGE sr -3 -1
+GET sr
+RENAME sr sr2
+RENAME sr sr3
+COPY sr2 sr3
+COPY sr2 sr2
+RENAMENX sr2 sr3
+GET sr3
+DEL sr2
+FLUSHALL
+DBSIZE
+SET only one
+KEYS *
+GET
+quit
+PING
+"#;
+
+/// A private redis-server, when redis-server and redis-cli are installed.
+fn start_redis() -> Option<redis_server::Server> {
+    if !redis_server::tools_present(&["redis-server", "redis-cli"]) {
+        return None;
+    }
+    redis_server::start()
+}
+
+/// Runs `script` through redis-cli (against a fresh redis-server) and through
+/// bitsled; asserts redis-cli's output contains every needle (so the script
+/// really exercises those kinds of output) and that bitsled's output is
+/// byte for byte the same.
+fn compare_with_redis_cli(script: &str, needles: &[&str]) {
+    let Some(server) = start_redis() else { return };
+    let port = server.port;
+    let mut redis_cli = Command::new("redis-cli");
+    redis_cli.args(["-p", &port.to_string(), "--no-raw"]);
+    let want = redis_server::pipe(redis_cli, script);
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut bitsled = Command::new(env!("CARGO_BIN_EXE_bitsled"));
+    bitsled.arg("--db").arg(dir.path());
+    let got = redis_server::pipe(bitsled, script);
+
+    let want_text = String::from_utf8_lossy(&want);
+    for needle in needles {
+        assert!(want_text.contains(needle), "redis-cli output lacks {needle:?}:\n{want_text}");
+    }
+    if got != want {
+        let got_text = String::from_utf8_lossy(&got);
+        for (i, (w, g)) in want_text.lines().zip(got_text.lines()).enumerate() {
+            if w != g {
+                panic!("line {} differs:\nredis-cli: {w}\nbitsled:   {g}\n\nbitsled output:\n{got_text}", i + 1);
+            }
+        }
+        panic!("outputs differ in length:\nredis-cli:\n{want_text}\nbitsled:\n{got_text}");
+    }
+}
+
+/// The binary's output for the script equals redis-cli's, byte for byte.
+#[test]
+fn script_output_matches_redis_cli() {
+    compare_with_redis_cli(SCRIPT, &["(error) ERR unknown command", "Invalid argument(s)", "10) ", "(nil)", "\\xff"]);
+}
+
+/// Expiry commands (EXPIRE family with NX/XX/GT/LT, TTL family, PERSIST,
+/// SET EX/PX/EXAT/PXAT/KEEPTTL) reply exactly as Redis does.
+#[test]
+fn expiry_script_matches_redis_cli() {
+    compare_with_redis_cli(
+        include_str!("scripts/expiry.redis"),
+        &["invalid expire time in 'set' command", "(integer) 4102444800000", "(integer) -2"],
+    );
+}
+
+/// PFADD, PFCOUNT and PFMERGE reply exactly as Redis does, and GET shows
+/// Redis's HyperLogLog bytes.
+#[test]
+fn hyperloglog_script_matches_redis_cli() {
+    compare_with_redis_cli(
+        include_str!("scripts/hll.redis"),
+        &["\"HYLL", "(integer) 6", "Key is not a valid HyperLogLog string value"],
+    );
+}
+
+/// One command on the command line prints the same reply text; the exit
+/// code is 1 exactly when the reply is an error.
+#[test]
+fn one_command_mode() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_bitsled")).arg("--db").arg(dir.path()).args(args).output().unwrap();
+        (String::from_utf8_lossy(&out.stdout).into_owned(), out.status.code())
+    };
+    assert_eq!(run(&["SETBIT", "k", "7", "1"]), ("(integer) 0\n".into(), Some(0)));
+    assert_eq!(run(&["bitcount", "k", "-1", "-1"]), ("(integer) 1\n".into(), Some(0)));
+    assert_eq!(run(&["get", "k"]), ("\"\\x01\"\n".into(), Some(0)));
+    assert_eq!(
+        run(&["setbit", "k", "x", "1"]),
+        ("(error) ERR bit offset is not an integer or out of range\n".into(), Some(1))
+    );
+    let (text, code) = run(&["verify"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("ok"), "{text}");
+}

@@ -1,0 +1,75 @@
+//! The seed users' scenarios through Python's `redis` client
+//! (`tests/python/seed_scenarios.py`): login status, monthly sign-in,
+//! 7-day check-in, DAU/MAU/retention, new users (BITOP DIFF), user tags,
+//! unique visitors (PF*), dedup (BF.*) and housekeeping (EXPIRE/TTL/PERSIST)
+//! all give the answers the script computes itself, against `bitsled
+//! serve`. The same script (without the commands Redis 7 lacks) first runs
+//! against a real `redis-server`, which checks the script's expectations.
+//!
+//! Needs `python3` with the `redis` package (Debian: `python3-redis`) and
+//! `redis-server`; without them the test prints a notice and passes, unless
+//! `BITSLED_REQUIRE_REDIS=1` is set.
+
+use std::process::Command;
+
+#[allow(dead_code, reason = "only part of the helpers is used here")]
+#[path = "../../../tests/common/redis_server.rs"]
+mod redis_server;
+#[path = "common/server.rs"]
+mod server;
+
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/seed_scenarios.py");
+
+/// A Python interpreter that can import `redis`: the system's (where
+/// Debian's `python3-redis` installs it) or the first `python3` on the PATH.
+/// Under `BITSLED_REQUIRE_REDIS=1` its absence fails the test.
+fn python_with_redis() -> Option<&'static str> {
+    let found = ["/usr/bin/python3", "python3"]
+        .into_iter()
+        .find(|py| Command::new(py).args(["-c", "import redis"]).output().is_ok_and(|o| o.status.success()));
+    if found.is_none() {
+        assert!(
+            std::env::var("BITSLED_REQUIRE_REDIS").as_deref() != Ok("1"),
+            "BITSLED_REQUIRE_REDIS=1 but no python3 can import redis (apt-get install python3-redis)"
+        );
+        eprintln!("NOTICE: python3 with the redis package not found; skipping the Python client test");
+    }
+    found
+}
+
+/// Runs the script against `port`; returns its stdout, failing the test
+/// (with the script's output) if it fails.
+fn run_script(python: &str, port: u16, extra: &[&str]) -> String {
+    let out = Command::new(python).arg(SCRIPT).arg("127.0.0.1").arg(port.to_string()).args(extra).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "seed scenarios failed on port {port} {extra:?}:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn python_client_runs_every_seed_scenario() {
+    let Some(python) = python_with_redis() else { return };
+    let Some(redis) = redis_server::start() else { return };
+    let on_redis = run_script(python, redis.port, &["--redis7"]);
+    assert_eq!(on_redis.lines().count(), 7, "{on_redis}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let served = server::Served::start(dir.path(), &[]);
+    let on_bitsled = run_script(python, served.port, &[]);
+    let expected = [
+        "ok login status",
+        "ok monthly sign-in",
+        "ok 7-day check-in",
+        "ok DAU/MAU/retention",
+        "ok new users",
+        "ok user tags",
+        "ok unique visitors",
+        "ok dedup",
+        "ok housekeeping",
+    ];
+    assert_eq!(on_bitsled.lines().collect::<Vec<_>>(), expected, "every scenario passes on bitsled");
+}

@@ -1,0 +1,190 @@
+//! INFO, CONFIG GET and CLIENT INFO/LIST texts, in Redis's formats.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+use super::{ClientInfo, Shared};
+use crate::command::{execute, Reply};
+use bitsled::glob::glob_match;
+
+/// The Redis version whose protocol and commands the server follows; INFO
+/// and HELLO report it so that clients pick the matching behaviour.
+pub(crate) const REDIS_VERSION: &str = "7.0.0";
+
+/// INFO sections in the default order.
+const DEFAULT_SECTIONS: &[&str] = &["server", "clients", "memory", "persistence", "stats", "keyspace"];
+
+/// The INFO text for the requested sections (none: the default ones;
+/// `all`/`everything`: also commandstats). Unknown sections are left out.
+pub(crate) fn info(shared: &Shared, args: &[Vec<u8>]) -> String {
+    let mut wanted: Vec<&str> = Vec::new();
+    if args.is_empty() {
+        wanted.extend(DEFAULT_SECTIONS);
+    }
+    for a in args {
+        let a = String::from_utf8_lossy(a).to_ascii_lowercase();
+        match a.as_str() {
+            "default" => wanted.extend(DEFAULT_SECTIONS),
+            "all" | "everything" => {
+                wanted.extend(DEFAULT_SECTIONS);
+                wanted.push("commandstats");
+            }
+            other => {
+                if let Some(s) = DEFAULT_SECTIONS.iter().chain(&["commandstats"]).find(|s| **s == other) {
+                    wanted.push(s);
+                }
+            }
+        }
+    }
+    let mut out = String::new();
+    let mut done: Vec<&str> = Vec::new();
+    for s in wanted {
+        if done.contains(&s) {
+            continue;
+        }
+        done.push(s);
+        if !out.is_empty() {
+            out.push_str("\r\n");
+        }
+        section(shared, s, &mut out);
+    }
+    out
+}
+
+fn section(shared: &Shared, name: &str, out: &mut String) {
+    let st = &shared.stats;
+    let cfg = &shared.config;
+    let up = shared.started.elapsed().as_secs();
+    // Writing to a String cannot fail.
+    let _ = match name {
+        "server" => write!(
+            out,
+            "# Server\r\nredis_version:{REDIS_VERSION}\r\nbitsled_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\n\
+             arch_bits:{}\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{up}\r\nuptime_in_days:{}\r\n\
+             executable:{}\r\nconfig_file:\r\n",
+            env!("CARGO_PKG_VERSION"),
+            std::env::consts::OS,
+            std::env::consts::ARCH,
+            usize::BITS,
+            std::process::id(),
+            shared.local_addr.port(),
+            up / 86_400,
+            std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
+        ),
+        "clients" => write!(
+            out,
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n",
+            shared.clients.lock().len(),
+            cfg.max_clients
+        ),
+        "memory" => {
+            let rss = rss_bytes().unwrap_or(0);
+            write!(out, "# Memory\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:0\r\n", human(rss))
+        }
+        "persistence" => write!(
+            out,
+            "# Persistence\r\nloading:0\r\naof_enabled:0\r\nfsync_policy:{}\r\nserver_flushes:{}\r\n\
+             server_flush_failures:{}\r\n",
+            cfg.fsync.name(),
+            st.flushes.load(Ordering::Relaxed),
+            st.flush_failures.load(Ordering::Relaxed),
+        ),
+        "stats" => write!(
+            out,
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\n\
+             total_net_output_bytes:{}\r\nrejected_connections:{}\r\n",
+            st.connections_received.load(Ordering::Relaxed),
+            st.commands_processed.load(Ordering::Relaxed),
+            st.net_input_bytes.load(Ordering::Relaxed),
+            st.net_output_bytes.load(Ordering::Relaxed),
+            st.rejected_connections.load(Ordering::Relaxed),
+        ),
+        "keyspace" => {
+            out.push_str("# Keyspace\r\n");
+            match execute(&shared.db, &[b"dbsize".to_vec()]) {
+                Reply::Integer(n) if n > 0 => writeln!(out, "db0:keys={n}\r"),
+                _ => Ok(()),
+            }
+        }
+        _ => {
+            out.push_str("# Commandstats\r\n");
+            let mut all: Vec<(String, super::CommandStat)> =
+                st.commands.lock().iter().map(|(k, v)| (k.clone(), *v)).collect();
+            all.sort_by(|a, b| a.0.cmp(&b.0));
+            for (name, c) in all {
+                let per = if c.calls == 0 { 0.0 } else { c.usec as f64 / c.calls as f64 };
+                let _ = write!(
+                    out,
+                    "cmdstat_{name}:calls={},usec={},usec_per_call={per:.2},rejected_calls=0,failed_calls={}\r\n",
+                    c.calls, c.usec, c.failed
+                );
+            }
+            Ok(())
+        }
+    };
+}
+
+/// Resident memory of this process, from `/proc/self/status` (Linux).
+fn rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+fn human(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b >= (1u64 << 30) as f64 {
+        format!("{:.2}G", b / (1u64 << 30) as f64)
+    } else if b >= (1u64 << 20) as f64 {
+        format!("{:.2}M", b / (1u64 << 20) as f64)
+    } else {
+        format!("{:.2}K", b / 1024.0)
+    }
+}
+
+/// CONFIG GET: the known parameters matching any of the glob patterns, as
+/// a flat list of names and values.
+pub(crate) fn config_get(shared: &Shared, patterns: &[Vec<u8>]) -> Vec<Reply> {
+    let cfg = &shared.config;
+    let params: Vec<(&str, String)> = vec![
+        ("appendfsync", cfg.fsync.name().to_string()),
+        ("appendonly", "no".into()),
+        ("bind", cfg.bind.to_string()),
+        ("databases", "1".into()),
+        ("maxclients", cfg.max_clients.to_string()),
+        ("port", shared.local_addr.port().to_string()),
+        ("proto-max-bulk-len", super::resp::MAX_BULK_LEN.to_string()),
+        ("protected-mode", if cfg.protected_mode { "yes" } else { "no" }.into()),
+        ("save", String::new()),
+        ("timeout", cfg.timeout.map_or(0, |t| t.as_secs()).to_string()),
+    ];
+    let mut flat = Vec::new();
+    for (name, value) in params {
+        if patterns.iter().any(|p| glob_match(&p.to_ascii_lowercase(), name.as_bytes())) {
+            flat.push(Reply::bulk(name));
+            flat.push(Reply::bulk(value));
+        }
+    }
+    flat
+}
+
+/// One CLIENT LIST line (with its newline). `multi` is the number of
+/// queued commands when the client is in a transaction (known only for
+/// the calling client).
+pub(crate) fn client_line(_shared: &Shared, c: &ClientInfo, multi: Option<usize>) -> String {
+    let name = c.name.lock().clone().unwrap_or_default();
+    let idle = c.last_active.lock().elapsed().as_secs();
+    format!(
+        "id={} addr={} laddr={} name={} age={} idle={idle} flags={} db=0 multi={} user=default resp={} cmd={}\n",
+        c.id,
+        c.addr,
+        c.laddr,
+        String::from_utf8_lossy(&name),
+        c.created.elapsed().as_secs(),
+        if multi.is_some() { "x" } else { "N" },
+        multi.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX)),
+        c.resp.load(Ordering::Relaxed),
+        c.last_cmd.lock(),
+    )
+}

@@ -1,0 +1,526 @@
+//! A Redis-protocol (RESP2/RESP3) server over a [`Db`]: what `bitsled
+//! serve` runs. Part of the library (it needs only `std` and
+//! `parking_lot`), so tests and applications can start one in-process.
+//!
+//! ```no_run
+//! # fn main() -> bitsled::Result<()> {
+//! use bitsled_redis::server::{Fsync, Server, ServerConfig};
+//! let config = ServerConfig::new().port(6380).fsync(Fsync::Always);
+//! let db = config.db_config(bitsled::Config::new("data")).open()?;
+//! let server = Server::bind(db, config)?;
+//! let stop = server.shutdown_handle();
+//! // ... from another thread or a signal handler: stop.shutdown();
+//! server.run()?; // returns after a shutdown, with everything flushed
+//! # drop(stop); Ok(()) }
+//! ```
+//!
+//! One thread per connection reads requests, runs every complete request
+//! in its buffer (pipelining), and writes their replies together. Commands
+//! go through [`crate::command::execute`]; connection and server commands
+//! (AUTH, HELLO, CLIENT, SELECT, QUIT, INFO, CONFIG, MULTI/EXEC/DISCARD,
+//! SHUTDOWN) are handled here. See DESIGN.md, "The server", for limits and
+//! the durability policy.
+
+mod conn;
+mod info;
+pub mod resp;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use bitsled::Config;
+use bitsled::Db;
+use bitsled::{Error, Result};
+
+/// When the server makes writes durable before acknowledging them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fsync {
+    /// A reply to a write is sent only after [`Db::flush`] covering it has
+    /// returned (group commit: one flush for a pipelined batch, shared by
+    /// concurrent clients). Nothing acknowledged is lost on a crash.
+    Always,
+    /// The database's background thread flushes once a second; a crash
+    /// loses at most about the last second (plus one write-back's time).
+    EverySec,
+    /// No barrier from the server: the background flush runs every
+    /// [`NO_FSYNC_INTERVAL`], and write-backs forced by the dirty budget
+    /// are not synced. A crash loses up to that interval.
+    No,
+}
+
+/// The background flush interval under [`Fsync::No`].
+pub const NO_FSYNC_INTERVAL: Duration = Duration::from_secs(30);
+
+impl Fsync {
+    /// The name used by `--fsync` and `CONFIG GET appendfsync`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Fsync::Always => "always",
+            Fsync::EverySec => "everysec",
+            Fsync::No => "no",
+        }
+    }
+}
+
+impl std::str::FromStr for Fsync {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Fsync, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "always" => Ok(Fsync::Always),
+            "everysec" => Ok(Fsync::EverySec),
+            "no" => Ok(Fsync::No),
+            _ => Err(format!("unknown fsync policy {s:?} (always, everysec or no)")),
+        }
+    }
+}
+
+/// Default number of simultaneous clients (Redis's `maxclients`).
+pub const DEFAULT_MAX_CLIENTS: usize = 10_000;
+
+/// Default limit of reply bytes waiting for a client that does not read:
+/// past it the client is disconnected. 1 GiB, room for the largest value
+/// (512 MiB) twice.
+pub const DEFAULT_MAX_PENDING_REPLY_BYTES: usize = 1 << 30;
+
+/// Configuration of a [`Server`]; setters take and return it by value.
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct ServerConfig {
+    pub(crate) bind: IpAddr,
+    pub(crate) port: u16,
+    pub(crate) requirepass: Option<Vec<u8>>,
+    pub(crate) max_clients: usize,
+    pub(crate) fsync: Fsync,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) protected_mode: bool,
+    pub(crate) max_pending_reply_bytes: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig::new()
+    }
+}
+
+impl ServerConfig {
+    /// Defaults: bind 127.0.0.1, port 6380, no password, 10,000 clients,
+    /// `everysec`, no idle timeout, protected mode on, 1 GiB of pending
+    /// replies per client.
+    pub fn new() -> ServerConfig {
+        ServerConfig {
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 6380,
+            requirepass: None,
+            max_clients: DEFAULT_MAX_CLIENTS,
+            fsync: Fsync::EverySec,
+            timeout: None,
+            protected_mode: true,
+            max_pending_reply_bytes: DEFAULT_MAX_PENDING_REPLY_BYTES,
+        }
+    }
+
+    /// The address to listen on. Default 127.0.0.1.
+    pub fn bind(mut self, addr: IpAddr) -> ServerConfig {
+        self.bind = addr;
+        self
+    }
+
+    /// The TCP port; 0 picks a free one ([`Server::local_addr`] tells
+    /// which). Default 6380.
+    pub fn port(mut self, port: u16) -> ServerConfig {
+        self.port = port;
+        self
+    }
+
+    /// The password clients must give (AUTH or HELLO ... AUTH) before any
+    /// other command. Default none.
+    pub fn requirepass(mut self, password: Option<Vec<u8>>) -> ServerConfig {
+        self.requirepass = password.filter(|p| !p.is_empty());
+        self
+    }
+
+    /// The most simultaneous clients; one more gets `ERR max number of
+    /// clients reached` and is disconnected. Default
+    /// [`DEFAULT_MAX_CLIENTS`].
+    pub fn max_clients(mut self, n: usize) -> ServerConfig {
+        self.max_clients = n;
+        self
+    }
+
+    /// The durability policy. Default [`Fsync::EverySec`].
+    pub fn fsync(mut self, fsync: Fsync) -> ServerConfig {
+        self.fsync = fsync;
+        self
+    }
+
+    /// Disconnect a client idle (nothing received, or a reply not taken)
+    /// for this long; `None` never does. Default `None`.
+    pub fn timeout(mut self, timeout: Option<Duration>) -> ServerConfig {
+        self.timeout = timeout.filter(|t| !t.is_zero());
+        self
+    }
+
+    /// Whether to refuse binding a non-loopback address without a
+    /// password. Default true.
+    pub fn protected_mode(mut self, on: bool) -> ServerConfig {
+        self.protected_mode = on;
+        self
+    }
+
+    /// Reply bytes that may wait for a client that does not read before it
+    /// is disconnected. Default [`DEFAULT_MAX_PENDING_REPLY_BYTES`].
+    pub fn max_pending_reply_bytes(mut self, bytes: usize) -> ServerConfig {
+        self.max_pending_reply_bytes = bytes;
+        self
+    }
+
+    /// `db` with the background flush interval the durability policy
+    /// needs: 1 s for `always` and `everysec`, [`NO_FSYNC_INTERVAL`] for
+    /// `no`.
+    pub fn db_config(&self, db: Config) -> Config {
+        match self.fsync {
+            Fsync::Always | Fsync::EverySec => db.flush_interval(Some(bitsled::DEFAULT_FLUSH_INTERVAL)),
+            Fsync::No => db.flush_interval(Some(NO_FSYNC_INTERVAL)),
+        }
+    }
+}
+
+/// Counters for INFO stats and commandstats.
+#[derive(Default)]
+pub(crate) struct Stats {
+    pub(crate) connections_received: AtomicU64,
+    pub(crate) rejected_connections: AtomicU64,
+    pub(crate) commands_processed: AtomicU64,
+    pub(crate) net_input_bytes: AtomicU64,
+    pub(crate) net_output_bytes: AtomicU64,
+    pub(crate) flushes: AtomicU64,
+    pub(crate) flush_failures: AtomicU64,
+    /// Per command (lowercase): calls, microseconds, failed calls.
+    pub(crate) commands: Mutex<HashMap<String, CommandStat>>,
+}
+
+/// One command's counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct CommandStat {
+    pub(crate) calls: u64,
+    pub(crate) usec: u64,
+    pub(crate) failed: u64,
+}
+
+/// What CLIENT LIST shows about a connection, shared with other threads.
+pub(crate) struct ClientInfo {
+    pub(crate) id: u64,
+    pub(crate) addr: SocketAddr,
+    pub(crate) laddr: SocketAddr,
+    pub(crate) created: Instant,
+    pub(crate) name: Mutex<Option<Vec<u8>>>,
+    pub(crate) last_cmd: Mutex<String>,
+    pub(crate) last_active: Mutex<Instant>,
+    pub(crate) resp: AtomicUsize,
+    /// A clone of the connection's socket, to shut it down from outside.
+    pub(crate) stream: TcpStream,
+}
+
+/// Group commit under [`Fsync::Always`]: writers take a ticket after their
+/// writes; one of them flushes for everyone whose ticket is covered.
+#[derive(Default)]
+pub(crate) struct Committer {
+    /// Tickets handed out (writes completed before each).
+    issued: AtomicU64,
+    state: Mutex<CommitState>,
+    done: Condvar,
+}
+
+#[derive(Default)]
+struct CommitState {
+    durable: u64,
+    flushing: bool,
+    /// Set by a failed flush: every ticket waiting or later fails.
+    failed: Option<String>,
+}
+
+impl Committer {
+    /// Waits until everything done before this call is durable, flushing
+    /// `db` or riding on a concurrent flush.
+    pub(crate) fn commit(&self, db: &Db, stats: &Stats) -> std::result::Result<(), String> {
+        // Writes that completed before this point are covered by any flush
+        // that starts after a ticket at least this high was issued.
+        let ticket = self.issued.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut st = self.state.lock();
+        loop {
+            if let Some(why) = &st.failed {
+                return Err(why.clone());
+            }
+            if st.durable >= ticket {
+                return Ok(());
+            }
+            if !st.flushing {
+                break;
+            }
+            self.done.wait(&mut st);
+        }
+        st.flushing = true;
+        let target = self.issued.load(Ordering::SeqCst);
+        drop(st);
+        let result = db.flush();
+        stats.flushes.fetch_add(1, Ordering::Relaxed);
+        let mut st = self.state.lock();
+        st.flushing = false;
+        let out = match result {
+            Ok(()) => {
+                st.durable = st.durable.max(target);
+                Ok(())
+            }
+            Err(e) => {
+                stats.flush_failures.fetch_add(1, Ordering::Relaxed);
+                let why = e.to_string();
+                st.failed = Some(why.clone());
+                Err(why)
+            }
+        };
+        self.done.notify_all();
+        out
+    }
+}
+
+/// State shared by the listener and every connection.
+pub(crate) struct Shared {
+    pub(crate) db: Db,
+    pub(crate) config: ServerConfig,
+    pub(crate) local_addr: SocketAddr,
+    pub(crate) started: Instant,
+    pub(crate) stats: Stats,
+    pub(crate) committer: Committer,
+    /// Normal commands hold it shared, EXEC exclusively: a transaction runs
+    /// with no other client's command between its commands.
+    pub(crate) exec_lock: RwLock<()>,
+    pub(crate) clients: Mutex<HashMap<u64, Arc<ClientInfo>>>,
+    /// Connection threads running; `run` waits for zero at shutdown.
+    pub(crate) active: Mutex<usize>,
+    pub(crate) idle: Condvar,
+    next_id: AtomicU64,
+    pub(crate) shutting_down: AtomicBool,
+    /// Arity of each command (lowercase name), from the command table and
+    /// the server's own commands.
+    pub(crate) arities: HashMap<String, i64>,
+}
+
+impl Shared {
+    /// Starts the shutdown: no new connections, every connection's reading
+    /// side closed (each finishes what it has read and exits).
+    pub(crate) fn begin_shutdown(&self) {
+        if self.shutting_down.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        // Wake the accept loop with a connection of our own.
+        let mut wake = self.local_addr;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(match wake {
+                SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+                SocketAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+            });
+        }
+        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
+        for c in self.clients.lock().values() {
+            let _ = c.stream.shutdown(Shutdown::Read);
+        }
+    }
+}
+
+/// A handle that stops a running [`Server`] (from a signal handler thread,
+/// a test, ...). Cheap to clone.
+#[derive(Clone)]
+pub struct ShutdownHandle(Arc<Shared>);
+
+impl std::fmt::Debug for ShutdownHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShutdownHandle").field("addr", &self.0.local_addr).finish()
+    }
+}
+
+impl ShutdownHandle {
+    /// Stops accepting connections and makes [`Server::run`] return once
+    /// every connection has finished the requests it had received and the
+    /// database is flushed. Returns at once; calling it again does nothing.
+    pub fn shutdown(&self) {
+        self.0.begin_shutdown();
+    }
+}
+
+/// A bound server; [`Server::run`] serves until shut down.
+pub struct Server {
+    shared: Arc<Shared>,
+    listener: TcpListener,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("addr", &self.shared.local_addr).finish_non_exhaustive()
+    }
+}
+
+/// Arities of the commands the server handles itself (Redis's).
+const SERVER_COMMANDS: &[(&str, i64)] = &[
+    ("auth", -2),
+    ("hello", -1),
+    ("client", -2),
+    ("select", 2),
+    ("quit", -1),
+    ("info", -1),
+    ("config", -2),
+    ("multi", 1),
+    ("exec", 1),
+    ("discard", 1),
+    ("shutdown", -1),
+    ("reset", 1),
+];
+
+impl Server {
+    /// Binds the listening socket.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when protected mode refuses a
+    /// non-loopback address without a password; [`Error::Io`] if the
+    /// address cannot be bound.
+    pub fn bind(db: Db, config: ServerConfig) -> Result<Server> {
+        if config.protected_mode && config.requirepass.is_none() && !config.bind.is_loopback() {
+            return Err(Error::InvalidArgument(format!(
+                "refusing to listen on {} without a password: set --requirepass, or disable protected mode \
+                 (--protected-mode no) if the network is trusted",
+                config.bind
+            )));
+        }
+        let listener = TcpListener::bind((config.bind, config.port))?;
+        let local_addr = listener.local_addr()?;
+        let mut arities: HashMap<String, i64> = SERVER_COMMANDS.iter().map(|&(n, a)| (n.to_string(), a)).collect();
+        // The command table's arities, through COMMAND INFO.
+        if let crate::command::Reply::Array(entries) =
+            crate::command::execute(&db, &[b"command".to_vec(), b"info".to_vec()])
+        {
+            for e in entries {
+                if let crate::command::Reply::Array(f) = e {
+                    if let (Some(crate::command::Reply::Bulk(Some(name))), Some(crate::command::Reply::Integer(a))) =
+                        (f.first(), f.get(1))
+                    {
+                        arities.insert(String::from_utf8_lossy(name).to_ascii_lowercase(), *a);
+                    }
+                }
+            }
+        }
+        let shared = Arc::new(Shared {
+            db,
+            config,
+            local_addr,
+            started: Instant::now(),
+            stats: Stats::default(),
+            committer: Committer::default(),
+            exec_lock: RwLock::new(()),
+            clients: Mutex::new(HashMap::new()),
+            active: Mutex::new(0),
+            idle: Condvar::new(),
+            next_id: AtomicU64::new(1),
+            shutting_down: AtomicBool::new(false),
+            arities,
+        });
+        Ok(Server { shared, listener })
+    }
+
+    /// The address the server listens on.
+    #[must_use]
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.local_addr
+    }
+
+    /// A handle that shuts this server down.
+    #[must_use]
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle(Arc::clone(&self.shared))
+    }
+
+    /// Serves clients until [`ShutdownHandle::shutdown`] or a `SHUTDOWN`
+    /// command; then waits for the connections to finish (at most 10 s)
+    /// and flushes the database.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if accepting fails for a reason other than a client's
+    /// own trouble; the final flush's error.
+    pub fn run(self) -> Result<()> {
+        let shared = &self.shared;
+        for stream in self.listener.incoming() {
+            if shared.shutting_down.load(Ordering::SeqCst) {
+                break;
+            }
+            let stream = match stream {
+                Ok(s) => s,
+                // A connection that failed before we took it, or a
+                // transient lack of descriptors: keep serving.
+                Err(e) => {
+                    if matches!(e.raw_os_error(), Some(23 | 24)) {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    continue;
+                }
+            };
+            self.accept(stream);
+        }
+        drop(self.listener);
+        // Connections accepted just before the flag was seen.
+        for c in shared.clients.lock().values() {
+            let _ = c.stream.shutdown(Shutdown::Read);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut active = shared.active.lock();
+        while *active > 0 {
+            if shared.idle.wait_until(&mut active, deadline).timed_out() {
+                break;
+            }
+        }
+        drop(active);
+        shared.db.flush()
+    }
+
+    fn accept(&self, mut stream: TcpStream) {
+        let shared = &self.shared;
+        shared.stats.connections_received.fetch_add(1, Ordering::Relaxed);
+        let _ = stream.set_nodelay(true);
+        {
+            let mut active = shared.active.lock();
+            if *active >= shared.config.max_clients {
+                drop(active);
+                shared.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
+                let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+                let _ = stream.write_all(b"-ERR max number of clients reached\r\n");
+                return;
+            }
+            *active += 1;
+        }
+        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let shared2 = Arc::clone(shared);
+        let spawned = std::thread::Builder::new().name(format!("bitsled-client-{id}")).spawn(move || {
+            // Frees the client's slot however the connection ends, a panic
+            // included.
+            struct Slot(Arc<Shared>);
+            impl Drop for Slot {
+                fn drop(&mut self) {
+                    let mut active = self.0.active.lock();
+                    *active -= 1;
+                    self.0.idle.notify_all();
+                }
+            }
+            let slot = Slot(shared2);
+            conn::serve(&slot.0, stream, id);
+        });
+        if spawned.is_err() {
+            let mut active = shared.active.lock();
+            *active -= 1;
+        }
+    }
+}
