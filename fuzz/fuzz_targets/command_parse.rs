@@ -52,8 +52,13 @@ fn quote(arg: &[u8]) -> Vec<u8> {
 
 fn check_reply(r: &Reply) {
     match r {
-        Reply::Error(t) | Reply::Status(t) => assert!(!t.contains(['\r', '\n']), "multi-line reply {t:?}"),
-        Reply::Array(items) => items.iter().for_each(check_reply),
+        Reply::Error(t) => assert!(!t.contains(&b'\r') && !t.contains(&b'\n'), "multi-line reply {t:?}"),
+        Reply::Status(t) => assert!(!t.contains(['\r', '\n']), "multi-line reply {t:?}"),
+        Reply::Array(items) | Reply::Set(items) => items.iter().for_each(check_reply),
+        Reply::Map(pairs) => pairs.iter().for_each(|(k, v)| {
+            check_reply(k);
+            check_reply(v);
+        }),
         _ => {}
     }
 }

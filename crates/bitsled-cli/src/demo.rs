@@ -61,7 +61,7 @@ fn show(db: &Db, line: &str) -> Result<Reply> {
     let t = Instant::now();
     let reply = execute(db, &args);
     let took = ms(t);
-    let text = format_reply(&reply);
+    let text = String::from_utf8_lossy(&format_reply(&reply)).into_owned();
     let mut lines = text.lines();
     if line.len() > 58 {
         println!("  > {line}");
@@ -73,7 +73,7 @@ fn show(db: &Db, line: &str) -> Result<Reply> {
         println!("    {l}");
     }
     if let Reply::Error(e) = &reply {
-        bail!("{line}: {e}");
+        bail!("{line}: {}", String::from_utf8_lossy(e));
     }
     Ok(reply)
 }

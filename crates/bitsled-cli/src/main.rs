@@ -97,7 +97,7 @@ fn main() -> Result<()> {
             let db = open(&cli.db)?;
             let args: Vec<Vec<u8>> = args.into_iter().map(OsString::into_encoded_bytes).collect();
             let reply = execute(&db, &args);
-            print!("{}", format_reply(&reply));
+            std::io::Write::write_all(&mut std::io::stdout().lock(), &format_reply(&reply))?;
             db.flush()?;
             i32::from(matches!(reply, Reply::Error(_)))
         }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use bitsled::Db;
+use bitsled_redis::command::Session;
 
 use crate::script::run_line;
 
@@ -25,11 +26,12 @@ pub(crate) trait LineSource {
 /// The interactive loop: reads lines from `source`, keeps the non-blank ones
 /// in its history and runs them until the input ends or asks to quit.
 pub(crate) fn repl_loop(db: &Db, source: &mut impl LineSource, out: &mut impl Write) -> Result<()> {
+    let mut session = Session::new(db.clone());
     while let Some(line) = source.read_line(PROMPT)? {
         if !line.trim().is_empty() {
             source.remember(&line);
         }
-        if !run_line(db, line.as_bytes(), out)? {
+        if !run_line(&mut session, line.as_bytes(), out)? {
             break;
         }
     }

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use bitsled::Db;
 use bitsled_redis::command::cli_syntax::split_args;
-use bitsled_redis::command::execute;
 use bitsled_redis::command::format::format_reply;
+use bitsled_redis::command::Session;
 
 /// What one input line asks for, following redis-cli's interactive loop.
 enum Line {
@@ -61,9 +61,11 @@ fn strtol_whole(s: &[u8]) -> Option<i64> {
 /// `redis-cli --no-raw` does (including its `(N.NNs)` line after a command
 /// that took 0.5 s or more).
 pub(crate) fn run_script(db: &Db, input: impl BufRead, out: &mut impl Write) -> Result<()> {
+    // One session for the whole script, as redis-cli keeps one connection.
+    let mut session = Session::new(db.clone());
     for line in input.split(b'\n') {
         let line = line?;
-        if !run_line(db, &line, out)? {
+        if !run_line(&mut session, &line, out)? {
             break;
         }
     }
@@ -71,7 +73,7 @@ pub(crate) fn run_script(db: &Db, input: impl BufRead, out: &mut impl Write) -> 
 }
 
 /// Runs one line; returns false when the input asks to quit.
-pub(crate) fn run_line(db: &Db, line: &[u8], out: &mut impl Write) -> Result<bool> {
+pub(crate) fn run_line(session: &mut Session, line: &[u8], out: &mut impl Write) -> Result<bool> {
     match interpret(line) {
         Line::Skip => {}
         Line::Quit => return Ok(false),
@@ -79,8 +81,8 @@ pub(crate) fn run_line(db: &Db, line: &[u8], out: &mut impl Write) -> Result<boo
         Line::Run { args, repeat } => {
             for _ in 0..repeat {
                 let t = Instant::now();
-                let reply = execute(db, &args);
-                out.write_all(format_reply(&reply).as_bytes())?;
+                let reply = session.execute(&args);
+                out.write_all(&format_reply(&reply))?;
                 let elapsed = t.elapsed();
                 if elapsed >= Duration::from_millis(500) {
                     writeln!(out, "({:.2}s)", elapsed.as_secs_f64())?;

@@ -335,7 +335,10 @@ fn corrupted_header_is_reported() {
         "{report:?}"
     );
     match cmd(&db, "BF.EXISTS victim a") {
-        bitsled_redis::command::Reply::Error(e) => assert!(e.contains("victim"), "{e}"),
+        bitsled_redis::command::Reply::Error(e) => {
+            let e = String::from_utf8_lossy(&e);
+            assert!(e.contains("victim"), "{e}");
+        }
         other => panic!("{other:?}"),
     }
 }

@@ -34,7 +34,7 @@ struct Pair {
 /// A Redis reply in the command layer's terms.
 fn reply_of(r: redis::RedisResult<Value>) -> Reply {
     let err = |code: Option<&str>, detail: Option<&str>| {
-        Reply::Error(format!("{} {}", code.unwrap_or("?"), detail.unwrap_or("")).trim_end().to_string())
+        Reply::Error(format!("{} {}", code.unwrap_or("?"), detail.unwrap_or("")).trim_end().into())
     };
     match r {
         Ok(Value::Int(n)) => Reply::Integer(n),

@@ -20,7 +20,7 @@ pub(crate) enum TimeArg {
 }
 
 fn invalid_time(command: &str) -> Fail {
-    Fail(format!("ERR invalid expire time in '{command}' command"))
+    Fail::new(format!("ERR invalid expire time in '{command}' command"))
 }
 
 /// The absolute time in Unix milliseconds of `when` given as `unit`, with
@@ -49,7 +49,9 @@ fn expire_generic(db: &Db, a: &[Vec<u8>], unit: TimeArg, command: &str) -> CmdRe
         } else if is(opt, "lt") {
             lt = true;
         } else {
-            return Err(Fail(format!("ERR Unsupported option {}", String::from_utf8_lossy(opt))));
+            let mut text = b"ERR Unsupported option ".to_vec();
+            text.extend_from_slice(super::c_str(opt, usize::MAX));
+            return Err(Fail(super::sanitize(text)));
         }
     }
     if nx && (xx || gt || lt) {

@@ -47,7 +47,7 @@ pub(crate) fn ping(_db: &Db, a: &[Vec<u8>]) -> CmdResult {
     match a.len() {
         1 => Ok(Reply::Status("PONG".into())),
         2 => Ok(Reply::Bulk(Some(a[1].clone()))),
-        _ => Err(Fail(wrong_arity("ping"))),
+        _ => Err(Fail::new(wrong_arity("ping"))),
     }
 }
 

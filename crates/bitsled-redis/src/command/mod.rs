@@ -1,6 +1,6 @@
 //! The Redis command layer: argument parsing, dispatch and replies with
 //! Redis 7's exact semantics and error texts. Shared by the `bitsled` CLI
-//! and (later) a network server.
+//! and the server.
 //!
 //! ```
 //! # fn main() -> bitsled::Result<()> {
@@ -19,28 +19,41 @@
 
 pub mod cli_syntax;
 pub mod format;
+mod session;
+pub mod spec;
+pub mod table;
 
+mod admin;
 mod args;
 mod bitfield;
 mod bitmaps;
 mod bloom;
+mod connection;
 mod expiry;
 mod hll;
 mod introspect;
 mod keyspace;
 mod scan;
 mod strings;
+mod transaction;
 
-use bitsled::Db;
-use bitsled::Error;
+pub(crate) use connection::REDIS_VERSION;
+pub(crate) use session::Close;
+pub(crate) use session::CommandStat;
+pub use session::{Proto, Session};
+pub use spec::{Flags, Spec};
 
-/// A reply to a command, as RESP2 knows them.
+use bitsled::{Db, Error};
+
+/// A reply to a command.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
     /// A status line, such as `OK` or `PONG`.
     Status(String),
-    /// An error; the text starts with its code (`ERR`, `WRONGTYPE`).
-    Error(String),
+    /// An error: the bytes of the line, starting with its code (`ERR`,
+    /// `WRONGTYPE`). Bytes, not text: Redis echoes a client's bytes in some
+    /// errors, whatever they are.
+    Error(Vec<u8>),
     /// An integer.
     Integer(i64),
     /// A bulk string; `None` is the nil bulk string.
@@ -49,6 +62,12 @@ pub enum Reply {
     Array(Vec<Reply>),
     /// The nil array (`*-1`).
     NilArray,
+    /// Field-value pairs: a map in RESP3, a flat array of fields and
+    /// values in RESP2 (HELLO, CONFIG GET, BF.INFO).
+    Map(Vec<(Reply, Reply)>),
+    /// An unordered collection: a set in RESP3, an array in RESP2 (the
+    /// flags and categories of COMMAND INFO).
+    Set(Vec<Reply>),
 }
 
 impl Reply {
@@ -64,49 +83,78 @@ impl Reply {
         Reply::Bulk(Some(bytes.into()))
     }
 
+    /// An error reply with `text`.
+    #[must_use]
+    pub fn error(text: impl Into<Vec<u8>>) -> Reply {
+        Reply::Error(text.into())
+    }
+
     /// The reply in the RESP2 wire format.
     #[must_use]
     pub fn to_resp(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        self.write_resp(&mut out);
+        self.write(Proto::Resp2, &mut out);
         out
     }
 
-    fn write_resp(&self, out: &mut Vec<u8>) {
+    /// Appends the reply to `out` in protocol `proto`. RESP3 differs from
+    /// RESP2 for nils (`_`), maps (`%`) and sets (`~`); RESP2 sends maps as
+    /// flat arrays of fields and values, and sets as arrays.
+    pub fn write(&self, proto: Proto, out: &mut Vec<u8>) {
+        let resp3 = proto == Proto::Resp3;
         match self {
-            Reply::Status(s) => out.extend_from_slice(format!("+{s}\r\n").as_bytes()),
-            Reply::Error(e) => out.extend_from_slice(format!("-{e}\r\n").as_bytes()),
-            Reply::Integer(n) => out.extend_from_slice(format!(":{n}\r\n").as_bytes()),
-            Reply::Bulk(None) => out.extend_from_slice(b"$-1\r\n"),
+            Reply::Status(s) => line(out, b'+', s.as_bytes()),
+            Reply::Error(e) => line(out, b'-', &sanitize(e.clone())),
+            Reply::Integer(n) => line(out, b':', n.to_string().as_bytes()),
             Reply::Bulk(Some(b)) => {
-                out.extend_from_slice(format!("${}\r\n", b.len()).as_bytes());
+                line(out, b'$', b.len().to_string().as_bytes());
                 out.extend_from_slice(b);
                 out.extend_from_slice(b"\r\n");
             }
+            Reply::Bulk(None) | Reply::NilArray if resp3 => out.extend_from_slice(b"_\r\n"),
+            Reply::Bulk(None) => out.extend_from_slice(b"$-1\r\n"),
             Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
-            Reply::Array(items) => {
-                out.extend_from_slice(format!("*{}\r\n", items.len()).as_bytes());
+            Reply::Array(items) | Reply::Set(items) => {
+                let tag = if resp3 && matches!(self, Reply::Set(_)) { b'~' } else { b'*' };
+                line(out, tag, items.len().to_string().as_bytes());
                 for i in items {
-                    i.write_resp(out);
+                    i.write(proto, out);
+                }
+            }
+            Reply::Map(pairs) => {
+                if resp3 {
+                    line(out, b'%', pairs.len().to_string().as_bytes());
+                } else {
+                    line(out, b'*', (2 * pairs.len()).to_string().as_bytes());
+                }
+                for (k, v) in pairs {
+                    k.write(proto, out);
+                    v.write(proto, out);
                 }
             }
         }
     }
 }
 
-/// An error reply on its way out of a command: the full error text.
+fn line(out: &mut Vec<u8>, tag: u8, body: &[u8]) {
+    out.push(tag);
+    out.extend_from_slice(body);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// An error reply on its way out of a command: the full error line.
 #[derive(Debug)]
-pub(crate) struct Fail(pub(crate) String);
+pub(crate) struct Fail(pub(crate) Vec<u8>);
 
 impl Fail {
-    pub(crate) fn new(text: impl Into<String>) -> Fail {
+    pub(crate) fn new(text: impl Into<Vec<u8>>) -> Fail {
         Fail(text.into())
     }
 }
 
 impl From<Error> for Fail {
     fn from(e: Error) -> Fail {
-        Fail(error_text(&e))
+        Fail(error_text(&e).into_bytes())
     }
 }
 
@@ -128,154 +176,86 @@ pub fn error_text(e: &Error) -> String {
     }
 }
 
-/// One command: its lowercase name, Redis's arity (positive: exactly that
-/// many arguments including the name; negative: at least that many) and
-/// its handler.
-struct Spec {
-    name: &'static str,
-    arity: i32,
-    run: fn(&Db, &[Vec<u8>]) -> CmdResult,
-}
-
-const fn spec(name: &'static str, arity: i32, run: fn(&Db, &[Vec<u8>]) -> CmdResult) -> Spec {
-    Spec { name, arity, run }
-}
-
-/// Every command this layer knows.
-static COMMANDS: &[Spec] = &[
-    spec("setbit", 4, bitmaps::setbit),
-    spec("getbit", 3, bitmaps::getbit),
-    spec("bitcount", -2, bitmaps::bitcount),
-    spec("bitpos", -3, bitmaps::bitpos),
-    spec("bitop", -4, bitmaps::bitop),
-    spec("bitfield", -2, bitfield::bitfield),
-    spec("bitfield_ro", -2, bitfield::bitfield_ro),
-    spec("get", 2, strings::get),
-    spec("set", -3, strings::set),
-    spec("strlen", 2, strings::strlen),
-    spec("mget", -2, strings::mget),
-    spec("getdel", 2, strings::getdel),
-    spec("getrange", 4, strings::getrange),
-    spec("substr", 4, strings::getrange),
-    spec("setrange", 4, strings::setrange),
-    spec("append", 3, strings::append),
-    spec("del", -2, keyspace::del),
-    spec("unlink", -2, keyspace::del),
-    spec("exists", -2, keyspace::exists),
-    spec("type", 2, keyspace::type_of),
-    spec("keys", 2, keyspace::keys),
-    spec("scan", -2, scan::scan),
-    spec("dbsize", 1, keyspace::dbsize),
-    spec("ping", -1, keyspace::ping),
-    spec("echo", 2, keyspace::echo),
-    spec("rename", 3, keyspace::rename_cmd),
-    spec("renamenx", 3, keyspace::renamenx),
-    spec("copy", -3, keyspace::copy),
-    spec("flushall", -1, keyspace::flushall),
-    spec("flushdb", -1, keyspace::flushall),
-    spec("expire", -3, expiry::expire),
-    spec("pexpire", -3, expiry::pexpire),
-    spec("expireat", -3, expiry::expireat),
-    spec("pexpireat", -3, expiry::pexpireat),
-    spec("ttl", 2, expiry::ttl),
-    spec("pttl", 2, expiry::pttl),
-    spec("expiretime", 2, expiry::expiretime),
-    spec("pexpiretime", 2, expiry::pexpiretime),
-    spec("persist", 2, expiry::persist),
-    spec("pfadd", -2, hll::pfadd),
-    spec("pfcount", -2, hll::pfcount),
-    spec("pfmerge", -2, hll::pfmerge),
-    spec("bf.reserve", -4, bloom::reserve),
-    spec("bf.add", 3, bloom::add),
-    spec("bf.madd", -3, bloom::madd),
-    spec("bf.exists", 3, bloom::exists),
-    spec("bf.mexists", -3, bloom::mexists),
-    spec("bf.insert", -4, bloom::insert),
-    spec("bf.info", -2, bloom::info),
-    spec("bf.card", 2, bloom::card),
-    spec("command", -1, introspect::command),
-];
-
-/// Name and arity of every command in the dispatch table, in its order.
-pub(crate) fn commands() -> impl Iterator<Item = (&'static str, i32)> {
-    COMMANDS.iter().map(|s| (s.name, s.arity))
-}
-
-/// Runs one command (`args[0]` is its name, in any case) against `db` and
-/// returns Redis's reply, errors included: this function never fails and
-/// never panics on any input.
+/// Runs one command (`args[0]` is its name, in any case) against `db` in a
+/// fresh session and returns Redis's reply, errors included: this function
+/// never fails and never panics on any input. Connection state (SELECT,
+/// MULTI) does not outlive the call; use a [`Session`] for that.
 ///
 /// An unknown command gets Redis 7's `ERR unknown command '...', with args
 /// beginning with: ...` and a wrong argument count `ERR wrong number of
 /// arguments for '...' command`, both checked before anything else.
 #[must_use]
 pub fn execute(db: &Db, args: &[Vec<u8>]) -> Reply {
-    let Some(name) = args.first() else { return Reply::Error("ERR empty command".into()) };
-    let Some(spec) = COMMANDS.iter().find(|s| s.name.as_bytes().eq_ignore_ascii_case(name)) else {
-        return Reply::Error(unknown_command(args));
-    };
-    let argc = args.len();
-    let arity_ok = match usize::try_from(spec.arity) {
-        Ok(exact) => argc == exact,
-        Err(_) => argc >= spec.arity.unsigned_abs() as usize,
-    };
-    if !arity_ok {
-        return Reply::Error(wrong_arity(spec.name));
-    }
-    match (spec.run)(db, args) {
-        Ok(r) => r,
-        Err(Fail(text)) => Reply::Error(sanitize(&text)),
-    }
+    Session::new(db.clone()).execute(args)
 }
 
 /// Whether `name` is a command [`execute`] knows (in any case).
 #[must_use]
 pub fn is_known(name: &[u8]) -> bool {
-    COMMANDS.iter().any(|s| s.name.as_bytes().eq_ignore_ascii_case(name))
+    table::lookup(name).is_some()
 }
 
 /// Whether `name` (in any case) changes the data set when it succeeds:
-/// Redis's `write` command flag. A server uses it to decide which replies
-/// must wait for durability.
+/// Redis's `write` command flag.
 #[must_use]
 pub fn is_write(name: &[u8]) -> bool {
-    let lower = name.to_ascii_lowercase();
-    std::str::from_utf8(&lower).is_ok_and(|n| is_known(name) && introspect::is_write(n))
+    table::lookup(name).is_some_and(Spec::is_write)
 }
 
-/// Redis's arity error for command `name` (lowercase).
+/// Redis's arity error for command `name` (lowercase; `container|sub` for a
+/// subcommand).
 pub(crate) fn wrong_arity(name: &str) -> String {
     format!("ERR wrong number of arguments for '{name}' command")
+}
+
+/// The bytes of `a` up to its first NUL, at most `max` of them: what C's
+/// `%.*s` prints.
+pub(crate) fn c_str(a: &[u8], max: usize) -> &[u8] {
+    let a = &a[..a.iter().position(|&c| c == 0).unwrap_or(a.len())];
+    &a[..a.len().min(max)]
 }
 
 /// Redis 7's unknown-command error: the name (at most 128 bytes) and the
 /// first arguments, each quoted and followed by a space, until 128 bytes of
 /// them are listed. Like Redis's `%s`, each stops at a NUL byte.
-fn unknown_command(args: &[Vec<u8>]) -> String {
-    let c_str = |a: &[u8], max: usize| -> Vec<u8> {
-        let a = &a[..a.iter().position(|&c| c == 0).unwrap_or(a.len())];
-        a[..a.len().min(max)].to_vec()
-    };
+pub(crate) fn unknown_command(args: &[Vec<u8>]) -> Vec<u8> {
     let mut listed: Vec<u8> = Vec::new();
     for a in &args[1..] {
         if listed.len() >= 128 {
             break;
         }
         listed.push(b'\'');
-        listed.extend(c_str(a, 128 - listed.len() + 1));
+        listed.extend_from_slice(c_str(a, 128 - listed.len() + 1));
         listed.extend_from_slice(b"' ");
     }
     let mut text = b"ERR unknown command '".to_vec();
-    text.extend(c_str(&args[0], 128));
+    text.extend_from_slice(c_str(&args[0], 128));
     text.extend_from_slice(b"', with args beginning with: ");
     text.extend(listed);
-    sanitize(&String::from_utf8_lossy(&text))
+    sanitize(text)
+}
+
+/// Redis 7's error for an unknown subcommand of `cmd`: the subcommand as
+/// given (at most 128 bytes, up to a NUL byte) and the command's name in
+/// upper case.
+pub(crate) fn unknown_subcommand(cmd: &[u8], sub: &[u8]) -> Vec<u8> {
+    let mut text = b"ERR unknown subcommand '".to_vec();
+    text.extend_from_slice(c_str(sub, 128));
+    text.extend_from_slice(b"'. Try ");
+    text.extend(c_str(cmd, usize::MAX).to_ascii_uppercase());
+    text.extend_from_slice(b" HELP.");
+    sanitize(text)
 }
 
 /// Redis replaces CR and LF in error texts with spaces (a RESP error is
 /// one line).
-fn sanitize(text: &str) -> String {
-    text.replace(['\r', '\n'], " ")
+pub(crate) fn sanitize(mut text: Vec<u8>) -> Vec<u8> {
+    for c in &mut text {
+        if matches!(*c, b'\r' | b'\n') {
+            *c = b' ';
+        }
+    }
+    text
 }
 
 #[cfg(test)]
@@ -291,10 +271,13 @@ mod tests {
     fn unknown_command_text() {
         assert_eq!(
             unknown_command(&a(&["foo", "a", "b"])),
-            "ERR unknown command 'foo', with args beginning with: 'a' 'b' "
+            b"ERR unknown command 'foo', with args beginning with: 'a' 'b' "
         );
-        assert_eq!(unknown_command(&a(&["FOO"])), "ERR unknown command 'FOO', with args beginning with: ");
-        assert_eq!(unknown_command(&a(&["x", "a\r\nb"])), "ERR unknown command 'x', with args beginning with: 'a  b' ");
+        assert_eq!(unknown_command(&a(&["FOO"])), b"ERR unknown command 'FOO', with args beginning with: ");
+        assert_eq!(
+            unknown_command(&a(&["x", "a\r\nb"])),
+            b"ERR unknown command 'x', with args beginning with: 'a  b' "
+        );
     }
 
     /// Arguments are listed until 128 bytes are reached; an argument is cut
@@ -302,9 +285,28 @@ mod tests {
     #[test]
     fn unknown_command_limits_length() {
         let long = "y".repeat(300);
-        let text = unknown_command(&a(&["x", &long, "z"]));
+        let text = String::from_utf8(unknown_command(&a(&["x", &long, "z"]))).unwrap();
         let listed = text.split_once("with: ").unwrap().1;
         assert_eq!(listed, format!("'{}' ", "y".repeat(128)));
+    }
+
+    /// RESP3 differs for nils, maps and sets; RESP2 flattens maps.
+    #[test]
+    fn encodes_resp2_and_resp3() {
+        let r = Reply::Array(vec![Reply::Bulk(None), Reply::NilArray, Reply::Integer(5)]);
+        let mut three = Vec::new();
+        r.write(Proto::Resp3, &mut three);
+        assert_eq!(three, b"*3\r\n_\r\n_\r\n:5\r\n");
+        let map = Reply::Map(vec![(Reply::bulk("a"), Reply::Integer(1))]);
+        let mut out = Vec::new();
+        map.write(Proto::Resp3, &mut out);
+        assert_eq!(out, b"%1\r\n$1\r\na\r\n:1\r\n");
+        assert_eq!(map.to_resp(), b"*2\r\n$1\r\na\r\n:1\r\n");
+        let set = Reply::Set(vec![Reply::Status("x".into())]);
+        let mut out = Vec::new();
+        set.write(Proto::Resp3, &mut out);
+        assert_eq!(out, b"~1\r\n+x\r\n");
+        assert_eq!(set.to_resp(), b"*1\r\n+x\r\n");
     }
 
     /// The RESP encoding of every reply kind.

@@ -4,19 +4,17 @@ use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
 use super::{ClientInfo, Shared};
-use crate::command::{execute, Reply};
+use crate::command::{Fail, Reply, REDIS_VERSION};
 use bitsled::glob::glob_match;
-
-/// The Redis version whose protocol and commands the server follows; INFO
-/// and HELLO report it so that clients pick the matching behaviour.
-pub(crate) const REDIS_VERSION: &str = "7.0.0";
+use bitsled::Db;
 
 /// INFO sections in the default order.
 const DEFAULT_SECTIONS: &[&str] = &["server", "clients", "memory", "persistence", "stats", "keyspace"];
 
 /// The INFO text for the requested sections (none: the default ones;
-/// `all`/`everything`: also commandstats). Unknown sections are left out.
-pub(crate) fn info(shared: &Shared, args: &[Vec<u8>]) -> String {
+/// `all`/`everything`: also commandstats). Unknown sections are left out,
+/// and so are the server's sections when there is no server (the CLI).
+pub(crate) fn info(db: &Db, shared: Option<&Shared>, args: &[Vec<u8>]) -> Result<String, Fail> {
     let mut wanted: Vec<&str> = Vec::new();
     if args.is_empty() {
         wanted.extend(DEFAULT_SECTIONS);
@@ -43,15 +41,46 @@ pub(crate) fn info(shared: &Shared, args: &[Vec<u8>]) -> String {
             continue;
         }
         done.push(s);
+        let Some(text) = section(db, shared, s)? else { continue };
         if !out.is_empty() {
             out.push_str("\r\n");
         }
-        section(shared, s, &mut out);
+        out.push_str(&text);
     }
-    out
+    Ok(out)
 }
 
-fn section(shared: &Shared, name: &str, out: &mut String) {
+/// The text of section `name`; `None` for a server section without a
+/// server.
+fn section(db: &Db, shared: Option<&Shared>, name: &str) -> Result<Option<String>, Fail> {
+    let mut out = String::new();
+    match name {
+        "memory" => {
+            let rss = rss_bytes().unwrap_or(0);
+            let _ = write!(
+                out,
+                "# Memory\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:0\r\n",
+                human(rss)
+            );
+            return Ok(Some(out));
+        }
+        "keyspace" => {
+            out.push_str("# Keyspace\r\n");
+            let n = db.dbsize()?;
+            if n > 0 {
+                let _ = write!(out, "db0:keys={n}\r\n");
+            }
+            return Ok(Some(out));
+        }
+        _ => {}
+    }
+    let Some(shared) = shared else { return Ok(None) };
+    server_section(shared, name, &mut out);
+    Ok(Some(out))
+}
+
+/// A section only a server has.
+fn server_section(shared: &Shared, name: &str, out: &mut String) {
     let st = &shared.stats;
     let cfg = &shared.config;
     let up = shared.started.elapsed().as_secs();
@@ -77,10 +106,6 @@ fn section(shared: &Shared, name: &str, out: &mut String) {
             shared.clients.lock().len(),
             cfg.max_clients
         ),
-        "memory" => {
-            let rss = rss_bytes().unwrap_or(0);
-            write!(out, "# Memory\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:0\r\n", human(rss))
-        }
         "persistence" => write!(
             out,
             "# Persistence\r\nloading:0\r\naof_enabled:0\r\nfsync_policy:{}\r\nserver_flushes:{}\r\n\
@@ -99,18 +124,11 @@ fn section(shared: &Shared, name: &str, out: &mut String) {
             st.net_output_bytes.load(Ordering::Relaxed),
             st.rejected_connections.load(Ordering::Relaxed),
         ),
-        "keyspace" => {
-            out.push_str("# Keyspace\r\n");
-            match execute(&shared.db, &[b"dbsize".to_vec()]) {
-                Reply::Integer(n) if n > 0 => writeln!(out, "db0:keys={n}\r"),
-                _ => Ok(()),
-            }
-        }
         _ => {
             out.push_str("# Commandstats\r\n");
-            let mut all: Vec<(String, super::CommandStat)> =
-                st.commands.lock().iter().map(|(k, v)| (k.clone(), *v)).collect();
-            all.sort_by(|a, b| a.0.cmp(&b.0));
+            let mut all: Vec<(&str, crate::command::CommandStat)> =
+                st.commands.lock().iter().map(|(k, v)| (*k, *v)).collect();
+            all.sort_by(|a, b| a.0.cmp(b.0));
             for (name, c) in all {
                 let per = if c.calls == 0 { 0.0 } else { c.usec as f64 / c.calls as f64 };
                 let _ = write!(
@@ -145,7 +163,7 @@ fn human(bytes: u64) -> String {
 
 /// CONFIG GET: the known parameters matching any of the glob patterns, as
 /// a flat list of names and values.
-pub(crate) fn config_get(shared: &Shared, patterns: &[Vec<u8>]) -> Vec<Reply> {
+pub(crate) fn config_get(shared: &Shared, patterns: &[Vec<u8>]) -> Vec<(Reply, Reply)> {
     let cfg = &shared.config;
     let params: Vec<(&str, String)> = vec![
         ("appendfsync", cfg.fsync.name().to_string()),
@@ -162,8 +180,7 @@ pub(crate) fn config_get(shared: &Shared, patterns: &[Vec<u8>]) -> Vec<Reply> {
     let mut flat = Vec::new();
     for (name, value) in params {
         if patterns.iter().any(|p| glob_match(&p.to_ascii_lowercase(), name.as_bytes())) {
-            flat.push(Reply::bulk(name));
-            flat.push(Reply::bulk(value));
+            flat.push((Reply::bulk(name), Reply::bulk(value)));
         }
     }
     flat
@@ -172,7 +189,7 @@ pub(crate) fn config_get(shared: &Shared, patterns: &[Vec<u8>]) -> Vec<Reply> {
 /// One CLIENT LIST line (with its newline). `multi` is the number of
 /// queued commands when the client is in a transaction (known only for
 /// the calling client).
-pub(crate) fn client_line(_shared: &Shared, c: &ClientInfo, multi: Option<usize>) -> String {
+pub(crate) fn client_line(c: &ClientInfo, multi: Option<usize>) -> String {
     let name = c.name.lock().clone().unwrap_or_default();
     let idle = c.last_active.lock().elapsed().as_secs();
     format!(

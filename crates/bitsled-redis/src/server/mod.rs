@@ -22,7 +22,7 @@
 //! the durability policy.
 
 mod conn;
-mod info;
+pub(crate) mod info;
 pub mod resp;
 
 use std::collections::HashMap;
@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use crate::command::CommandStat;
 use bitsled::Config;
 use bitsled::Db;
 use bitsled::{Error, Result};
@@ -203,16 +204,8 @@ pub(crate) struct Stats {
     pub(crate) net_output_bytes: AtomicU64,
     pub(crate) flushes: AtomicU64,
     pub(crate) flush_failures: AtomicU64,
-    /// Per command (lowercase): calls, microseconds, failed calls.
-    pub(crate) commands: Mutex<HashMap<String, CommandStat>>,
-}
-
-/// One command's counters.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct CommandStat {
-    pub(crate) calls: u64,
-    pub(crate) usec: u64,
-    pub(crate) failed: u64,
+    /// Per command (its table name): calls, microseconds, failed calls.
+    pub(crate) commands: Mutex<HashMap<&'static str, CommandStat>>,
 }
 
 /// What CLIENT LIST shows about a connection, shared with other threads.
@@ -222,7 +215,7 @@ pub(crate) struct ClientInfo {
     pub(crate) laddr: SocketAddr,
     pub(crate) created: Instant,
     pub(crate) name: Mutex<Option<Vec<u8>>>,
-    pub(crate) last_cmd: Mutex<String>,
+    pub(crate) last_cmd: Mutex<&'static str>,
     pub(crate) last_active: Mutex<Instant>,
     pub(crate) resp: AtomicUsize,
     /// A clone of the connection's socket, to shut it down from outside.
@@ -308,9 +301,13 @@ pub(crate) struct Shared {
     pub(crate) idle: Condvar,
     next_id: AtomicU64,
     pub(crate) shutting_down: AtomicBool,
-    /// Arity of each command (lowercase name), from the command table and
-    /// the server's own commands.
-    pub(crate) arities: HashMap<String, i64>,
+}
+
+/// What a connection's session knows of the server: its shared state and
+/// the connection's own entry in the client list.
+pub(crate) struct Link {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) info: Arc<ClientInfo>,
 }
 
 impl Shared {
@@ -367,22 +364,6 @@ impl std::fmt::Debug for Server {
     }
 }
 
-/// Arities of the commands the server handles itself (Redis's).
-const SERVER_COMMANDS: &[(&str, i64)] = &[
-    ("auth", -2),
-    ("hello", -1),
-    ("client", -2),
-    ("select", 2),
-    ("quit", -1),
-    ("info", -1),
-    ("config", -2),
-    ("multi", 1),
-    ("exec", 1),
-    ("discard", 1),
-    ("shutdown", -1),
-    ("reset", 1),
-];
-
 impl Server {
     /// Binds the listening socket.
     ///
@@ -400,21 +381,6 @@ impl Server {
         }
         let listener = TcpListener::bind((config.bind, config.port))?;
         let local_addr = listener.local_addr()?;
-        let mut arities: HashMap<String, i64> = SERVER_COMMANDS.iter().map(|&(n, a)| (n.to_string(), a)).collect();
-        // The command table's arities, through COMMAND INFO.
-        if let crate::command::Reply::Array(entries) =
-            crate::command::execute(&db, &[b"command".to_vec(), b"info".to_vec()])
-        {
-            for e in entries {
-                if let crate::command::Reply::Array(f) = e {
-                    if let (Some(crate::command::Reply::Bulk(Some(name))), Some(crate::command::Reply::Integer(a))) =
-                        (f.first(), f.get(1))
-                    {
-                        arities.insert(String::from_utf8_lossy(name).to_ascii_lowercase(), *a);
-                    }
-                }
-            }
-        }
         let shared = Arc::new(Shared {
             db,
             config,
@@ -428,7 +394,6 @@ impl Server {
             idle: Condvar::new(),
             next_id: AtomicU64::new(1),
             shutting_down: AtomicBool::new(false),
-            arities,
         });
         Ok(Server { shared, listener })
     }

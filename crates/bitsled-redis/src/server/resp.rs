@@ -13,7 +13,6 @@
 //! panics on any input ([`check_parse`] is the fuzzing oracle).
 
 use crate::command::cli_syntax::split_args;
-use crate::command::Reply;
 
 /// Redis's `proto-max-bulk-len` default: the largest bulk argument, 512 MiB.
 pub const MAX_BULK_LEN: usize = 512 << 20;
@@ -265,54 +264,6 @@ fn string2ll(s: &[u8]) -> Option<i64> {
     Some(v)
 }
 
-/// The protocol version a connection speaks (`HELLO 2` / `HELLO 3`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Proto {
-    /// RESP2, the default.
-    Resp2,
-    /// RESP3.
-    Resp3,
-}
-
-/// Appends `reply` to `out` in protocol `proto`. RESP3 differs from RESP2
-/// for the nil bulk string and the nil array (both `_`); maps are written
-/// by [`write_map`].
-pub fn write_reply(reply: &Reply, proto: Proto, out: &mut Vec<u8>) {
-    match reply {
-        Reply::Status(s) => line(out, b'+', s.as_bytes()),
-        Reply::Error(e) => line(out, b'-', e.as_bytes()),
-        Reply::Integer(n) => line(out, b':', n.to_string().as_bytes()),
-        Reply::Bulk(Some(b)) => write_bulk(b, out),
-        Reply::Bulk(None) if proto == Proto::Resp3 => out.extend_from_slice(b"_\r\n"),
-        Reply::Bulk(None) => out.extend_from_slice(b"$-1\r\n"),
-        Reply::NilArray if proto == Proto::Resp3 => out.extend_from_slice(b"_\r\n"),
-        Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
-        Reply::Array(items) => {
-            line(out, b'*', items.len().to_string().as_bytes());
-            for i in items {
-                write_reply(i, proto, out);
-            }
-        }
-    }
-}
-
-/// Appends a map given as a flat list of alternating keys and values: a
-/// RESP3 map (`%N`), or in RESP2 the flat array Redis sends instead.
-pub fn write_map(flat: &[Reply], proto: Proto, out: &mut Vec<u8>) {
-    match proto {
-        Proto::Resp2 => line(out, b'*', flat.len().to_string().as_bytes()),
-        Proto::Resp3 => line(out, b'%', (flat.len() / 2).to_string().as_bytes()),
-    }
-    for r in flat {
-        write_reply(r, proto, out);
-    }
-}
-
-/// Appends an aggregate header: `tag` (`*`, `%`, ...) and a count.
-pub fn write_len(tag: u8, n: usize, out: &mut Vec<u8>) {
-    line(out, tag, n.to_string().as_bytes());
-}
-
 /// Appends a bulk string.
 pub fn write_bulk(b: &[u8], out: &mut Vec<u8>) {
     line(out, b'$', b.len().to_string().as_bytes());
@@ -491,21 +442,6 @@ mod tests {
         assert_eq!(p.bulk_remaining(2), Some(536_870_912));
         let cap = p.partial.as_ref().map(|m| m.args.capacity()).unwrap();
         assert!(cap <= 16, "{cap}");
-    }
-
-    /// RESP3 differs for nils and maps.
-    #[test]
-    fn encodes_resp2_and_resp3() {
-        let r = Reply::Array(vec![Reply::Bulk(None), Reply::NilArray, Reply::Integer(5)]);
-        let mut two = Vec::new();
-        write_reply(&r, Proto::Resp2, &mut two);
-        assert_eq!(two, r.to_resp());
-        let mut three = Vec::new();
-        write_reply(&r, Proto::Resp3, &mut three);
-        assert_eq!(three, b"*3\r\n_\r\n_\r\n:5\r\n");
-        let mut map = Vec::new();
-        write_map(&[Reply::bulk("a"), Reply::Integer(1)], Proto::Resp3, &mut map);
-        assert_eq!(map, b"%1\r\n$1\r\na\r\n:1\r\n");
     }
 
     /// The fuzz oracle holds on a few hand-picked inputs.

@@ -46,7 +46,11 @@ pub fn run(
         let args = split_args(line.as_bytes()).unwrap_or_else(|| panic!("row {i}: bad syntax {line}"));
         let got = execute(&db, &args);
         if &got != want {
-            failures.push(format!("row {i} `{line}`:\n  want {}  got  {}", format_reply(want), format_reply(&got)));
+            failures.push(format!(
+                "row {i} `{line}`:\n  want {}  got  {}",
+                String::from_utf8_lossy(&format_reply(want)),
+                String::from_utf8_lossy(&format_reply(&got))
+            ));
         }
     }
     (failures, db)

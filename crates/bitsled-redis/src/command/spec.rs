@@ -1,0 +1,192 @@
+//! What the command table says about each command: Redis 7's metadata
+//! (arity, flags, key positions and key specs, ACL categories, tips,
+//! subcommands) and the handler that runs it. One [`Spec`] per command is
+//! the only place these facts live: dispatch, arity checks, MULTI queueing,
+//! write detection (for `--fsync always`) and `COMMAND` all read it.
+
+use bitsled::Db;
+
+use super::session::Session;
+use super::CmdResult;
+
+/// Command flags, as Redis 7 lists them in `COMMAND INFO` (in that order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Flags(u32);
+
+macro_rules! flags {
+    ($($name:ident = $bit:expr, $text:expr;)*) => {
+        impl Flags {
+            $(
+                #[doc = concat!("Redis's `", $text, "` flag.")]
+                pub const $name: Flags = Flags(1 << $bit);
+            )*
+            /// Every flag with its name, in Redis's listing order.
+            const NAMED: &'static [(Flags, &'static str)] = &[$((Flags::$name, $text)),*];
+        }
+    };
+}
+
+flags! {
+    WRITE = 0, "write";
+    READONLY = 1, "readonly";
+    DENYOOM = 2, "denyoom";
+    MODULE = 3, "module";
+    ADMIN = 4, "admin";
+    PUBSUB = 5, "pubsub";
+    NOSCRIPT = 6, "noscript";
+    BLOCKING = 7, "blocking";
+    LOADING = 8, "loading";
+    STALE = 9, "stale";
+    SKIP_MONITOR = 10, "skip_monitor";
+    SKIP_SLOWLOG = 11, "skip_slowlog";
+    ASKING = 12, "asking";
+    FAST = 13, "fast";
+    NO_AUTH = 14, "no_auth";
+    MAY_REPLICATE = 15, "may_replicate";
+    NO_MANDATORY_KEYS = 16, "no_mandatory_keys";
+    NO_ASYNC_LOADING = 17, "no_async_loading";
+    NO_MULTI = 18, "no_multi";
+    ALLOW_BUSY = 19, "allow_busy";
+    MOVABLEKEYS = 20, "movablekeys";
+}
+
+impl Flags {
+    /// No flag.
+    pub const NONE: Flags = Flags(0);
+
+    /// The bits of the flags set.
+    #[must_use]
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// The flags whose bits are set in `bits` (unknown bits are dropped).
+    #[must_use]
+    pub const fn from_bits(bits: u32) -> Flags {
+        Flags(bits & ((1 << 21) - 1))
+    }
+
+    /// Whether every flag of `other` is set.
+    #[must_use]
+    pub const fn contains(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The names of the flags set, in Redis's order.
+    pub fn names(self) -> impl Iterator<Item = &'static str> {
+        Flags::NAMED.iter().filter(move |(f, _)| self.contains(*f)).map(|(_, n)| *n)
+    }
+}
+
+impl std::ops::BitOr for Flags {
+    type Output = Flags;
+    fn bitor(self, rhs: Flags) -> Flags {
+        Flags(self.0 | rhs.0)
+    }
+}
+
+/// Where a key spec's keys start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Begin {
+    /// At this argument index.
+    Index(i32),
+    /// After this keyword, searching from this index (negative: from the end).
+    Keyword(&'static str, i32),
+}
+
+/// How a key spec's keys continue from where they begin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Find {
+    /// `(lastkey, keystep, limit)`: up to `lastkey` (negative: from the
+    /// end), every `keystep`-th argument.
+    Range(i32, i32, i32),
+    /// `(keynumidx, firstkey, keystep)`: the number of keys is at
+    /// `keynumidx`, the keys start `firstkey` after it.
+    Keynum(i32, i32, i32),
+}
+
+/// One of Redis 7's key specifications: which arguments are keys and how
+/// the command uses them (`RO`, `RW`, `OW`, `RM`, `access`, `update`, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeySpec {
+    /// Redis's note, or empty.
+    pub notes: &'static str,
+    /// Redis's key-spec flags.
+    pub flags: &'static [&'static str],
+    /// Where the keys begin.
+    pub begin: Begin,
+    /// How they continue.
+    pub find: Find,
+}
+
+/// What runs a command.
+#[derive(Clone, Copy)]
+pub(crate) enum Handler {
+    /// A data command: it needs only the selected database.
+    Data(fn(&Db, &[Vec<u8>]) -> CmdResult),
+    /// A connection or server command: it reads or changes the session
+    /// (the selected database, the transaction, authentication, the
+    /// server behind it).
+    Conn(fn(&mut Session, &[Vec<u8>]) -> CmdResult),
+}
+
+impl std::fmt::Debug for Handler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Handler::Data(_) => "Data",
+            Handler::Conn(_) => "Conn",
+        })
+    }
+}
+
+/// One command (or subcommand) of the table.
+#[derive(Clone, Copy, Debug)]
+pub struct Spec {
+    /// The lowercase name; a subcommand's is `container|sub`.
+    pub name: &'static str,
+    /// Redis's arity: positive, exactly that many arguments including the
+    /// name; negative, at least that many.
+    pub arity: i32,
+    /// Redis's flags.
+    pub flags: Flags,
+    /// Redis's legacy key positions: first key, last key (negative: from
+    /// the end), step; `(0, 0, 0)` when the command takes no key.
+    pub keys: (i32, i32, i32),
+    /// ACL categories.
+    pub acl: &'static [&'static str],
+    /// Redis's command tips (how a cluster client routes and merges).
+    pub tips: &'static [&'static str],
+    /// Redis 7's key specifications.
+    pub key_specs: &'static [KeySpec],
+    /// Subcommands (of `COMMAND`, `CLIENT`, `CONFIG`): when the command
+    /// has some and a second argument is given, it names the subcommand
+    /// that runs.
+    pub subcommands: &'static [Spec],
+    /// What runs it.
+    pub(crate) run: Handler,
+}
+
+impl Spec {
+    /// Whether `argc` arguments (the name included) satisfy the arity.
+    #[must_use]
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        match usize::try_from(self.arity) {
+            Ok(exact) => argc == exact,
+            Err(_) => argc >= self.arity.unsigned_abs() as usize,
+        }
+    }
+
+    /// Whether the command changes the data set when it succeeds (Redis's
+    /// `write` flag).
+    #[must_use]
+    pub fn is_write(&self) -> bool {
+        self.flags.contains(Flags::WRITE)
+    }
+
+    /// The subcommand named `sub` (any case) of this container.
+    #[must_use]
+    pub fn subcommand(&self, sub: &[u8]) -> Option<&'static Spec> {
+        let short = |s: &Spec| s.name.split_once('|').map_or(s.name, |(_, n)| n);
+        self.subcommands.iter().find(|s| short(s).as_bytes().eq_ignore_ascii_case(sub))
+    }
+}
