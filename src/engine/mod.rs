@@ -20,6 +20,8 @@
 //! protocol (gate, claims, key locks, expiry, type checks) lives in `tx.rs`
 //! and nowhere else.
 
+#![deny(clippy::cast_possible_truncation)]
+
 mod build;
 mod claims;
 mod dirs;
@@ -95,8 +97,9 @@ pub(crate) struct Engine {
     flush_lock: Mutex<()>,
     /// Number of the last write-back applied to the store.
     sequence: AtomicU64,
-    /// Number last recorded in the side file.
-    side_sequence: AtomicU64,
+    /// Number last recorded in the side file; its lock serialises the
+    /// durability barriers (see `Engine::flush`).
+    side_sequence: Mutex<u64>,
     /// Bitmap ids being built by a running operation (not yet published).
     building: Mutex<HashSet<u64>>,
     /// Set after a failed store write; every later write is refused.
@@ -126,11 +129,11 @@ impl Engine {
     /// deletes keys that expired while closed, and starts the background
     /// thread.
     fn open_on(config: Config, store: Box<dyn Store>) -> Result<Arc<Engine>> {
-        let stored_seq = writeback::check_or_create(&config.path, &*store)?;
+        let (stored_seq, acked_seq) = writeback::check_or_create(&config.path, &*store)?;
         let cache_bytes = usize::try_from(config.cache_bytes).unwrap_or(usize::MAX);
         let engine = Arc::new(Engine {
             sequence: AtomicU64::new(stored_seq),
-            side_sequence: AtomicU64::new(u64::MAX),
+            side_sequence: Mutex::new(acked_seq),
             store,
             pages: PageCache::new(cache_bytes),
             metas: MetaCache::new(cache_bytes / 8),

@@ -120,15 +120,19 @@ pub(crate) fn encode_sequence(n: u64) -> Vec<u8> {
 }
 
 /// Parses a write-back sequence record (from the store or the side file).
-pub(crate) fn decode_sequence(b: &[u8]) -> Result<u64> {
-    let bad =
-        || Error::Corrupted { key: "<sequence>".into(), page: None, reason: "bad write-back sequence record".into() };
+/// `source` names where the bytes came from, for the error.
+pub(crate) fn decode_sequence(b: &[u8], source: &str) -> Result<u64> {
+    let bad = |why: &str| Error::Corrupted {
+        key: source.into(),
+        page: None,
+        reason: format!("bad write-back sequence record ({why}): {:02x?}", &b[..b.len().min(16)]),
+    };
     if b.len() != 12 {
-        return Err(bad());
+        return Err(bad(&format!("{} bytes", b.len())));
     }
     let n = read_u64(b, 0);
     if read_u32(b, 8) != crc32fast::hash(&b[..8]) {
-        return Err(bad());
+        return Err(bad("checksum mismatch"));
     }
     Ok(n)
 }

@@ -24,8 +24,9 @@ const SEQUENCE_FILE: &str = "bitsled.seq";
 
 /// At open: checks the superblock (or creates a new store's) and that the
 /// store holds every write-back a flush acknowledged; returns the number of
-/// the last write-back in the store.
-pub(super) fn check_or_create(dir: &Path, store: &dyn Store) -> Result<u64> {
+/// the last write-back in the store and the number the side file records
+/// (0 if none).
+pub(super) fn check_or_create(dir: &Path, store: &dyn Store) -> Result<(u64, u64)> {
     match store.get(&layout::superblock_key())? {
         Some(b) => record::check_superblock(&b)?,
         // A new store's superblock is made durable, and then the side
@@ -62,10 +63,11 @@ pub(super) fn check_or_create(dir: &Path, store: &dyn Store) -> Result<u64> {
     // it made durable in a side file. A store behind its side file lost
     // acknowledged writes (sled drops a damaged log's tail).
     let stored_seq = match store.get(&layout::sequence_key())? {
-        Some(b) => record::decode_sequence(&b)?,
+        Some(b) => record::decode_sequence(&b, "<sequence>")?,
         None => 0,
     };
-    if let Some(acked) = read_side_sequence(dir)? {
+    let acked = read_side_sequence(dir)?;
+    if let Some(acked) = acked {
         if acked > stored_seq {
             return Err(Error::Corrupted {
                 key: "<store>".into(),
@@ -77,13 +79,13 @@ pub(super) fn check_or_create(dir: &Path, store: &dyn Store) -> Result<u64> {
             });
         }
     }
-    Ok(stored_seq)
+    Ok((stored_seq, acked.unwrap_or(0)))
 }
 
 /// The sequence number in the side file, if there is one.
 fn read_side_sequence(dir: &Path) -> Result<Option<u64>> {
     match std::fs::read(dir.join(SEQUENCE_FILE)) {
-        Ok(b) => record::decode_sequence(&b).map(Some),
+        Ok(b) => record::decode_sequence(&b, "<side file bitsled.seq>").map(Some),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e.into()),
     }
@@ -107,11 +109,16 @@ impl Engine {
     /// every transaction that finished before the call survives a crash.
     pub(crate) fn flush(&self) -> Result<()> {
         self.write_back()?;
+        // One barrier at a time: two flushes (the background one and an
+        // explicit one) must not write the side file together, or one
+        // could rename the other's half-written file into place.
+        let mut side = self.side_sequence.lock();
         // Read before the sync: everything up to it is then durable.
         let seq = self.sequence.load(Ordering::SeqCst);
         self.store.sync().inspect_err(|e| self.poison(e))?;
-        if self.side_sequence.swap(seq, Ordering::SeqCst) != seq {
+        if seq > *side {
             write_side_sequence(&self.config.path, seq).inspect_err(|e| self.poison(e))?;
+            *side = seq;
         }
         Ok(())
     }
