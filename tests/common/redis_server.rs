@@ -43,24 +43,59 @@ pub fn tools_present(tools: &[&str]) -> bool {
 /// Starts `redis-server` (no persistence) on a free loopback port and waits
 /// until it accepts connections; `None` if it is not installed (see
 /// [`tools_present`]).
+///
+/// A port found free can be taken by another test's server before this one
+/// binds it; the server that answers is therefore asked for its process id,
+/// and a server that is not ours means another try on another port.
 pub fn start() -> Option<Server> {
     if !tools_present(&["redis-server"]) {
         return None;
     }
-    let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind").local_addr().expect("addr").port();
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start redis-server");
-    let server = Server { child, port };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
-        assert!(Instant::now() < deadline, "redis-server did not start on port {port}");
-        std::thread::sleep(Duration::from_millis(20));
+    for _attempt in 0..10 {
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind").local_addr().expect("addr").port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        let mut server = Server { child, port };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if server.child.try_wait().ok().flatten().is_some() {
+                break; // it exited: the port was taken
+            }
+            if let Some(pid) = process_id(port) {
+                if pid == server.child.id() {
+                    return Some(server);
+                }
+                break; // another test's server answers on this port
+            }
+            assert!(Instant::now() < deadline, "redis-server did not start on port {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
-    Some(server)
+    panic!("could not start a private redis-server on a free port");
+}
+
+/// The `process_id` the server on `port` reports in `INFO server`.
+fn process_id(port: u16) -> Option<u32> {
+    use std::io::{Read, Write};
+    let mut conn = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).ok()?;
+    conn.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    conn.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n").ok()?;
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&reply).contains("process_id:") || !reply.ends_with(b"\r\n") {
+        let n = conn.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        reply.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&reply);
+    let line = text.lines().find(|l| l.starts_with("process_id:"))?;
+    line["process_id:".len()..].trim().parse().ok()
 }
 
 /// Runs `cmd` with `input` on its stdin; its stdout, asserting it succeeded.
