@@ -55,10 +55,10 @@ fn accuracy(db: &Db, max_exp: u32, seeds: u64, big_seeds: u64) -> Res<()> {
             while added < target {
                 let n = (target - added).min(10_000);
                 let batch: Vec<[u8; 8]> = (added..added + n).map(|i| element(seed, i)).collect();
-                db.pfadd(key.as_bytes(), &batch)?;
+                db.hll(key.as_bytes()).add(&batch)?;
                 added += n;
             }
-            let est = db.pfcount(&[key.as_bytes()])? as f64;
+            let est = db.hll(key.as_bytes()).count()? as f64;
             errors[exp as usize].push((est - target as f64) / target as f64);
         }
         eprintln!("seed {seed}: {added} elements in {:.3} s", started.elapsed().as_secs_f64());
@@ -85,7 +85,7 @@ fn sizes(dir: &std::path::Path, quick: bool) -> Res<()> {
     let mut added = 0u64;
     for target in [0u64, 10, 100, 300, 1000, 1500, 2000, 3000, 5000, 100_000] {
         let batch: Vec<[u8; 8]> = (added..target).map(|i| element(9, i)).collect();
-        db.pfadd(b"len", &batch)?;
+        db.hll(b"len").add(&batch)?;
         added = target;
         let v = db.get(b"len")?.unwrap_or_default();
         let enc = if v.get(4) == Some(&0) { "dense" } else { "sparse" };
@@ -104,7 +104,7 @@ fn sizes(dir: &std::path::Path, quick: bool) -> Res<()> {
         for k in 0..keys {
             let batch: Vec<[u8; 8]> = (0..per_key).map(|i| element(k + 100, i)).collect();
             let key = format!("k{k}");
-            db.pfadd(key.as_bytes(), &batch)?;
+            db.hll(key.as_bytes()).add(&batch)?;
             value_bytes += db.strlen(key.as_bytes())?;
         }
         db.flush()?;
@@ -133,17 +133,17 @@ fn throughput(dir: &std::path::Path, quick: bool) -> Res<()> {
     let (batched_n, single_n) = if quick { (1_000_000u64, 20_000u64) } else { (10_000_000, 200_000) };
     let db = open(&dir.join("speed"))?;
     let warm: Vec<[u8; 8]> = (0..50_000).map(|i| element(77, i)).collect();
-    db.pfadd(b"speed", &warm)?;
+    db.hll(b"speed").add(&warm)?;
     let ours_batched = rate(batched_n, || {
         for start in (0..batched_n).step_by(1000) {
             let batch: Vec<[u8; 8]> = (start..start + 1000).map(|i| element(78, i)).collect();
-            db.pfadd(b"speed", &batch)?;
+            db.hll(b"speed").add(&batch)?;
         }
         Ok(())
     })?;
     let ours_single = rate(single_n, || {
         for i in 0..single_n {
-            db.pfadd(b"speed", &[element(79, i)])?;
+            db.hll(b"speed").add(&[element(79, i)])?;
         }
         Ok(())
     })?;

@@ -130,10 +130,10 @@ fn apply_db(db: &Db, op: &Op) {
             db.persist(KEYS[*k]).unwrap();
         }
         Op::PfAdd(elements) => {
-            db.pfadd(KEYS[HLL], elements).unwrap();
+            db.hll(KEYS[HLL]).add(elements).unwrap();
         }
         Op::BfAdd(items) => {
-            db.bf_add_many(BLOOM, items).unwrap();
+            db.bloom(BLOOM).add_many(items).unwrap();
         }
     }
 }
@@ -241,9 +241,9 @@ struct Snapshot {
 }
 
 fn bloom_state(db: &Db) -> Option<(u64, u64, u64, Vec<bool>)> {
-    let info = db.bf_info(BLOOM).unwrap()?;
+    let info = db.bloom(BLOOM).info().unwrap()?;
     let probes: Vec<Vec<u8>> = (0..PROBES).map(|i| format!("item{i}").into_bytes()).collect();
-    Some((info.capacity, info.filters, info.items, db.bf_contains_many(BLOOM, &probes).unwrap()))
+    Some((info.capacity, info.filters, info.items, db.bloom(BLOOM).contains_many(&probes).unwrap()))
 }
 
 fn state(db: &Db) -> Snapshot {

@@ -205,23 +205,8 @@ fn info_of(header: &Header) -> BloomInfo {
 }
 
 impl Db {
-    /// Creates an empty Bloom filter at `key` for `capacity` items at
-    /// false-positive rate `error_rate` (RedisBloom BF.RESERVE). Returns
-    /// `false`, changing nothing, if `key` already holds a filter.
-    ///
-    /// `error_rate` must be in `(0, 1)` (above 0.25 it is lowered to 0.25,
-    /// as RedisBloom does), `capacity` in `1 ..= 2^30`, the expansion at
-    /// most 32,768. A scaling filter's first sub-filter uses half the rate,
-    /// so that the rate of the whole chain stays below `error_rate`.
-    ///
-    /// Cost: one page (the header); the bit arrays take no space until
-    /// bits are set.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an argument out of range (the text is
-    /// RedisBloom's); [`Error::WrongType`] if `key` holds another type;
-    /// [`Error::Poisoned`].
-    pub fn bf_reserve(&self, key: &[u8], error_rate: f64, capacity: u64, options: BloomOptions) -> Result<bool> {
+    /// BF.RESERVE; see [`Bloom::reserve`].
+    pub(crate) fn bf_reserve(&self, key: &[u8], error_rate: f64, capacity: u64, options: BloomOptions) -> Result<bool> {
         let header = new_header(error_rate, capacity, options)?;
         self.engine.write(&[key], |tx| {
             if tx.typed(key, Kind::Bloom)?.is_some() {
@@ -233,63 +218,27 @@ impl Db {
         })
     }
 
-    /// Adds `item` to the filter at `key` (RedisBloom BF.ADD), creating a
-    /// default filter (error rate 0.01, capacity 100, expansion 2) if `key`
-    /// does not exist.
-    ///
-    /// Cost: as [`Db::bf_add_many`] with one item.
-    ///
-    /// # Errors
-    /// As [`Db::bf_add_many`].
-    pub fn bf_add(&self, key: &[u8], item: &[u8]) -> Result<BloomAdd> {
+    /// BF.ADD; see [`Bloom::add`].
+    pub(crate) fn bf_add(&self, key: &[u8], item: &[u8]) -> Result<BloomAdd> {
         let r = self.bf_add_many(key, &[item])?;
         r.first().copied().ok_or_else(|| Error::InvalidArgument(ERR_INSERT.into()))
     }
 
-    /// Adds `items` in order to the filter at `key` (RedisBloom BF.MADD),
-    /// creating a default filter if `key` does not exist. The answers are
-    /// those of consecutive [`Db::bf_add`] calls: an item repeated in the
-    /// batch is [`BloomAdd::Exists`] the second time. A non-scaling filter
-    /// that fills up answers [`BloomAdd::Full`] for the first item that does
-    /// not fit, and the answers stop there (later items are not added).
-    ///
-    /// The whole batch is one atomic change: a write-back (and so a crash)
-    /// sees all of it or none of it.
-    ///
-    /// Cost: the positions of all items in all sub-filters are computed and
-    /// grouped by page; each page is read once and written at most once.
-    /// Memory: about 16 bytes per item, hash function and sub-filter.
-    ///
-    /// # Errors
-    /// [`Error::WrongType`] if `key` holds another type;
-    /// [`Error::Corrupted`] if the header or a page does not decode;
-    /// [`Error::InvalidArgument`] with RedisBloom's `problem inserting into
-    /// filter` if the chain cannot grow (64 sub-filters, or sizes beyond
-    /// 2^60 bits), then nothing is changed; [`Error::Poisoned`].
-    pub fn bf_add_many<T: AsRef<[u8]>>(&self, key: &[u8], items: &[T]) -> Result<Vec<BloomAdd>> {
+    /// BF.MADD; see [`Bloom::add_many`].
+    pub(crate) fn bf_add_many<T: AsRef<[u8]>>(&self, key: &[u8], items: &[T]) -> Result<Vec<BloomAdd>> {
         let create = || new_header(DEFAULT_ERROR_RATE, DEFAULT_CAPACITY, BloomOptions::default());
         self.add_with(key, items, Some(&create))
     }
 
-    /// Adds `items` as [`Db::bf_add_many`] does (RedisBloom BF.INSERT). If
-    /// `key` does not exist, a filter with `error_rate`, `capacity` and
-    /// `options` is created first, unless `create` is `false`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] with RedisBloom's `not found` if `key`
-    /// does not exist and `create` is `false`; for a new filter, as
-    /// [`Db::bf_reserve`]; otherwise as [`Db::bf_add_many`].
-    pub fn bf_insert<T: AsRef<[u8]>>(
+    /// BF.INSERT; see [`Bloom::insert`].
+    pub(crate) fn bf_insert<T: AsRef<[u8]>>(
         &self,
         key: &[u8],
         items: &[T],
-        error_rate: f64,
-        capacity: u64,
-        options: BloomOptions,
-        create: bool,
+        create: Option<(f64, u64, BloomOptions)>,
     ) -> Result<Vec<BloomAdd>> {
-        let make = || new_header(error_rate, capacity, options);
-        self.add_with(key, items, create.then_some(&make as &dyn Fn() -> Result<Header>))
+        let make = create.map(|(rate, capacity, options)| move || new_header(rate, capacity, options));
+        self.add_with(key, items, make.as_ref().map(|m| m as &dyn Fn() -> Result<Header>))
     }
 
     fn add_with<T: AsRef<[u8]>>(
@@ -327,26 +276,13 @@ impl Db {
         })
     }
 
-    /// Whether `item` may have been added to the filter at `key` (RedisBloom
-    /// BF.EXISTS): `false` means certainly not; `true` is wrong with about
-    /// the filter's error rate. `false` for a missing key.
-    ///
-    /// # Errors
-    /// As [`Db::bf_contains_many`].
-    pub fn bf_contains(&self, key: &[u8], item: &[u8]) -> Result<bool> {
+    /// BF.EXISTS; see [`Bloom::contains`].
+    pub(crate) fn bf_contains(&self, key: &[u8], item: &[u8]) -> Result<bool> {
         Ok(self.bf_contains_many(key, &[item])?.first().copied().unwrap_or(false))
     }
 
-    /// [`Db::bf_contains`] for each of `items` (RedisBloom BF.MEXISTS).
-    ///
-    /// Cost: each page holding a probed bit is read once (positions are
-    /// grouped by page), under the key's lock.
-    ///
-    /// # Errors
-    /// [`Error::WrongType`] if `key` holds another type (RedisBloom's
-    /// BF.EXISTS replies 0 instead; the command layer does that);
-    /// [`Error::Corrupted`] if the header or a page does not decode.
-    pub fn bf_contains_many<T: AsRef<[u8]>>(&self, key: &[u8], items: &[T]) -> Result<Vec<bool>> {
+    /// BF.MEXISTS; see [`Bloom::contains_many`].
+    pub(crate) fn bf_contains_many<T: AsRef<[u8]>>(&self, key: &[u8], items: &[T]) -> Result<Vec<bool>> {
         // The key's lock is held while pages are read, so the bitmap cannot
         // be replaced (and its pages discarded) meanwhile.
         self.engine.read(&[key], |tx| {
@@ -363,26 +299,16 @@ impl Db {
         })
     }
 
-    /// The figures of the filter at `key` (RedisBloom BF.INFO), or `None`
-    /// if it does not exist.
-    ///
-    /// Cost: the header page.
-    ///
-    /// # Errors
-    /// [`Error::WrongType`], [`Error::Corrupted`].
-    pub fn bf_info(&self, key: &[u8]) -> Result<Option<BloomInfo>> {
+    /// BF.INFO; see [`Bloom::info`].
+    pub(crate) fn bf_info(&self, key: &[u8]) -> Result<Option<BloomInfo>> {
         self.engine.read(&[key], |tx| {
             let Some(meta) = tx.typed(key, Kind::Bloom)? else { return Ok(None) };
             Ok(Some(info_of(&read_header(tx, key, &meta)?)))
         })
     }
 
-    /// Items added to the filter at `key` (RedisBloom BF.CARD); 0 for a
-    /// missing key.
-    ///
-    /// # Errors
-    /// [`Error::WrongType`], [`Error::Corrupted`].
-    pub fn bf_card(&self, key: &[u8]) -> Result<u64> {
+    /// BF.CARD; see [`Bloom::card`].
+    pub(crate) fn bf_card(&self, key: &[u8]) -> Result<u64> {
         Ok(self.bf_info(key)?.map_or(0, |i| i.items))
     }
 
@@ -407,8 +333,8 @@ impl Db {
     }
 }
 
-/// A handle on one Bloom filter key; see [`Db::bloom`]. Each method is the
-/// [`Db`] method of the same BF.* command applied to this key.
+/// A handle on one Bloom filter key; see [`Db::bloom`]. Its methods are
+/// RedisBloom's BF.* commands applied to this key.
 #[derive(Clone, Debug)]
 pub struct Bloom<'a> {
     db: &'a Db,
@@ -422,7 +348,22 @@ impl Bloom<'_> {
         &self.key
     }
 
-    /// Creates the filter; `false` if it exists. See [`Db::bf_reserve`].
+    /// Creates an empty filter for `capacity` items at false-positive rate
+    /// `error_rate` (RedisBloom BF.RESERVE). Returns `false`, changing
+    /// nothing, if the key already holds a filter.
+    ///
+    /// `error_rate` must be in `(0, 1)` (above 0.25 it is lowered to 0.25,
+    /// as RedisBloom does), `capacity` in `1 ..= 2^30`, the expansion at
+    /// most 32,768. A scaling filter's first sub-filter uses half the rate,
+    /// so that the rate of the whole chain stays below `error_rate`.
+    ///
+    /// Cost: one page (the header); the bit arrays take no space until
+    /// bits are set.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an argument out of range (the text is
+    /// RedisBloom's); [`Error::WrongType`] if the key holds another type;
+    /// [`Error::Poisoned`].
     ///
     /// ```
     /// # fn main() -> bitsled::Result<()> {
@@ -435,23 +376,42 @@ impl Bloom<'_> {
     /// assert_eq!(f.info()?.map(|i| (i.capacity, i.expansion)), Some((1000, Some(4))));
     /// # Ok(()) }
     /// ```
-    ///
-    /// # Errors
-    /// As [`Db::bf_reserve`].
     pub fn reserve(&self, error_rate: f64, capacity: u64, options: BloomOptions) -> Result<bool> {
         self.db.bf_reserve(&self.key, error_rate, capacity, options)
     }
 
-    /// Adds one item, creating a default filter if needed. See
-    /// [`Db::bf_add`].
+    /// Adds one item (RedisBloom BF.ADD), creating a default filter (error
+    /// rate 0.01, capacity 100, expansion 2) if the key does not exist.
+    ///
+    /// Cost: as [`Bloom::add_many`] with one item.
     ///
     /// # Errors
-    /// As [`Db::bf_add`].
+    /// As [`Bloom::add_many`].
     pub fn add(&self, item: impl AsRef<[u8]>) -> Result<BloomAdd> {
         self.db.bf_add(&self.key, item.as_ref())
     }
 
-    /// Adds items in order, atomically. See [`Db::bf_add_many`].
+    /// Adds `items` in order (RedisBloom BF.MADD), creating a default filter
+    /// if the key does not exist. The answers are those of consecutive
+    /// [`Bloom::add`] calls: an item repeated in the batch is
+    /// [`BloomAdd::Exists`] the second time. A non-scaling filter that fills
+    /// up answers [`BloomAdd::Full`] for the first item that does not fit,
+    /// and the answers stop there (later items are not added).
+    ///
+    /// The whole batch is one atomic change: a write-back (and so a crash)
+    /// sees all of it or none of it.
+    ///
+    /// Cost: the positions of all items in all sub-filters are computed and
+    /// grouped by page; each page is read once and written at most once.
+    /// Memory: about 16 bytes per item, hash function and sub-filter, in
+    /// chunks of at most 2^20 positions.
+    ///
+    /// # Errors
+    /// [`Error::WrongType`] if the key holds another type;
+    /// [`Error::Corrupted`] if the header or a page does not decode;
+    /// [`Error::InvalidArgument`] with RedisBloom's `problem inserting into
+    /// filter` if the chain cannot grow (64 sub-filters, or sizes beyond
+    /// 2^60 bits), then nothing is changed; [`Error::Poisoned`].
     ///
     /// ```
     /// # fn main() -> bitsled::Result<()> {
@@ -466,23 +426,59 @@ impl Bloom<'_> {
     /// );
     /// # Ok(()) }
     /// ```
-    ///
-    /// # Errors
-    /// As [`Db::bf_add_many`].
     pub fn add_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<BloomAdd>> {
         self.db.bf_add_many(&self.key, items)
     }
 
-    /// Whether the item may have been added. See [`Db::bf_contains`].
+    /// Adds `items` as [`Bloom::add_many`] does (RedisBloom BF.INSERT). If
+    /// the key does not exist, a filter is created with `create`'s error
+    /// rate, capacity and options; with `create` `None` (NOCREATE) a
+    /// missing key is an error.
     ///
     /// # Errors
-    /// As [`Db::bf_contains`].
+    /// [`Error::InvalidArgument`] with RedisBloom's `not found` if the key
+    /// does not exist and `create` is `None`; for a new filter, as
+    /// [`Bloom::reserve`]; otherwise as [`Bloom::add_many`].
+    ///
+    /// ```
+    /// # fn main() -> bitsled::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// use bitsled::{BloomAdd, BloomOptions};
+    /// let db = bitsled::Db::open(dir.path())?;
+    /// let f = db.bloom(b"f");
+    /// assert!(f.insert(&["a"], None).is_err(), "NOCREATE on a missing key");
+    /// let added = f.insert(&["a", "b"], Some((0.001, 10_000, BloomOptions::default())))?;
+    /// assert_eq!(added, vec![BloomAdd::Added, BloomAdd::Added]);
+    /// assert_eq!(f.info()?.map(|i| i.capacity), Some(10_000));
+    /// # Ok(()) }
+    /// ```
+    pub fn insert<T: AsRef<[u8]>>(
+        &self,
+        items: &[T],
+        create: Option<(f64, u64, BloomOptions)>,
+    ) -> Result<Vec<BloomAdd>> {
+        self.db.bf_insert(&self.key, items, create)
+    }
+
+    /// Whether `item` may have been added (RedisBloom BF.EXISTS): `false`
+    /// means certainly not; `true` is wrong with about the filter's error
+    /// rate. `false` for a missing key.
+    ///
+    /// # Errors
+    /// As [`Bloom::contains_many`].
     pub fn contains(&self, item: impl AsRef<[u8]>) -> Result<bool> {
         self.db.bf_contains(&self.key, item.as_ref())
     }
 
-    /// [`Bloom::contains`] for many items, each page read once. See
-    /// [`Db::bf_contains_many`].
+    /// [`Bloom::contains`] for each of `items` (RedisBloom BF.MEXISTS).
+    ///
+    /// Cost: each page holding a probed bit is read once (positions are
+    /// grouped by page), under the key's lock.
+    ///
+    /// # Errors
+    /// [`Error::WrongType`] if the key holds another type (RedisBloom's
+    /// BF.EXISTS replies 0 instead; the command layer does that);
+    /// [`Error::Corrupted`] if the header or a page does not decode.
     ///
     /// ```
     /// # fn main() -> bitsled::Result<()> {
@@ -493,26 +489,25 @@ impl Bloom<'_> {
     /// assert_eq!(f.contains_many(&["x", "nope", "y"])?, vec![true, false, true]);
     /// # Ok(()) }
     /// ```
-    ///
-    /// # Errors
-    /// As [`Db::bf_contains_many`].
     pub fn contains_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
         self.db.bf_contains_many(&self.key, items)
     }
 
-    /// The filter's figures, `None` if it does not exist. See
-    /// [`Db::bf_info`].
+    /// The filter's figures (RedisBloom BF.INFO), `None` if it does not
+    /// exist.
+    ///
+    /// Cost: the header page.
     ///
     /// # Errors
-    /// As [`Db::bf_info`].
+    /// [`Error::WrongType`], [`Error::Corrupted`].
     pub fn info(&self) -> Result<Option<BloomInfo>> {
         self.db.bf_info(&self.key)
     }
 
-    /// Items added; 0 if the filter does not exist. See [`Db::bf_card`].
+    /// Items added (RedisBloom BF.CARD); 0 for a missing key.
     ///
     /// # Errors
-    /// As [`Db::bf_card`].
+    /// [`Error::WrongType`], [`Error::Corrupted`].
     pub fn card(&self) -> Result<u64> {
         self.db.bf_card(&self.key)
     }

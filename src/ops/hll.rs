@@ -101,60 +101,20 @@ pub struct Hll<'a> {
 }
 
 impl Hll<'_> {
-    /// Adds `elements` (Redis PFADD); see [`Db::pfadd`].
-    ///
-    /// # Errors
-    /// As [`Db::pfadd`].
-    pub fn add<E: AsRef<[u8]>>(&self, elements: &[E]) -> Result<bool> {
-        self.db.pfadd(self.name, elements)
-    }
-
-    /// The estimated number of distinct elements added (Redis PFCOUNT of
-    /// this one key); see [`Db::pfcount`].
-    ///
-    /// # Errors
-    /// As [`Db::pfcount`].
-    pub fn count(&self) -> Result<u64> {
-        self.db.pfcount(&[self.name])
-    }
-
-    /// Merges the sketches of `sources` into this one (Redis PFMERGE with
-    /// this key as the destination); see [`Db::pfmerge`].
-    ///
-    /// ```
-    /// # fn main() -> bitsled::Result<()> {
-    /// # let dir = tempfile::tempdir()?;
-    /// let db = bitsled::Db::open(dir.path())?;
-    /// db.pfadd(b"monday", &["a", "b"])?;
-    /// db.pfadd(b"tuesday", &["b", "c"])?;
-    /// db.hll(b"week").merge_from(&[&b"monday"[..], b"tuesday"])?;
-    /// assert_eq!(db.hll(b"week").count()?, 3);
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`Db::pfmerge`].
-    pub fn merge_from<K: AsRef<[u8]>>(&self, sources: &[K]) -> Result<()> {
-        self.db.pfmerge(self.name, sources)
-    }
-}
-
-impl Db {
-    /// A handle on the HyperLogLog sketch under key `name` (which need not
-    /// exist yet).
+    /// The key.
     #[must_use]
-    pub fn hll<'a>(&'a self, name: &'a [u8]) -> Hll<'a> {
-        Hll { db: self, name }
+    pub fn key(&self) -> &[u8] {
+        self.name
     }
 
-    /// Adds `elements` to the HyperLogLog sketch under `key` (Redis PFADD),
-    /// creating it, even with no elements, if missing. Returns `true` if the
-    /// key was created or a register changed (the estimate may have
-    /// changed), else `false`. The key's expiry is kept.
+    /// Adds `elements` to the sketch (Redis PFADD), creating it, even with
+    /// no elements, if missing. Returns `true` if the key was created or a
+    /// register changed (the estimate may have changed), else `false`. The
+    /// key's expiry is kept.
     ///
     /// The stored bytes are exactly Redis 7's for the same commands: a new
     /// sketch starts sparse and turns dense past 3,000 bytes or when a
-    /// register exceeds 32.
+    /// register exceeds 32; GET returns them.
     ///
     /// Cost: reads the value (at most 12 KiB unless a sparse value was SET
     /// larger) and rewrites the changed pages, atomically under the key's
@@ -171,14 +131,100 @@ impl Db {
     /// # fn main() -> bitsled::Result<()> {
     /// # let dir = tempfile::tempdir()?;
     /// let db = bitsled::Db::open(dir.path())?;
-    /// assert!(db.pfadd(b"hll", &["a", "b", "c"])?);
-    /// assert!(!db.pfadd(b"hll", &["a"])?);
-    /// assert_eq!(db.pfcount(&[b"hll"])?, 3);
+    /// let uv = db.hll(b"page:uv:20260101");
+    /// assert!(uv.add(&["a", "b", "c"])?);
+    /// assert!(!uv.add(&["a"])?);
+    /// assert_eq!(uv.count()?, 3);
     /// // The value is Redis's: it starts with the HYLL header.
-    /// assert_eq!(&db.get(b"hll")?.unwrap()[..4], b"HYLL");
+    /// assert_eq!(&db.get(b"page:uv:20260101")?.unwrap()[..4], b"HYLL");
     /// # Ok(()) }
     /// ```
-    pub fn pfadd<E: AsRef<[u8]>>(&self, key: &[u8], elements: &[E]) -> Result<bool> {
+    pub fn add<E: AsRef<[u8]>>(&self, elements: &[E]) -> Result<bool> {
+        self.db.pfadd(self.name, elements)
+    }
+
+    /// The estimated number of distinct elements added (Redis PFCOUNT of
+    /// this one key): the cached cardinality, or a new estimate, which is
+    /// then cached in the stored value as Redis does. A missing key counts
+    /// as an empty sketch. The standard error is 0.81%; the result is
+    /// Redis's for the same registers.
+    ///
+    /// Cost: with a valid cache, 16 bytes are read; otherwise the value.
+    ///
+    /// # Errors
+    /// As [`Hll::add`].
+    pub fn count(&self) -> Result<u64> {
+        self.db.pfcount(&[self.name])
+    }
+
+    /// The estimated number of distinct elements in the union of this
+    /// sketch and `others` (Redis PFCOUNT with several keys). No key is
+    /// changed; missing keys count as empty sketches.
+    ///
+    /// Cost: every value is read once (at most 12 KiB each).
+    ///
+    /// # Errors
+    /// As [`Hll::add`], for the first key (this one, then `others` in
+    /// order) that has the problem.
+    ///
+    /// ```
+    /// # fn main() -> bitsled::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = bitsled::Db::open(dir.path())?;
+    /// db.hll(b"a").add(&["x", "y"])?;
+    /// db.hll(b"b").add(&["y", "z"])?;
+    /// assert_eq!(db.hll(b"a").count()?, 2);
+    /// assert_eq!(db.hll(b"a").count_with(&[&b"b"[..], b"missing"])?, 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn count_with<K: AsRef<[u8]>>(&self, others: &[K]) -> Result<u64> {
+        let mut keys: Vec<&[u8]> = Vec::with_capacity(1 + others.len());
+        keys.push(self.name);
+        keys.extend(others.iter().map(AsRef::as_ref));
+        self.db.pfcount(&keys)
+    }
+
+    /// Merges the sketches of `sources` into this one (Redis PFMERGE with
+    /// this key as the destination): each register becomes the largest
+    /// among them. A missing destination is created; missing sources count
+    /// as empty. As in Redis, the result is dense if any of them (the
+    /// destination included) is dense, else it stays sparse until it
+    /// outgrows the sparse limit; its cached cardinality is marked stale
+    /// and its expiry kept.
+    ///
+    /// Cost: reads every key once, then the destination again under its
+    /// lock and writes it atomically. A concurrent change to a source may
+    /// or may not be included, as if it ran just before or just after.
+    ///
+    /// # Errors
+    /// As [`Hll::add`], checking the destination first, then the sources
+    /// in order.
+    ///
+    /// ```
+    /// # fn main() -> bitsled::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = bitsled::Db::open(dir.path())?;
+    /// db.hll(b"monday").add(&["a", "b"])?;
+    /// db.hll(b"tuesday").add(&["b", "c"])?;
+    /// db.hll(b"week").merge_from(&[&b"monday"[..], b"tuesday"])?;
+    /// assert_eq!(db.hll(b"week").count()?, 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn merge_from<K: AsRef<[u8]>>(&self, sources: &[K]) -> Result<()> {
+        self.db.pfmerge(self.name, sources)
+    }
+}
+
+impl Db {
+    /// A handle on the HyperLogLog sketch under key `name` (which need not
+    /// exist yet).
+    #[must_use]
+    pub fn hll<'a>(&'a self, name: &'a [u8]) -> Hll<'a> {
+        Hll { db: self, name }
+    }
+
+    /// PFADD; see [`Hll::add`].
+    pub(crate) fn pfadd<E: AsRef<[u8]>>(&self, key: &[u8], elements: &[E]) -> Result<bool> {
         self.engine.write(&[key], |tx| {
             let (meta, old, created) = match load(tx, key)? {
                 Some((meta, value)) => (meta, value, false),
@@ -201,31 +247,9 @@ impl Db {
         })
     }
 
-    /// The estimated number of distinct elements added to the sketches
-    /// under `keys` (Redis PFCOUNT): of one key, its cached cardinality or
-    /// a new estimate, which is then cached in the stored value as Redis
-    /// does; of several, the estimate of their union (the keys are not
-    /// changed). Missing keys count as empty sketches. The standard error
-    /// is 0.81%; the result is Redis's for the same registers.
-    ///
-    /// Cost: one key with a valid cache reads 16 bytes; otherwise each key's
-    /// value is read (at most 12 KiB each).
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for no keys; otherwise as [`Db::pfadd`],
-    /// for the first key (in order) that has the problem.
-    ///
-    /// ```
-    /// # fn main() -> bitsled::Result<()> {
-    /// # let dir = tempfile::tempdir()?;
-    /// let db = bitsled::Db::open(dir.path())?;
-    /// db.pfadd(b"a", &["x", "y"])?;
-    /// db.pfadd(b"b", &["y", "z"])?;
-    /// assert_eq!(db.pfcount(&[b"a"])?, 2);
-    /// assert_eq!(db.pfcount(&[&b"a"[..], b"b", b"missing"])?, 3);
-    /// # Ok(()) }
-    /// ```
-    pub fn pfcount<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<u64> {
+    /// PFCOUNT of one key or of the union of several; see [`Hll::count`]
+    /// and [`Hll::count_with`].
+    pub(crate) fn pfcount<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<u64> {
         match keys {
             [] => Err(Error::InvalidArgument("PFCOUNT needs at least one key".into())),
             [key] => self.pfcount_one(key.as_ref()),
@@ -264,32 +288,8 @@ impl Db {
         Ok(hll::is_dense(&value))
     }
 
-    /// Merges the sketches of `dest` and `sources` into `dest` (Redis
-    /// PFMERGE): each register becomes the largest among them. A missing
-    /// `dest` is created; missing sources count as empty. As in Redis, the
-    /// result is dense if any of them (`dest` included) is dense, else it
-    /// stays sparse until it outgrows the sparse limit; its cached
-    /// cardinality is marked stale and its expiry kept.
-    ///
-    /// Cost: reads every key once, then `dest` again under its lock and
-    /// writes it atomically. A concurrent change to a source may or may not
-    /// be included, as if it ran just before or just after.
-    ///
-    /// # Errors
-    /// As [`Db::pfcount`], checking `dest` first, then the sources in
-    /// order.
-    ///
-    /// ```
-    /// # fn main() -> bitsled::Result<()> {
-    /// # let dir = tempfile::tempdir()?;
-    /// let db = bitsled::Db::open(dir.path())?;
-    /// db.pfadd(b"a", &["x", "y"])?;
-    /// db.pfadd(b"b", &["y", "z"])?;
-    /// db.pfmerge(b"all", &[b"a", b"b"])?;
-    /// assert_eq!(db.pfcount(&[b"all"])?, 3);
-    /// # Ok(()) }
-    /// ```
-    pub fn pfmerge<K: AsRef<[u8]>>(&self, dest: &[u8], sources: &[K]) -> Result<()> {
+    /// PFMERGE; see [`Hll::merge_from`].
+    pub(crate) fn pfmerge<K: AsRef<[u8]>>(&self, dest: &[u8], sources: &[K]) -> Result<()> {
         let mut max = [0u8; REGISTERS];
         let mut use_dense = self.merge_key_into(dest, &mut max)?;
         for src in sources {

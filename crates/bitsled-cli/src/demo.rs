@@ -183,7 +183,7 @@ pub(crate) fn demo(db: &Db, users: u64, days: u32, density: f64) -> Result<()> {
     for (page, share) in [("home", 2u64), ("cart", 5)] {
         let ids: Vec<String> = (0..visitors / share).map(|_| format!("user:{}", rng.next() % visitors)).collect();
         for chunk in ids.chunks(10_000) {
-            db.pfadd(format!("page:uv:{page}").as_bytes(), chunk)?;
+            db.hll(format!("page:uv:{page}").as_bytes()).add(chunk)?;
         }
     }
     println!("  PFADD of {} page views                          {:>9.3} ms", visitors / 2 + visitors / 5, ms(t));
@@ -197,7 +197,7 @@ pub(crate) fn demo(db: &Db, users: u64, days: u32, density: f64) -> Result<()> {
     let t = Instant::now();
     let msgs: Vec<String> = (0..visitors / 10).map(|i| format!("msg:{i}")).collect();
     for chunk in msgs.chunks(10_000) {
-        db.bf_add_many(b"seen", chunk)?;
+        db.bloom(b"seen").add_many(chunk)?;
     }
     println!("  BF.MADD of {} items                               {:>9.3} ms", msgs.len(), ms(t));
     show(db, "BF.EXISTS seen msg:0")?;

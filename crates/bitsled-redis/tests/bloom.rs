@@ -267,7 +267,7 @@ fn survives_reopen() {
     let items: Vec<String> = (0..5000).map(|i| format!("user:{i}")).collect();
     {
         let db = open(dir.path());
-        db.bf_reserve(b"f", 0.001, 1000, BloomOptions::default()).unwrap();
+        db.bloom(b"f").reserve(0.001, 1000, BloomOptions::default()).unwrap();
         db.bloom(b"f").add_many(&items[..2500]).unwrap();
         db.flush().unwrap();
         db.bloom(b"f").add_many(&items[2500..]).unwrap();
@@ -288,7 +288,7 @@ fn survives_reopen() {
     db.compact_into(&target).unwrap();
     let c = open(&target);
     assert!(c.bloom(b"f").contains_many(&items).unwrap().iter().all(|&b| b));
-    assert_eq!(c.bf_info(b"f").unwrap(), Some(info));
+    assert_eq!(c.bloom(b"f").info().unwrap(), Some(info));
 }
 
 /// A header page that decodes as a page but not as a header gives
@@ -299,7 +299,7 @@ fn corrupted_header_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     {
         let db = open(dir.path());
-        db.bf_reserve(b"victim", 0.01, 100, BloomOptions::default()).unwrap();
+        db.bloom(b"victim").reserve(0.01, 100, BloomOptions::default()).unwrap();
         db.flush().unwrap();
     }
     {
@@ -365,16 +365,16 @@ fn false_positive_rate_is_within_the_configured_rate() {
             db.bloom(key).add_many(chunk).unwrap();
         }
     };
-    db.bf_reserve(b"reserved", 0.01, 20_000, BloomOptions::default()).unwrap();
+    db.bloom(b"reserved").reserve(0.01, 20_000, BloomOptions::default()).unwrap();
     batch(b"reserved", 20_000);
     probe(b"reserved", 0.01, 1.0);
-    db.bf_reserve(b"tight", 0.001, 20_000, BloomOptions::default()).unwrap();
+    db.bloom(b"tight").reserve(0.001, 20_000, BloomOptions::default()).unwrap();
     batch(b"tight", 20_000);
     probe(b"tight", 0.001, 1.0);
     batch(b"default", 30_000);
-    assert!(db.bf_info(b"default").unwrap().unwrap().filters >= 8);
+    assert!(db.bloom(b"default").info().unwrap().unwrap().filters >= 8);
     probe(b"default", 0.01, 1.0);
-    db.bf_reserve(b"flat", 0.01, 20_000, BloomOptions::default().nonscaling()).unwrap();
+    db.bloom(b"flat").reserve(0.01, 20_000, BloomOptions::default().nonscaling()).unwrap();
     batch(b"flat", 20_000);
     probe(b"flat", 0.01, 1.15);
 }
@@ -390,7 +390,7 @@ fn inserted_items_are_always_found() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     let mut db = open(dir.path());
-    db.bf_reserve(b"m", 0.01, 7, BloomOptions::default().expansion(2)).unwrap();
+    db.bloom(b"m").reserve(0.01, 7, BloomOptions::default().expansion(2)).unwrap();
     let mut inserted: Vec<Vec<u8>> = Vec::new();
     let mut added = 0u64;
     for round in 0..60 {
@@ -422,7 +422,7 @@ fn inserted_items_are_always_found() {
         }
         let found = db.bloom(b"m").contains_many(&inserted).unwrap();
         assert!(found.iter().all(|&b| b), "seed {seed} round {round}: false negative");
-        assert_eq!(db.bf_card(b"m").unwrap(), added, "seed {seed}");
+        assert_eq!(db.bloom(b"m").card().unwrap(), added, "seed {seed}");
         if round % 15 == 14 {
             drop(db);
             db = open(dir.path());
@@ -438,7 +438,7 @@ fn inserted_items_are_always_found() {
 fn concurrent_adds_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path());
-    db.bf_reserve(b"c", 0.001, 500, BloomOptions::default()).unwrap();
+    db.bloom(b"c").reserve(0.001, 500, BloomOptions::default()).unwrap();
     let handles: Vec<_> = (0..4)
         .map(|t| {
             let db = db.clone();
@@ -454,7 +454,7 @@ fn concurrent_adds_lose_nothing() {
         })
         .collect();
     let added: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
-    assert_eq!(db.bf_card(b"c").unwrap(), added);
+    assert_eq!(db.bloom(b"c").card().unwrap(), added);
     for t in 0..4 {
         let items: Vec<String> = (0..20).flat_map(|b| (0..100).map(move |i| format!("t{t}-b{b}-i{i}"))).collect();
         assert!(db.bloom(b"c").contains_many(&items).unwrap().iter().all(|&x| x));

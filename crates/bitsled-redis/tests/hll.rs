@@ -29,15 +29,15 @@ fn cmd(db: &Db, line: &[&[u8]]) -> Reply {
 fn golden_bytes_from_redis() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path());
-    assert!(db.pfadd(b"g1", &["a", "b", "c"]).unwrap());
+    assert!(db.hll(b"g1").add(&["a", "b", "c"]).unwrap());
     let mut want = b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\x80`\xf3\x80P\xb1\x84K\xfb\x80BZ".to_vec();
     assert_eq!(db.get(b"g1").unwrap(), Some(want.clone()));
-    assert_eq!(db.pfcount(&[b"g1"]).unwrap(), 3);
+    assert_eq!(db.hll(b"g1").count().unwrap(), 3);
     want[8] = 3;
     want[15] = 0;
     assert_eq!(db.get(b"g1").unwrap(), Some(want), "PFCOUNT caches the count in the value");
 
-    db.pfadd(b"g2", &[&b""[..], b"x", b"0123456", b"01234567", b"012345678"]).unwrap();
+    db.hll(b"g2").add(&[&b""[..], b"x", b"0123456", b"01234567", b"012345678"]).unwrap();
     let want = b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\x80BQ\x84T\xde\x84F\xbf\x88B\xff\x80_\0\x84\x08".to_vec();
     assert_eq!(db.get(b"g2").unwrap(), Some(want));
 }
@@ -48,13 +48,13 @@ fn golden_bytes_from_redis() {
 fn create_empty_and_type() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path());
-    assert_eq!(db.pfcount(&[b"nope"]).unwrap(), 0);
+    assert_eq!(db.hll(b"nope").count().unwrap(), 0);
     assert!(!db.exists(b"nope").unwrap(), "PFCOUNT does not create");
-    assert!(db.pfadd::<&[u8]>(b"k", &[]).unwrap(), "creating is a change");
-    assert!(!db.pfadd::<&[u8]>(b"k", &[]).unwrap());
+    assert!(db.hll(b"k").add::<&[u8]>(&[]).unwrap(), "creating is a change");
+    assert!(!db.hll(b"k").add::<&[u8]>(&[]).unwrap());
     assert_eq!(db.strlen(b"k").unwrap(), 18);
     assert_eq!(cmd(&db, &[b"TYPE", b"k"]), Reply::Status("string".into()));
-    assert_eq!(db.pfcount(&[b"k"]).unwrap(), 0);
+    assert_eq!(db.hll(b"k").count().unwrap(), 0);
 }
 
 /// Estimates of random sets stay within 5 standard errors (0.81% each) of
@@ -75,24 +75,24 @@ fn estimates_unions_and_merges_match_exact_sets() {
         let set: HashSet<u64> = elems.iter().copied().collect();
         let bytes: Vec<Vec<u8>> = elems.iter().map(|e| e.to_le_bytes().to_vec()).collect();
         for chunk in bytes.chunks(97) {
-            db.pfadd(key.as_bytes(), chunk).unwrap();
+            db.hll(key.as_bytes()).add(chunk).unwrap();
         }
-        assert!(!db.pfadd(key.as_bytes(), &bytes).unwrap(), "re-adding the same set changes nothing");
-        let est = db.pfcount(&[key.as_bytes()]).unwrap() as f64;
+        assert!(!db.hll(key.as_bytes()).add(&bytes).unwrap(), "re-adding the same set changes nothing");
+        let est = db.hll(key.as_bytes()).count().unwrap() as f64;
         let truth = set.len() as f64;
         assert!((est - truth).abs() <= (truth * 0.0081 * 5.0).max(1.0), "{key}: estimate {est} for {truth}");
         exact.push(set);
     }
     let union: HashSet<u64> = exact.iter().flatten().copied().collect();
     let keys: Vec<&[u8]> = vec![b"s0", b"s1", b"s2", b"s3", b"missing"];
-    let by_count = db.pfcount(&keys).unwrap();
-    db.pfmerge(b"all", &keys).unwrap();
-    assert_eq!(db.pfcount(&[b"all"]).unwrap(), by_count, "PFMERGE and PFCOUNT of several agree");
+    let by_count = db.hll(keys[0]).count_with(&keys[1..]).unwrap();
+    db.hll(b"all").merge_from(&keys).unwrap();
+    assert_eq!(db.hll(b"all").count().unwrap(), by_count, "PFMERGE and PFCOUNT of several agree");
     let truth = union.len() as f64;
     assert!((by_count as f64 - truth).abs() <= truth * 0.0081 * 5.0, "union {by_count} for {truth}");
     // The union estimate did not touch its inputs' cached counts.
     let before = db.get(b"s1").unwrap();
-    db.pfcount(&[b"s1", b"s2"]).unwrap();
+    db.hll(b"s1").count_with(&[b"s2"]).unwrap();
     assert_eq!(db.get(b"s1").unwrap(), before);
 }
 
@@ -102,10 +102,10 @@ fn survives_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let (sparse, dense, count) = {
         let db = open(dir.path());
-        db.pfadd(b"sparse", &["x", "y"]).unwrap();
+        db.hll(b"sparse").add(&["x", "y"]).unwrap();
         let elems: Vec<String> = (0..20_000).map(|i| format!("u{i}")).collect();
-        db.pfadd(b"dense", &elems).unwrap();
-        let count = db.pfcount(&[b"dense"]).unwrap();
+        db.hll(b"dense").add(&elems).unwrap();
+        let count = db.hll(b"dense").count().unwrap();
         db.flush().unwrap();
         (db.get(b"sparse").unwrap(), db.get(b"dense").unwrap(), count)
     };
@@ -113,9 +113,9 @@ fn survives_reopen() {
     assert_eq!(db.get(b"sparse").unwrap(), sparse);
     assert_eq!(db.get(b"dense").unwrap(), dense);
     assert_eq!(dense.as_ref().map(Vec::len), Some(12_304));
-    assert_eq!(db.pfcount(&[b"dense"]).unwrap(), count);
-    assert!(db.pfadd(b"sparse", &["z"]).unwrap());
-    assert_eq!(db.pfcount(&[b"sparse"]).unwrap(), 3);
+    assert_eq!(db.hll(b"dense").count().unwrap(), count);
+    assert!(db.hll(b"sparse").add(&["z"]).unwrap());
+    assert_eq!(db.hll(b"sparse").count().unwrap(), 3);
 }
 
 /// PFADD, a PFCOUNT that writes its cache and PFMERGE keep the key's expiry.
@@ -123,11 +123,11 @@ fn survives_reopen() {
 fn expiry_is_kept() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path());
-    db.pfadd(b"k", &["a"]).unwrap();
+    db.hll(b"k").add(&["a"]).unwrap();
     assert_eq!(cmd(&db, &[b"PEXPIRE", b"k", b"100000"]), Reply::Integer(1));
-    db.pfadd(b"k", &["b"]).unwrap();
-    db.pfcount(&[b"k"]).unwrap();
-    db.pfmerge(b"k", &[b"other"]).unwrap();
+    db.hll(b"k").add(&["b"]).unwrap();
+    db.hll(b"k").count().unwrap();
+    db.hll(b"k").merge_from(&[b"other"]).unwrap();
     let Reply::Integer(ttl) = cmd(&db, &[b"PTTL", b"k"]) else { panic!("PTTL") };
     assert!(ttl > 0, "expiry kept, PTTL {ttl}");
 }
@@ -140,10 +140,10 @@ fn foreign_and_corrupt_values() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path());
     db.setbit(b"bits", 100, true).unwrap();
-    let r = db.pfadd(b"bits", &["a"]);
+    let r = db.hll(b"bits").add(&["a"]);
     assert!(matches!(r, Err(Error::NotHyperLogLog { .. })), "{r:?}");
     assert_eq!(db.strlen(b"bits").unwrap(), 13, "unchanged");
-    let r = db.pfmerge(b"dest", &[b"bits"]);
+    let r = db.hll(b"dest").merge_from(&[b"bits"]);
     assert!(matches!(r, Err(Error::NotHyperLogLog { .. })), "{r:?}");
     assert!(!db.exists(b"dest").unwrap(), "a failed PFMERGE creates nothing");
     assert_eq!(
@@ -152,14 +152,14 @@ fn foreign_and_corrupt_values() {
     );
     // Registers that stop short of 16,384.
     db.set(b"bad", b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\x80\x7f\xfe").unwrap();
-    let r = db.pfcount(&[b"bad"]);
+    let r = db.hll(b"bad").count();
     assert!(matches!(r, Err(Error::InvalidHyperLogLog { .. })), "{r:?}");
     assert_eq!(cmd(&db, &[b"PFCOUNT", b"bad", b"k"]), Reply::Error("INVALIDOBJ Corrupted HLL object detected".into()));
     // SETBIT into a dense sketch keeps it a sketch (any bits are registers).
     let elems: Vec<String> = (0..10_000).map(|i| format!("d{i}")).collect();
-    db.pfadd(b"d", &elems).unwrap();
+    db.hll(b"d").add(&elems).unwrap();
     db.setbit(b"d", 200 * 8, true).unwrap();
-    assert!(db.pfcount(&[b"d"]).is_ok());
+    assert!(db.hll(b"d").count().is_ok());
     assert_eq!(cmd(&db, &[b"PFADD"]), Reply::Error("ERR wrong number of arguments for 'pfadd' command".into()));
 }
 
@@ -177,14 +177,14 @@ fn concurrent_adds_lose_nothing() {
             let db = db.clone();
             s.spawn(move || {
                 for i in 0..per {
-                    db.pfadd(b"shared", &[format!("t{t}-{i}")]).unwrap();
+                    db.hll(b"shared").add(&[format!("t{t}-{i}")]).unwrap();
                 }
             });
         }
     });
     let all: Vec<String> = (0..threads).flat_map(|t| (0..per).map(move |i| format!("t{t}-{i}"))).collect();
-    db.pfadd(b"serial", &all).unwrap();
-    assert_eq!(db.pfcount(&[b"shared"]).unwrap(), db.pfcount(&[b"serial"]).unwrap());
+    db.hll(b"serial").add(&all).unwrap();
+    assert_eq!(db.hll(b"shared").count().unwrap(), db.hll(b"serial").count().unwrap());
     assert_eq!(db.get(b"shared").unwrap(), db.get(b"serial").unwrap());
 }
 
@@ -195,7 +195,7 @@ fn handle() {
     let db = open(dir.path());
     let h = db.hll(b"h");
     assert!(h.add(&["1", "2"]).unwrap());
-    db.pfadd(b"o", &["3"]).unwrap();
+    db.hll(b"o").add(&["3"]).unwrap();
     h.merge_from(&[b"o"]).unwrap();
     assert_eq!(h.count().unwrap(), 3);
 }
@@ -218,7 +218,7 @@ fn fuzz_check_replays() {
         let d = tempfile::tempdir().unwrap();
         let db = open(d.path());
         let elems: Vec<String> = (0..300).map(|i| format!("{i}")).collect();
-        db.pfadd(b"k", &elems).unwrap();
+        db.hll(b"k").add(&elems).unwrap();
         db.get(b"k").unwrap().unwrap()
     };
     for _ in 0..300 {

@@ -75,7 +75,7 @@ pub(crate) fn reserve(db: &Db, a: &[Vec<u8>]) -> CmdResult {
             .ok_or_else(|| Fail::new(format!("ERR expansion must be in the range [0, {MAX_EXPANSION}]")))?;
     }
     let options = BloomOptions { expansion, nonscaling };
-    if db.bf_reserve(&a[1], error_rate, capacity, options)? {
+    if db.bloom(&a[1]).reserve(error_rate, capacity, options)? {
         Ok(Reply::ok())
     } else {
         Err(Fail::new("ERR item exists"))
@@ -84,7 +84,7 @@ pub(crate) fn reserve(db: &Db, a: &[Vec<u8>]) -> CmdResult {
 
 /// `BF.ADD key item`: 1 if the item was new, 0 if it may exist.
 pub(crate) fn add(db: &Db, a: &[Vec<u8>]) -> CmdResult {
-    match db.bf_add(&a[1], &a[2])? {
+    match db.bloom(&a[1]).add(&a[2])? {
         BloomAdd::Full => Err(Fail::new(ERR_FULL)),
         r => Ok(add_reply(r)),
     }
@@ -93,13 +93,13 @@ pub(crate) fn add(db: &Db, a: &[Vec<u8>]) -> CmdResult {
 /// `BF.MADD key item [item ...]`: one answer per item; a full non-scaling
 /// filter ends the array with an error element.
 pub(crate) fn madd(db: &Db, a: &[Vec<u8>]) -> CmdResult {
-    Ok(Reply::Array(db.bf_add_many(&a[1], &a[2..])?.into_iter().map(add_reply).collect()))
+    Ok(Reply::Array(db.bloom(&a[1]).add_many(&a[2..])?.into_iter().map(add_reply).collect()))
 }
 
 /// RedisBloom's BF.EXISTS and BF.MEXISTS answer 0 for a key of another
 /// type (its `BFCheck` treats any lookup failure as an empty filter).
 fn contains_many(db: &Db, key: &[u8], items: &[Vec<u8>]) -> Result<Vec<bool>, Fail> {
-    match db.bf_contains_many(key, items) {
+    match db.bloom(key).contains_many(items) {
         Err(Error::WrongType) => Ok(vec![false; items.len()]),
         r => Ok(r?),
     }
@@ -179,7 +179,7 @@ pub(crate) fn insert(db: &Db, a: &[Vec<u8>]) -> CmdResult {
         _ => return Err(arity()),
     };
     let options = BloomOptions { expansion, nonscaling: nonscaling || expansion == 0 };
-    let added = db.bf_insert(&a[1], items, error_rate, capacity, options, create)?;
+    let added = db.bloom(&a[1]).insert(items, create.then_some((error_rate, capacity, options)))?;
     Ok(Reply::Array(added.into_iter().map(add_reply).collect()))
 }
 
@@ -190,7 +190,7 @@ pub(crate) fn info(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     if a.len() > 3 {
         return Err(Fail::new(wrong_arity("bf.info")));
     }
-    let Some(i) = db.bf_info(&a[1])? else { return Err(Fail::new("ERR not found")) };
+    let Some(i) = db.bloom(&a[1]).info()? else { return Err(Fail::new("ERR not found")) };
     let expansion = i.expansion.map_or(Reply::Bulk(None), |e| Reply::Integer(i64::from(e)));
     let fields = [
         ("Capacity", "capacity", int(i.capacity)),
@@ -210,7 +210,7 @@ pub(crate) fn info(db: &Db, a: &[Vec<u8>]) -> CmdResult {
 
 /// `BF.CARD key`: items added; 0 for a missing key.
 pub(crate) fn card(db: &Db, a: &[Vec<u8>]) -> CmdResult {
-    Ok(int(db.bf_card(&a[1])?))
+    Ok(int(db.bloom(&a[1]).card()?))
 }
 
 #[cfg(test)]

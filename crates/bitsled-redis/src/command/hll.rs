@@ -20,13 +20,13 @@ fn fail(e: Error) -> Fail {
 
 /// `PFADD key [element ...]`.
 pub(crate) fn pfadd(db: &Db, a: &[Vec<u8>]) -> CmdResult {
-    let changed = db.pfadd(&a[1], &a[2..]).map_err(fail)?;
+    let changed = db.hll(&a[1]).add(&a[2..]).map_err(fail)?;
     Ok(Reply::Integer(i64::from(changed)))
 }
 
 /// `PFCOUNT key [key ...]`.
 pub(crate) fn pfcount(db: &Db, a: &[Vec<u8>]) -> CmdResult {
-    let card = db.pfcount(&a[1..]).map_err(fail)?;
+    let card = db.hll(&a[1]).count_with(&a[2..]).map_err(fail)?;
     // Redis replies the 64 bits as a signed integer: a saturated sketch's
     // 2^63 comes out as i64::MIN.
     Ok(Reply::Integer(i64::from_le_bytes(card.to_le_bytes())))
@@ -34,6 +34,6 @@ pub(crate) fn pfcount(db: &Db, a: &[Vec<u8>]) -> CmdResult {
 
 /// `PFMERGE destkey [sourcekey ...]`.
 pub(crate) fn pfmerge(db: &Db, a: &[Vec<u8>]) -> CmdResult {
-    db.pfmerge(&a[1], &a[2..]).map_err(fail)?;
+    db.hll(&a[1]).merge_from(&a[2..]).map_err(fail)?;
     Ok(Reply::ok())
 }
