@@ -7,6 +7,8 @@
 //! Redis bytes `8w .. 8w + 8` in big-endian order and the page-relative bit
 //! `b` is the bit `1 << (63 - b % 64)` of word `b / 64`.
 
+#![deny(clippy::cast_possible_truncation)]
+
 /// 64-bit words per page.
 pub const PAGE_WORDS: usize = 512;
 /// Bits per word.
@@ -32,17 +34,45 @@ pub struct BitAddr {
 /// Maps a bitmap bit offset to its page and page-relative bit.
 #[must_use]
 pub const fn locate(offset: u64) -> BitAddr {
-    BitAddr {
-        page: offset / PAGE_BITS,
-        // The remainder is below PAGE_BITS (32,768), so it fits in u32.
-        bit: (offset % PAGE_BITS) as u32,
-    }
+    BitAddr { page: offset / PAGE_BITS, bit: page_bit(offset % PAGE_BITS) }
 }
 
-/// The first bitmap offset of `page`, or `None` past the end of `u64`.
+// Page-relative quantities are bounded by the page: bits and positions
+// below PAGE_BITS (32,768), counts of at most PAGE_BITS, word indices below
+// PAGE_WORDS (512). These are the only narrowing conversions of the engine
+// and page code; each checks its bound in debug builds.
+
+/// A page-relative bit (`< PAGE_BITS`) as a `u32`.
 #[must_use]
-pub const fn page_start(page: u64) -> Option<u64> {
-    page.checked_mul(PAGE_BITS)
+#[expect(clippy::cast_possible_truncation, reason = "the bit is below PAGE_BITS = 32,768")]
+pub const fn page_bit(bit: u64) -> u32 {
+    debug_assert!(bit < PAGE_BITS);
+    bit as u32
+}
+
+/// A page-relative bit (`< PAGE_BITS`) as a sparse page's `u16` position.
+#[must_use]
+#[expect(clippy::cast_possible_truncation, reason = "the bit is below PAGE_BITS = 32,768")]
+pub const fn position(bit: u32) -> u16 {
+    debug_assert!((bit as u64) < PAGE_BITS);
+    bit as u16
+}
+
+/// A count of bits or positions within one page (`<= PAGE_BITS`) as a
+/// `u32`.
+#[must_use]
+#[expect(clippy::cast_possible_truncation, reason = "a page holds at most PAGE_BITS = 32,768 bits")]
+pub const fn page_count(n: usize) -> u32 {
+    debug_assert!(n as u64 <= PAGE_BITS);
+    n as u32
+}
+
+/// The first page-relative bit of word `w` (`<= PAGE_WORDS`).
+#[must_use]
+#[expect(clippy::cast_possible_truncation, reason = "word indices are at most PAGE_WORDS = 512")]
+pub const fn word_start(w: usize) -> u32 {
+    debug_assert!(w <= PAGE_WORDS);
+    w as u32 * WORD_BITS
 }
 
 /// Maps a page-relative bit to its word index and the mask selecting it.
@@ -94,8 +124,6 @@ mod tests {
         assert_eq!(locate(PAGE_BITS), BitAddr { page: 1, bit: 0 });
         assert_eq!(locate(999_999_999), BitAddr { page: 30_517, bit: 18_943 });
         assert_eq!(locate(u64::MAX).page, u64::MAX / PAGE_BITS);
-        assert_eq!(page_start(30_517), Some(30_517 * 32_768));
-        assert_eq!(page_start(u64::MAX), None);
         assert_eq!(word_mask(32_767), (511, 1));
     }
 }

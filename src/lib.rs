@@ -27,7 +27,7 @@ mod config;
 mod db;
 mod engine;
 pub mod error;
-pub mod geometry;
+mod geometry;
 pub mod glob;
 mod hll;
 mod le;
@@ -49,6 +49,7 @@ pub use config::{
 pub use db::Db;
 pub use engine::{KeyStats, Problem, VerifyReport};
 pub use error::{Error, Result};
+pub use geometry::MAX_OFFSET;
 pub use ops::CompactReport;
 pub use ops::{
     BitOp, BitfieldOp, BitfieldType, Bloom, ExpireCondition, Expiry, Hll, Ones, Overflow, SetExpiry, Span, Unit,

@@ -6,6 +6,10 @@
 //! the broken invariant; that is what the fuzzers look for.
 
 use crate::geometry::{PAGE_BYTES, PAGE_WORDS};
+
+/// The page geometry, for tests and benchmarks that place offsets at page
+/// edges.
+pub use crate::geometry::PAGE_BITS;
 use crate::page::check::{self, Words};
 use crate::page::{peek_header, Page};
 

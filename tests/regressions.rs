@@ -1,7 +1,8 @@
 //! Regression tests for bugs found in review, one per test; each states the
 //! invariant that was broken.
 
-use bitsled::geometry::{MAX_OFFSET, PAGE_BITS};
+use bitsled::testing::PAGE_BITS;
+use bitsled::MAX_OFFSET;
 use bitsled::{BitOp, Config, Db, Error};
 
 fn open(dir: &std::path::Path, cache: u64) -> Db {

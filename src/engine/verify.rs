@@ -6,7 +6,7 @@ use super::layout;
 use super::record::{self, Kind, Meta};
 use super::Engine;
 use crate::error::{Error, Result};
-use crate::geometry::PAGE_BITS;
+use crate::geometry::{page_bit, PAGE_BITS};
 use crate::page::Page;
 
 /// One problem found by [`crate::Db::verify`].
@@ -166,8 +166,7 @@ fn check_page(report: &mut VerifyReport, tally: &mut Tally, page: u64, p: &Page)
     let beyond = if end_bit <= page_start {
         p.count_ones()
     } else if end_bit - page_start < PAGE_BITS {
-        // Below PAGE_BITS, so it fits in u32.
-        p.count_range((end_bit - page_start) as u32, PAGE_BITS as u32)
+        p.count_range(page_bit(end_bit - page_start), page_bit(PAGE_BITS - 1) + 1)
     } else {
         0
     };

@@ -271,7 +271,7 @@ impl Db {
     /// [`Error::InvalidArgument`] for a type outside `i1 ..= i64` and
     /// `u1 ..= u63` or a field ending past offset `u64::MAX`;
     /// [`Error::OffsetOutOfRange`] for a SET or INCRBY ending past
-    /// [`crate::geometry::MAX_OFFSET`] (all checked before anything runs);
+    /// [`crate::MAX_OFFSET`] (all checked before anything runs);
     /// [`Error::WrongType`] if `key` is not a string;
     /// [`Error::Corrupted`]; [`Error::Poisoned`].
     ///

@@ -18,7 +18,7 @@ impl Db {
     /// Cost: one page read (usually cached) and one page change in memory.
     ///
     /// # Errors
-    /// [`crate::Error::OffsetOutOfRange`] above [`crate::geometry::MAX_OFFSET`];
+    /// [`crate::Error::OffsetOutOfRange`] above [`crate::MAX_OFFSET`];
     /// [`crate::Error::WrongType`] if `key` is not a string;
     /// [`crate::Error::Corrupted`] if the page does not decode.
     ///
@@ -88,7 +88,7 @@ impl Db {
     ///
     /// # Errors
     /// [`crate::Error::OffsetOutOfRange`] if any offset is above
-    /// [`crate::geometry::MAX_OFFSET`] (then nothing is changed);
+    /// [`crate::MAX_OFFSET`] (then nothing is changed);
     /// [`crate::Error::WrongType`], [`crate::Error::Corrupted`]; on an error
     /// the groups applied before it stay applied.
     pub fn set_bits(&self, key: &[u8], offsets: &[u64], value: bool) -> Result<u64> {

@@ -6,7 +6,7 @@
 //! the representations involved: that is the point when fuzzing.
 
 use super::{dense, ewah, Encoding, Page, Repr, BITS, SPARSE_BACK, SPARSE_MAX};
-use crate::geometry::{word_mask, PAGE_WORDS};
+use crate::geometry::{page_bit, page_count, position, word_mask, PAGE_WORDS};
 
 /// The model of a page: its 512 words.
 pub(crate) type Words = [u64; PAGE_WORDS];
@@ -29,8 +29,7 @@ pub(crate) fn model_set(m: &mut Words, bit: u32, value: bool) {
 
 /// Set positions of the model, bit by bit.
 pub(crate) fn model_positions(m: &Words) -> Vec<u16> {
-    // Every bit below 32,768 fits in u16.
-    (0..BITS).filter(|&b| model_get(m, b)).map(|b| b as u16).collect()
+    (0..BITS).filter(|&b| model_get(m, b)).map(position).collect()
 }
 
 /// Model built from positions (any order, duplicates allowed, taken mod 32,768).
@@ -48,8 +47,7 @@ pub(crate) fn model_bytes(m: &Words) -> Vec<u8> {
 }
 
 fn naive_count(m: &Words, from: u32, to: u32) -> u32 {
-    // The count is at most 32,768.
-    (from..to.min(BITS)).filter(|&b| model_get(m, b)).count() as u32
+    page_count((from..to.min(BITS)).filter(|&b| model_get(m, b)).count())
 }
 
 fn naive_find(m: &Words, value: bool, from: u32, to: u32) -> Option<u32> {
@@ -163,8 +161,7 @@ pub(crate) fn check_page(page: &Page, model: &Words, probes: &[u32], ctx: &str) 
         for (i, &byte) in bytes[..len].iter().enumerate() {
             for bit in 0..8u32 {
                 if byte & (0x80 >> bit) != 0 {
-                    // i < 4096, so the bit fits in u32.
-                    model_set(&mut expect, i as u32 * 8 + bit, true);
+                    model_set(&mut expect, page_bit(i as u64 * 8 + u64::from(bit)), true);
                 }
             }
         }

@@ -1,7 +1,7 @@
 //! Helpers over plain word arrays (the dense representation, and literal
 //! words inside EWAH streams).
 
-use crate::geometry::{word_mask, PAGE_WORDS, WORD_BITS};
+use crate::geometry::{position, word_mask, word_start, PAGE_WORDS, WORD_BITS};
 
 /// Number of set bits.
 pub(super) fn popcount(words: &[u64]) -> u32 {
@@ -10,8 +10,7 @@ pub(super) fn popcount(words: &[u64]) -> u32 {
 
 /// Mask of the bits of word `w` that lie in page bits `[from, to)`.
 pub(super) fn range_mask(w: usize, from: u32, to: u32) -> u64 {
-    // Callers pass word indices below PAGE_WORDS (512), so `w * 64` fits in u32.
-    let base = w as u32 * WORD_BITS;
+    let base = word_start(w);
     let a = from.saturating_sub(base).min(WORD_BITS);
     let b = to.saturating_sub(base).min(WORD_BITS);
     if a >= b {
@@ -51,8 +50,7 @@ pub(super) fn find_in(words: &[u64], first: usize, value: bool, from: u32, to: u
         let w = first + i;
         let x = if value { word } else { !word } & range_mask(w, from, to);
         if x != 0 {
-            // w < 512, so the position is below 32,768.
-            return Some(w as u32 * WORD_BITS + x.leading_zeros());
+            return Some(word_start(w) + x.leading_zeros());
         }
     }
     None
@@ -77,11 +75,7 @@ pub(super) struct WordBits {
 
 impl WordBits {
     pub(super) fn new(w: usize, word: u64) -> WordBits {
-        WordBits {
-            // Word indices are below 512.
-            base: w as u32 * WORD_BITS,
-            word,
-        }
+        WordBits { base: word_start(w), word }
     }
 }
 
@@ -108,12 +102,11 @@ pub(super) fn positions(words: &[u64; PAGE_WORDS], ones: u32) -> Vec<u16> {
     let mut out = Vec::with_capacity(ones as usize);
     for (w, &word) in words.iter().enumerate() {
         let mut rest = word;
-        // Word indices are below 512, so positions are below 32,768 and fit
-        // in u16. A plain loop: most words of a sparse page hold 0 or 1 bit.
-        let base = (w as u16) << 6;
+        // A plain loop: most words of a sparse page hold 0 or 1 bit.
+        let base = word_start(w);
         while rest != 0 {
             let lz = rest.leading_zeros();
-            out.push(base | lz as u16);
+            out.push(position(base + lz));
             rest ^= 1u64 << (63 - lz);
         }
     }
@@ -148,7 +141,7 @@ mod tests {
                 for to in [0u32, 1, 63, 64, 65, 128, 32_704, 32_767, 32_768] {
                     let mut expect = 0u64;
                     for o in 0..64u32 {
-                        let b = w as u32 * 64 + o;
+                        let b = word_start(w) + o;
                         if b >= from && b < to {
                             expect |= 1 << (63 - o);
                         }

@@ -15,7 +15,7 @@
 //! including empty runs, markers without literals and clean literal words.
 
 use super::{dense, PageError};
-use crate::geometry::{word_mask, PAGE_WORDS, WORD_BITS};
+use crate::geometry::{word_mask, word_start, PAGE_WORDS};
 
 /// Mask of the run-length field after shifting out the running bit.
 const RUN_MASK: u64 = 0xFFFF_FFFF;
@@ -107,8 +107,8 @@ pub(super) fn validate(stream: &[u64]) -> Result<u32, PageError> {
                 "ewah words cover {covered} words, expected {PAGE_WORDS} (marker at word {i})"
             )));
         }
-        // lits <= covered <= 512 now, so it fits in usize.
-        let lits = lits as usize;
+        // lits <= covered <= 512 now.
+        let Ok(lits) = usize::try_from(lits) else { return Err(PageError("EWAH literal count overflows".into())) };
         let present = stream.len() - i - 1;
         if lits > present {
             return Err(PageError(format!(
@@ -116,8 +116,7 @@ pub(super) fn validate(stream: &[u64]) -> Result<u32, PageError> {
             )));
         }
         if running_bit(m) {
-            // run <= 512, so run * 64 <= 32,768.
-            ones += run as u32 * WORD_BITS;
+            ones += word_start(usize::try_from(run).unwrap_or(PAGE_WORDS));
         }
         ones += dense::popcount(&stream[i + 1..i + 1 + lits]);
         i += 1 + lits;
@@ -149,8 +148,9 @@ pub(super) fn is_canonical(stream: &[u64]) -> bool {
                 return false;
             }
         }
-        // lits <= 512 in a valid stream.
-        let Some(literals) = stream.get(i + 1..i + 1 + lits as usize) else {
+        // lits <= 512 in a valid stream; a larger count fails the lookup.
+        let n = usize::try_from(lits).unwrap_or(usize::MAX - i - 1);
+        let Some(literals) = stream.get(i + 1..i + 1 + n) else {
             return false;
         };
         if literals.iter().any(|&w| is_clean(w)) {
@@ -276,9 +276,8 @@ pub(super) fn count_range(stream: &[u64], from: u32, to: u32) -> u32 {
         match seg {
             Segment::Run { start, len, ones } => {
                 if ones {
-                    // Word indices are below 512: the bit range fits in u32.
-                    let a = (start as u32 * WORD_BITS).max(from);
-                    let b = ((start + len) as u32 * WORD_BITS).min(to);
+                    let a = word_start(start).max(from);
+                    let b = word_start(start + len).min(to);
                     n += b.saturating_sub(a);
                 }
             }
@@ -299,9 +298,8 @@ pub(super) fn find(stream: &[u64], value: bool, from: u32, to: u32) -> Option<u3
         match seg {
             Segment::Run { start, len, ones } => {
                 if ones == value {
-                    // Word indices are below 512: bit positions fit in u32.
-                    let a = (start as u32 * WORD_BITS).max(from);
-                    let b = ((start + len) as u32 * WORD_BITS).min(to);
+                    let a = word_start(start).max(from);
+                    let b = word_start(start + len).min(to);
                     if a < b {
                         return Some(a);
                     }
@@ -326,9 +324,8 @@ pub(super) fn ones_in(stream: &[u64], from: u32, to: u32) -> impl Iterator<Item 
         match seg {
             Segment::Run { ones: false, .. } => Box::new(std::iter::empty()),
             Segment::Run { start, len, .. } => {
-                // Word indices are below 512: bit positions fit in u32.
-                let a = (start as u32 * WORD_BITS).max(from);
-                let b = ((start + len) as u32 * WORD_BITS).min(to);
+                let a = word_start(start).max(from);
+                let b = word_start(start + len).min(to);
                 Box::new(a..b)
             }
             Segment::Lits { start, words } => Box::new(dense::ones_in(words, start, from, to)),

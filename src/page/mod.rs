@@ -35,6 +35,8 @@
 //! Callers never store an empty page: its encoding (popcount 0) is rejected by
 //! [`Page::decode`]. An empty page is represented by the absence of a record.
 
+#![deny(clippy::cast_possible_truncation)]
+
 #[cfg(any(test, feature = "testing"))]
 pub(crate) mod check;
 mod codec;
@@ -44,13 +46,12 @@ mod sparse;
 #[cfg(test)]
 mod tests;
 
-use crate::geometry::{word_mask, PAGE_BITS, PAGE_WORDS};
+use crate::geometry::{page_bit, page_count, position, word_mask, PAGE_BITS, PAGE_WORDS};
 
 pub(crate) use codec::encoded_len;
 
 /// Bits per page as a `u32` (32,768).
-// PAGE_BITS is 32,768, which fits in u32.
-const BITS: u32 = PAGE_BITS as u32;
+const BITS: u32 = page_bit(PAGE_BITS - 1) + 1;
 
 /// A sparse page whose position list grows above this converts to dense on
 /// [`Page::set`].
@@ -178,9 +179,9 @@ impl Page {
     pub(crate) fn from_positions(positions: &[u16]) -> Page {
         debug_assert!(sparse::is_valid(positions), "positions must be strictly increasing and below 32768");
         let sparse = Page {
-            // Below 32,768 positions, checked by the caller's contract; the
-            // length of a strictly increasing list below 32,768 is at most 32,768.
-            ones: positions.len() as u32,
+            // A strictly increasing list below 32,768 (the caller's
+            // contract) is at most 32,768 long.
+            ones: page_count(positions.len()),
             repr: Repr::Sparse(positions.to_vec()),
         };
         sparse.compacted()
@@ -530,8 +531,7 @@ impl Page {
         match &mut self.repr {
             Repr::Sparse(pos) => {
                 pos.truncate(sparse::rank(pos, bits));
-                // The list is at most 32,768 long (strictly increasing u16 below 32,768).
-                self.ones = pos.len() as u32;
+                self.ones = page_count(pos.len());
             }
             Repr::Dense(words) => {
                 dense::truncate(words, bits);
@@ -631,8 +631,7 @@ impl Page {
             Repr::Dense(words) => dense::positions(words, self.ones),
             Repr::Ewah(stream) => {
                 let mut out = Vec::with_capacity(self.ones as usize);
-                // Every position is below 32,768 and so fits in u16.
-                out.extend(ewah::ones_in(stream, 0, BITS).map(|p| p as u16));
+                out.extend(ewah::ones_in(stream, 0, BITS).map(position));
                 out
             }
         }
@@ -658,12 +657,7 @@ impl Page {
 
     /// A sparse page from a computed position list, then made smallest.
     fn sparse(positions: Vec<u16>) -> Page {
-        Page {
-            // At most 32,768 strictly increasing u16 positions below 32,768.
-            ones: positions.len() as u32,
-            repr: Repr::Sparse(positions),
-        }
-        .compacted()
+        Page { ones: page_count(positions.len()), repr: Repr::Sparse(positions) }.compacted()
     }
 
     /// The page converted to its smallest representation.

@@ -1,6 +1,6 @@
 //! Helpers over sorted position lists (the sparse representation).
 
-use crate::geometry::{word_mask, PAGE_WORDS};
+use crate::geometry::{page_count, word_mask, PAGE_WORDS};
 
 use super::BITS;
 
@@ -16,8 +16,7 @@ pub(super) fn rank(pos: &[u16], bit: u32) -> usize {
 
 /// Number of positions in `[from, to)`.
 pub(super) fn count_range(pos: &[u16], from: u32, to: u32) -> u32 {
-    // The difference is at most the list length, at most 32,768.
-    (rank(pos, to) - rank(pos, from)) as u32
+    page_count(rank(pos, to) - rank(pos, from))
 }
 
 /// First bit in `[from, to)` whose value is `value` (`from < to <= 32,768`).

@@ -14,8 +14,8 @@
 //! stable test build has no `arbitrary` dependency; it reads one byte per
 //! choice and treats missing bytes as zeros, so every input decodes.
 
-use bitsled::geometry::PAGE_BITS;
 use bitsled::model::Model;
+use bitsled::testing::PAGE_BITS;
 use bitsled::{BitOp, Config, Db, Span, Unit};
 
 /// The keys ops act on.

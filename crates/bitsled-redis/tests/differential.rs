@@ -32,7 +32,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, TcpStream};
 use std::time::{Duration, Instant};
 
-use bitsled::geometry::PAGE_BITS;
+use bitsled::testing::PAGE_BITS;
 use bitsled::{Config, Db};
 use bitsled_redis::command::execute;
 use rand::rngs::StdRng;
