@@ -134,8 +134,8 @@ impl Config {
     /// crash left unreferenced; pages are read on demand.
     ///
     /// # Errors
-    /// [`Error::UnsupportedVersion`] or [`Error::Corrupted`] for a store this
-    /// build cannot read; [`Error::Io`]/[`Error::Storage`] if the directory
+    /// [`crate::Error::UnsupportedVersion`] or [`crate::Error::Corrupted`] for a store this
+    /// build cannot read; [`crate::Error::Io`]/[`crate::Error::Storage`] if the directory
     /// cannot be opened (for example, locked by another process).
     pub fn open(self) -> Result<Db> {
         Db::open_with(self)
