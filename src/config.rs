@@ -18,6 +18,8 @@ pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 pub const DEFAULT_MAX_VALUE_BYTES: u64 = 512 << 20;
 /// Default byte budget of sled's own page cache: 64 MiB.
 pub const DEFAULT_STORE_CACHE_BYTES: u64 = 64 << 20;
+/// Default number of databases (Redis's `databases`): 16.
+pub const DEFAULT_DATABASES: u16 = 16;
 
 /// The source of the current time, Unix milliseconds.
 #[derive(Clone)]
@@ -64,6 +66,7 @@ pub struct Config {
     pub(crate) store_cache_bytes: u64,
     pub(crate) flush_interval: Option<Duration>,
     pub(crate) max_value_bytes: u64,
+    pub(crate) databases: u16,
     pub(crate) clock: Clock,
 }
 
@@ -78,6 +81,7 @@ impl Config {
             store_cache_bytes: DEFAULT_STORE_CACHE_BYTES,
             flush_interval: Some(DEFAULT_FLUSH_INTERVAL),
             max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
+            databases: DEFAULT_DATABASES,
             clock: Clock(Arc::new(system_clock_ms)),
         }
     }
@@ -117,6 +121,14 @@ impl Config {
     /// [`DEFAULT_MAX_VALUE_BYTES`].
     pub fn max_value_bytes(mut self, bytes: u64) -> Config {
         self.max_value_bytes = bytes;
+        self
+    }
+
+    /// The number of databases (Redis's `databases`; SELECT picks one),
+    /// at least 1, used when the store is created; an existing store keeps
+    /// the number it was created with. Default [`DEFAULT_DATABASES`].
+    pub fn databases(mut self, n: u16) -> Config {
+        self.databases = n.max(1);
         self
     }
 

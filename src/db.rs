@@ -6,11 +6,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::config::Config;
-use crate::engine::{Engine, KeyStats, VerifyReport};
-use crate::error::Result;
+use crate::engine::{DbCounts, Engine, KeyStats, VerifyReport, WatchSet};
+use crate::error::{Error, Result};
 
-/// A handle to an open database. Cheap to clone; all clones share one
-/// database and may be used from any thread.
+/// A handle to one database of an open store. Cheap to clone; all clones
+/// share the store and may be used from any thread. A store has several
+/// numbered databases (Redis's `SELECT`; [`Config::databases`], 16 by
+/// default); [`Db::open`] gives database 0 and [`Db::select`] another one.
 ///
 /// # Durability
 /// Every operation changes the in-memory state at once and is visible to all
@@ -25,11 +27,37 @@ use crate::error::Result;
 #[derive(Clone)]
 pub struct Db {
     pub(crate) engine: Arc<Engine>,
+    /// The database this handle works in.
+    pub(crate) index: u32,
 }
 
 impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Db").field("path", &self.engine.config().path).finish_non_exhaustive()
+        f.debug_struct("Db")
+            .field("path", &self.engine.config().path)
+            .field("index", &self.index)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A watch on some keys of one database; see [`Db::watch`]. Dropping it
+/// ends the watch.
+pub struct Watch(WatchSet);
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watch").field("changed", &self.changed()).finish()
+    }
+}
+
+impl Watch {
+    /// Whether a watched key was written (even with an unchanged value, as
+    /// Redis counts some writes), deleted, or expired, or its database was
+    /// flushed or swapped, since the watch began: a transaction relying on
+    /// the watched keys must not run (Redis's EXEC after WATCH).
+    #[must_use]
+    pub fn changed(&self) -> bool {
+        self.0.changed()
     }
 }
 
@@ -44,7 +72,41 @@ impl Db {
     }
 
     pub(crate) fn open_with(config: Config) -> Result<Db> {
-        Ok(Db { engine: Engine::open(config)? })
+        Ok(Db { engine: Engine::open(config)?, index: 0 })
+    }
+
+    /// A handle to database `index` of the same store (Redis SELECT).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if the store has no such database.
+    ///
+    /// ```
+    /// # fn main() -> bitsled::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db0 = bitsled::Db::open(dir.path())?;
+    /// let db3 = db0.select(3)?;
+    /// db3.setbit(b"k", 1, true)?;
+    /// assert!(!db0.exists(b"k")? && db3.exists(b"k")?);
+    /// assert!(db0.select(16).is_err(), "16 databases by default");
+    /// # Ok(()) }
+    /// ```
+    pub fn select(&self, index: u32) -> Result<Db> {
+        if index >= self.engine.databases() {
+            return Err(Error::InvalidArgument(format!("database {index} does not exist")));
+        }
+        Ok(Db { engine: Arc::clone(&self.engine), index })
+    }
+
+    /// The index of this handle's database.
+    #[must_use]
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// The number of databases of the store.
+    #[must_use]
+    pub fn databases(&self) -> u32 {
+        self.engine.databases()
     }
 
     /// Writes every change made so far to the store and makes it durable.
@@ -74,33 +136,31 @@ impl Db {
         self.engine.size_on_disk()
     }
 
-    /// Every key matching the Redis glob `pattern` (`*`, `?`, `[a-z]`,
-    /// `[^x]`, `\` escapes), in byte order.
+    /// Every key of this database matching the Redis glob `pattern` (`*`,
+    /// `?`, `[a-z]`, `[^x]`, `\` escapes), in hash order (as a SCAN would
+    /// return them).
     ///
-    /// Cost: scans the keys sharing the pattern's literal prefix.
+    /// Cost: reads every key's metadata (as Redis's KEYS does).
     ///
     /// # Errors
-    /// [`crate::Error::Storage`] if the scan fails.
+    /// [`Error::Corrupted`] for damaged metadata; [`Error::Storage`].
     pub fn keys(&self, pattern: &[u8]) -> Result<Vec<Vec<u8>>> {
-        self.engine.keys(pattern)
+        self.engine.keys(self.index, pattern)
     }
 
-    /// Up to `count` live keys that sort strictly after `after` (all keys
-    /// when `after` is `None`), in byte order, and where to continue: the
-    /// last key returned, or `None` when no key follows it. A `count` of 0
-    /// is taken as 1.
+    /// One step of a scan over this database's keys (Redis SCAN): from
+    /// `cursor` (0 to start), about `count` live keys (whole metadata
+    /// buckets at a time, so sometimes more), and the cursor to continue
+    /// from, 0 when the scan is complete.
     ///
-    /// Calling it again with the returned position until it is `None` is a
-    /// SCAN: every key that exists during the whole iteration is returned
-    /// exactly once (byte order never revisits a key); keys created or
-    /// deleted meanwhile may or may not be returned.
-    ///
-    /// Cost: reads at most `count + 1` live keys' records from the store
-    /// (plus the deleted ones in between), and looks through the changed
-    /// keys not yet written back.
+    /// A cursor is a position in the keys' hash order, below 2^33: it stays
+    /// valid across writes and restarts. Every key that exists for the
+    /// whole scan is returned at least once; keys created or deleted
+    /// meanwhile may or may not be; every call moves forward, so a scan
+    /// ends.
     ///
     /// # Errors
-    /// [`crate::Error::Storage`] if the store scan fails.
+    /// [`Error::Corrupted`] for damaged metadata; [`Error::Storage`].
     ///
     /// ```
     /// # fn main() -> bitsled::Result<()> {
@@ -109,26 +169,102 @@ impl Db {
     /// for k in [&b"a"[..], b"b", b"c"] {
     ///     db.setbit(k, 0, true)?;
     /// }
-    /// let (keys, next) = db.scan(None, 2)?;
-    /// assert_eq!(keys, vec![b"a".to_vec(), b"b".to_vec()]);
-    /// assert_eq!(next.as_deref(), Some(&b"b"[..]));
-    /// let (keys, next) = db.scan(next.as_deref(), 2)?;
-    /// assert_eq!((keys, next), (vec![b"c".to_vec()], None));
+    /// let mut seen = Vec::new();
+    /// let mut cursor = 0;
+    /// loop {
+    ///     let (keys, next) = db.scan(cursor, 1)?;
+    ///     seen.extend(keys);
+    ///     if next == 0 {
+    ///         break;
+    ///     }
+    ///     cursor = next;
+    /// }
+    /// seen.sort();
+    /// assert_eq!(seen, vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
     /// # Ok(()) }
     /// ```
-    #[expect(clippy::type_complexity, reason = "a pair of plain types reads better here than a named alias")]
-    pub fn scan(&self, after: Option<&[u8]>, count: usize) -> Result<(Vec<Vec<u8>>, Option<Vec<u8>>)> {
-        self.engine.scan(after, count)
+    pub fn scan(&self, cursor: u64, count: usize) -> Result<(Vec<Vec<u8>>, u64)> {
+        self.engine.scan(self.index, cursor, count, &|_| true)
     }
 
-    /// The number of keys (Redis DBSIZE).
+    /// The number of keys of this database (Redis DBSIZE), expired keys not
+    /// yet deleted included, as in Redis.
     ///
-    /// Cost: a scan of every key's metadata.
+    /// Cost: O(1): a counter kept with every change.
     ///
     /// # Errors
-    /// [`crate::Error::Storage`] if the scan fails.
+    /// None in practice (the database exists).
     pub fn dbsize(&self) -> Result<u64> {
-        Ok(self.engine.keys(b"*")?.len() as u64)
+        Ok(self.engine.counts(self.index)?.keys)
+    }
+
+    /// The key, expiry and TTL counts of this database (INFO keyspace).
+    ///
+    /// # Errors
+    /// None in practice (the database exists).
+    pub fn counts(&self) -> Result<DbCounts> {
+        self.engine.counts(self.index)
+    }
+
+    /// A random live key of this database (Redis RANDOMKEY), `None` if it
+    /// is empty.
+    ///
+    /// # Errors
+    /// [`Error::Corrupted`] for damaged metadata; [`Error::Storage`].
+    pub fn random_key(&self) -> Result<Option<Vec<u8>>> {
+        self.engine.random_key(self.index)
+    }
+
+    /// Deletes every key of this database (Redis FLUSHDB); returns how many
+    /// there were.
+    ///
+    /// Cost: O(1): the database switches to a new empty keyspace in one
+    /// change (durable with the next write-back, like any write), and the
+    /// old keys' records are deleted in the background.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`].
+    pub fn flush_db(&self) -> Result<u64> {
+        self.engine.flush_db(self.index)
+    }
+
+    /// Deletes every key of every database (Redis FLUSHALL); returns how
+    /// many there were. O(1), as [`Db::flush_db`].
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`].
+    pub fn flush_all(&self) -> Result<u64> {
+        self.engine.flush_all()
+    }
+
+    /// Swaps databases `a` and `b` of the store (Redis SWAPDB): every
+    /// handle of `a` sees `b`'s keys and the other way round. O(1).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a database that does not exist;
+    /// [`Error::Poisoned`].
+    pub fn swap_db(&self, a: u32, b: u32) -> Result<()> {
+        self.engine.swap_db(a, b)
+    }
+
+    /// Watches `keys` of this database (Redis WATCH): [`Watch::changed`]
+    /// tells whether any of them changed since.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`].
+    ///
+    /// ```
+    /// # fn main() -> bitsled::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = bitsled::Db::open(dir.path())?;
+    /// let w = db.watch(&[b"balance"])?;
+    /// assert!(!w.changed());
+    /// db.setbit(b"balance", 3, true)?;
+    /// assert!(w.changed());
+    /// # Ok(()) }
+    /// ```
+    pub fn watch(&self, keys: &[&[u8]]) -> Result<Watch> {
+        Ok(Watch(self.engine.watch(self.index, keys)?))
     }
 
     /// Checks every record in the store: the superblock, each key's metadata
@@ -156,106 +292,6 @@ impl Db {
     /// # Errors
     /// [`crate::Error::Corrupted`] if a page header does not validate.
     pub fn key_stats(&self, key: &[u8]) -> Result<Option<KeyStats>> {
-        self.engine.key_stats(key)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::BTreeSet;
-
-    use super::*;
-    use crate::Config;
-
-    fn open(dir: &std::path::Path) -> Db {
-        Config::new(dir).flush_interval(None).open().unwrap()
-    }
-
-    /// Collects a whole scan with `count` per call.
-    fn scan_all(db: &Db, count: usize) -> Vec<Vec<u8>> {
-        let mut out = Vec::new();
-        let mut after: Option<Vec<u8>> = None;
-        loop {
-            let (keys, next) = db.scan(after.as_deref(), count).unwrap();
-            assert!(keys.len() <= count.max(1));
-            out.extend(keys);
-            match next {
-                Some(n) => after = Some(n),
-                None => return out,
-            }
-        }
-    }
-
-    /// Invariant: with stored keys, changed keys not yet written back and
-    /// deleted keys mixed, a scan returns exactly the live keys, in byte
-    /// order, for every count.
-    #[test]
-    fn merges_dirty_and_stored_keys() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = open(dir.path());
-        let mut live = BTreeSet::new();
-        for i in 0..40u32 {
-            let k = format!("k{i:02}").into_bytes();
-            db.setbit(&k, 1, true).unwrap();
-            live.insert(k);
-        }
-        db.flush().unwrap();
-        // Deleted (dirty) over stored, new dirty keys, a key with an empty
-        // name and one with a zero byte.
-        for i in (0..40u32).step_by(3) {
-            let k = format!("k{i:02}").into_bytes();
-            db.delete(&k).unwrap();
-            live.remove(&k);
-        }
-        for k in [&b""[..], b"k05\0", b"a", b"zz", b"k1"] {
-            db.setbit(k, 3, true).unwrap();
-            live.insert(k.to_vec());
-        }
-        let want: Vec<Vec<u8>> = live.into_iter().collect();
-        for count in [0, 1, 2, 3, 7, 100] {
-            assert_eq!(scan_all(&db, count), want, "count {count}");
-        }
-        db.flush().unwrap();
-        assert_eq!(scan_all(&db, 4), want);
-        // A position that is no key continues after it.
-        let (keys, _) = db.scan(Some(b"k0"), 1).unwrap();
-        assert_eq!(keys, vec![b"k01".to_vec()]);
-        let (keys, next) = db.scan(Some(b"zz"), 5).unwrap();
-        assert!(keys.is_empty() && next.is_none());
-    }
-
-    /// Invariant: a key whose expiry has passed is not returned, whether its
-    /// metadata is stored or still only in memory.
-    #[test]
-    fn expired_keys_are_skipped() {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        use std::sync::Arc;
-        let dir = tempfile::tempdir().unwrap();
-        let now = Arc::new(AtomicU64::new(1_000));
-        let clock = Arc::clone(&now);
-        let db =
-            Config::new(dir.path()).flush_interval(None).clock(move || clock.load(Ordering::SeqCst)).open().unwrap();
-        for k in [&b"a"[..], b"b", b"c", b"d"] {
-            db.setbit(k, 0, true).unwrap();
-        }
-        db.expire_at(b"b", 2_000, crate::ExpireCondition::Always).unwrap();
-        db.flush().unwrap();
-        db.expire_at(b"c", 2_000, crate::ExpireCondition::Always).unwrap();
-        assert_eq!(scan_all(&db, 1).len(), 4);
-        now.store(2_000, Ordering::SeqCst);
-        assert_eq!(scan_all(&db, 1), vec![b"a".to_vec(), b"d".to_vec()]);
-    }
-
-    /// The last page of a scan says it is the last (no empty extra call
-    /// needed), and a full page that happens to end the keys does too.
-    #[test]
-    fn last_page_ends_the_scan() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = open(dir.path());
-        for k in [&b"a"[..], b"b"] {
-            db.setbit(k, 0, true).unwrap();
-        }
-        assert_eq!(db.scan(None, 2).unwrap(), (vec![b"a".to_vec(), b"b".to_vec()], None));
-        assert_eq!(db.scan(None, 1).unwrap(), (vec![b"a".to_vec()], Some(b"a".to_vec())));
+        self.engine.key_stats(self.index, key)
     }
 }

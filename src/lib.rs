@@ -43,11 +43,11 @@ pub mod testing;
 
 pub use bloom::{BloomAdd, BloomInfo, BloomOptions};
 pub use config::{
-    Config, DEFAULT_CACHE_BYTES, DEFAULT_DIRTY_BYTES, DEFAULT_FLUSH_INTERVAL, DEFAULT_MAX_VALUE_BYTES,
-    DEFAULT_STORE_CACHE_BYTES,
+    Config, DEFAULT_CACHE_BYTES, DEFAULT_DATABASES, DEFAULT_DIRTY_BYTES, DEFAULT_FLUSH_INTERVAL,
+    DEFAULT_MAX_VALUE_BYTES, DEFAULT_STORE_CACHE_BYTES,
 };
-pub use db::Db;
-pub use engine::{KeyStats, Problem, VerifyReport};
+pub use db::{Db, Watch};
+pub use engine::{DbCounts, KeyStats, Problem, VerifyReport};
 pub use error::{Error, Result};
 pub use geometry::MAX_OFFSET;
 pub use ops::CompactReport;

@@ -15,6 +15,12 @@
 //! BITOP destination is entirely old or entirely new. Expiries (far in the
 //! future, or in the past: a delete) are part of the compared state.
 //!
+//! Operations run in two databases; FLUSHDB, FLUSHALL, SWAPDB and MOVE
+//! take part, so a kill can land just before or after a database switches
+//! keyspace, and the old keyspace's records are reclaimed across kills.
+//! Small offsets and short SET values keep keys inline in their metadata
+//! bucket, and later writes promote them to pages.
+//!
 //! A HyperLogLog key (PFADD) and a Bloom filter (BF.MADD, growing its chain
 //! of sub-filters) take part too. Their expected state comes from a
 //! reference database that applies the same operations without crashing:
@@ -50,6 +56,8 @@ const FAR: u64 = 4_102_444_800_000;
 const SPAN: u64 = 8 * 32_768;
 /// Operations between flushes in the child.
 const FLUSH_EVERY: u64 = 25;
+/// Databases the operations run in.
+const DBS: usize = 2;
 
 /// Operation `i` of the stream of `seed`.
 #[derive(Debug)]
@@ -64,25 +72,49 @@ enum Op {
     Persist(usize),
     PfAdd(Vec<Vec<u8>>),
     BfAdd(Vec<Vec<u8>>),
+    FlushDb,
+    FlushAll,
+    SwapDb,
+    /// MOVE the key to the other database.
+    Move(usize),
 }
 
-fn op(seed: u64, i: u64) -> Op {
+/// An operation and the database it runs in.
+#[derive(Debug)]
+struct Step {
+    db: usize,
+    op: Op,
+}
+
+fn op(seed: u64, i: u64) -> Step {
     let mut r = rand::rngs::StdRng::seed_from_u64(seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let db = usize::from(r.gen_bool(0.3));
+    Step { db, op: db_op(&mut r, i) }
+}
+
+fn db_op(r: &mut impl Rng, i: u64) -> Op {
     let k = r.gen_range(0..SMALL);
     let big = r.gen_range(SMALL..HLL);
     let ops = [BitOp::And, BitOp::Or, BitOp::Xor, BitOp::Diff, BitOp::AndOr, BitOp::One];
-    match r.gen_range(0..110) {
+    // A third of the small-key writes stay near the start: inline values
+    // (up to 512 bits) and their promotion to pages.
+    let span = if r.gen_bool(0.3) { 600 } else { SPAN };
+    match r.gen_range(0..118) {
+        110 => Op::FlushDb,
+        111 => Op::FlushAll,
+        112..=115 => Op::Move(r.gen_range(0..KEYS.len())),
+        116..=117 => Op::SwapDb,
         100..=104 => {
             Op::PfAdd((0..r.gen_range(0..400)).map(|_| format!("u{}", r.gen_range(0..100_000)).into_bytes()).collect())
         }
         105..=109 => {
             Op::BfAdd((0..r.gen_range(1..60)).map(|_| format!("item{}", r.gen_range(0..ITEMS)).into_bytes()).collect())
         }
-        0..=44 => Op::SetBit(k, r.gen_range(0..SPAN), r.gen_bool(0.8)),
-        45..=62 => Op::SetBits(k, (0..r.gen_range(1..2000)).map(|_| r.gen_range(0..SPAN)).collect()),
+        0..=44 => Op::SetBit(k, r.gen_range(0..span), r.gen_bool(0.8)),
+        45..=62 => Op::SetBits(k, (0..r.gen_range(1..2000)).map(|_| r.gen_range(0..span)).collect()),
         63..=76 => Op::Bitop(ops[r.gen_range(0..ops.len())], k, vec![r.gen_range(0..SMALL), r.gen_range(0..SMALL)]),
         77..=85 => {
-            let len = r.gen_range(0..(SPAN / 8) as usize);
+            let len = r.gen_range(0..(span / 8) as usize);
             let fill: u8 = r.gen();
             Op::Set(k, (0..len).map(|j| if j % 7 == 0 { fill } else { 0 }).collect())
         }
@@ -107,8 +139,11 @@ fn op(seed: u64, i: u64) -> Op {
     }
 }
 
-fn apply_db(db: &Db, op: &Op) {
-    match op {
+/// Applies `step` through `db`, a handle of database 0.
+fn apply_db(db: &Db, step: &Step) {
+    let other = u32::from(step.db == 0);
+    let db = &db.select(u32::from(step.db == 1)).unwrap();
+    match &step.op {
         Op::SetBit(k, o, v) => {
             db.setbit(KEYS[*k], *o, *v).unwrap();
         }
@@ -135,14 +170,25 @@ fn apply_db(db: &Db, op: &Op) {
         Op::BfAdd(items) => {
             db.bloom(BLOOM).add_many(items).unwrap();
         }
+        Op::FlushDb => {
+            db.flush_db().unwrap();
+        }
+        Op::FlushAll => {
+            db.flush_all().unwrap();
+        }
+        Op::SwapDb => db.swap_db(0, 1).unwrap(),
+        Op::Move(k) => {
+            db.move_key(KEYS[*k], other).unwrap();
+        }
     }
 }
 
-/// The model: values, expiry times of the keys that have one, and a
-/// reference database for the HyperLogLog and the Bloom filter.
+/// The model: per database, values and the expiry times of the keys that
+/// have one; and a reference database for the HyperLogLog and the Bloom
+/// filter.
 struct State {
-    values: Model,
-    expiry: HashMap<usize, u64>,
+    values: [Model; DBS],
+    expiry: [HashMap<usize, u64>; DBS],
     reference: Db,
     _dir: tempfile::TempDir,
 }
@@ -151,29 +197,32 @@ impl State {
     fn new() -> State {
         let dir = tempfile::tempdir().unwrap();
         let reference = Config::new(dir.path()).flush_interval(None).open().unwrap();
-        State { values: Model::default(), expiry: HashMap::new(), reference, _dir: dir }
+        State { values: Default::default(), expiry: Default::default(), reference, _dir: dir }
     }
 }
 
-fn apply_model(m: &mut State, op: &Op) {
-    // The reference follows every operation on the HyperLogLog and the
-    // filter; the model takes the HyperLogLog's bytes from it.
-    match op {
-        Op::PfAdd(_) | Op::BfAdd(_) => apply_db(&m.reference, op),
-        Op::ExpireAt(k, _) | Op::Persist(k) if *k == HLL => apply_db(&m.reference, op),
+fn apply_model(m: &mut State, step: &Step) {
+    // The reference follows every operation on the HyperLogLog, the filter
+    // and whole databases; the model takes the HyperLogLog's bytes from it.
+    match &step.op {
+        Op::PfAdd(_) | Op::BfAdd(_) | Op::FlushDb | Op::FlushAll | Op::SwapDb | Op::Move(_) => {
+            apply_db(&m.reference, step)
+        }
+        Op::ExpireAt(k, _) | Op::Persist(k) if *k == HLL => apply_db(&m.reference, step),
         _ => {}
     }
-    if let Op::PfAdd(_) = op {
-        match m.reference.get(KEYS[HLL]).unwrap() {
-            Some(v) => m.values.set(KEYS[HLL], &v),
+    let d = step.db;
+    if let Op::PfAdd(_) = step.op {
+        match m.reference.select(u32::from(d == 1)).unwrap().get(KEYS[HLL]).unwrap() {
+            Some(v) => m.values[d].set(KEYS[HLL], &v),
             None => {
-                m.values.delete(KEYS[HLL]);
+                m.values[d].delete(KEYS[HLL]);
             }
         }
         return;
     }
-    let values = &mut m.values;
-    match op {
+    let (values, expiry) = (&mut m.values[d], &mut m.expiry[d]);
+    match &step.op {
         // In-place writes keep the expiry.
         Op::SetBit(k, o, v) => {
             values.setbit(KEYS[*k], *o, *v);
@@ -184,33 +233,56 @@ fn apply_model(m: &mut State, op: &Op) {
             }
         }
         // A BITOP destination and a SET value lose the expiry.
-        Op::Bitop(o, d, s) => {
+        Op::Bitop(o, dest, s) => {
             let srcs: Vec<&[u8]> = s.iter().map(|&i| KEYS[i]).collect();
-            values.bitop(*o, KEYS[*d], &srcs);
-            m.expiry.remove(d);
+            values.bitop(*o, KEYS[*dest], &srcs);
+            expiry.remove(dest);
         }
         Op::Set(k, v) => {
             values.set(KEYS[*k], v);
-            m.expiry.remove(k);
+            expiry.remove(k);
         }
         Op::Delete(k) => {
             values.delete(KEYS[*k]);
-            m.expiry.remove(k);
+            expiry.remove(k);
         }
         Op::ExpireAt(k, at) => {
             if values.get(KEYS[*k]).is_some() {
                 if *at < FAR {
                     values.delete(KEYS[*k]);
-                    m.expiry.remove(k);
+                    expiry.remove(k);
                 } else {
-                    m.expiry.insert(*k, *at);
+                    expiry.insert(*k, *at);
                 }
             }
         }
         Op::Persist(k) => {
-            m.expiry.remove(k);
+            expiry.remove(k);
         }
         Op::PfAdd(_) | Op::BfAdd(_) => {}
+        Op::FlushDb => {
+            m.values[d] = Model::default();
+            m.expiry[d].clear();
+        }
+        Op::FlushAll => {
+            m.values = Default::default();
+            m.expiry = Default::default();
+        }
+        Op::SwapDb => {
+            m.values.swap(0, 1);
+            m.expiry.swap(0, 1);
+        }
+        Op::Move(k) => {
+            // MOVE does nothing when the key is missing here or exists there.
+            let key = KEYS[*k];
+            if let (Some(v), None) = (m.values[d].get(key), m.values[1 - d].get(key)) {
+                m.values[d].delete(key);
+                m.values[1 - d].set(key, &v);
+                if let Some(at) = m.expiry[d].remove(k) {
+                    m.expiry[1 - d].insert(*k, at);
+                }
+            }
+        }
     }
 }
 
@@ -232,50 +304,65 @@ fn child(dir: &str, seed: u64, start: u64) {
     }
 }
 
-/// Each key's value and expiry, and the Bloom filter's figures (capacity,
-/// sub-filters, items) and answers for the probe items.
+/// A Bloom filter's figures (capacity, sub-filters, items) and answers for
+/// the probe items, if there is one.
+type BloomState = Option<(u64, u64, u64, Vec<bool>)>;
+
+/// Per database: each key's value and expiry, and the Bloom filter.
 #[derive(PartialEq)]
 struct Snapshot {
     keys: Vec<(Option<Vec<u8>>, Expiry)>,
-    bloom: Option<(u64, u64, u64, Vec<bool>)>,
+    bloom: Vec<BloomState>,
 }
 
-fn bloom_state(db: &Db) -> Option<(u64, u64, u64, Vec<bool>)> {
-    let info = db.bloom(BLOOM).info().unwrap()?;
+fn bloom_state(db: &Db) -> Vec<BloomState> {
     let probes: Vec<Vec<u8>> = (0..PROBES).map(|i| format!("item{i}").into_bytes()).collect();
-    Some((info.capacity, info.filters, info.items, db.bloom(BLOOM).contains_many(&probes).unwrap()))
+    (0..DBS as u32)
+        .map(|d| {
+            let db = db.select(d).unwrap();
+            let info = db.bloom(BLOOM).info().unwrap()?;
+            Some((info.capacity, info.filters, info.items, db.bloom(BLOOM).contains_many(&probes).unwrap()))
+        })
+        .collect()
 }
 
 fn state(db: &Db) -> Snapshot {
-    Snapshot {
-        keys: KEYS.iter().map(|k| (db.get(k).unwrap(), db.expiry(k).unwrap())).collect(),
-        bloom: bloom_state(db),
+    let mut keys = Vec::new();
+    for d in 0..DBS as u32 {
+        let db = db.select(d).unwrap();
+        keys.extend(KEYS.iter().map(|k| (db.get(k).unwrap(), db.expiry(k).unwrap())));
     }
+    Snapshot { keys, bloom: bloom_state(db) }
 }
 
 fn model_state(m: &State) -> Snapshot {
-    let keys = (0..KEYS.len())
-        .map(|i| {
-            let v = m.values.get(KEYS[i]);
-            let e = match (&v, m.expiry.get(&i)) {
+    let mut keys = Vec::new();
+    for d in 0..DBS {
+        keys.extend((0..KEYS.len()).map(|i| {
+            let v = m.values[d].get(KEYS[i]);
+            let e = match (&v, m.expiry[d].get(&i)) {
                 (None, _) => Expiry::Missing,
                 (Some(_), None) => Expiry::Never,
                 (Some(_), Some(&at)) => Expiry::At(at),
             };
             (v, e)
-        })
-        .collect();
+        }));
+    }
     Snapshot { keys, bloom: bloom_state(&m.reference) }
 }
 
 /// Length, set bits and expiry of each key, for failure messages.
 fn describe(s: &Snapshot) -> String {
-    let bloom = match &s.bloom {
-        None => "-".to_string(),
-        Some((c, f, n, probes)) => {
-            format!("capacity {c}, {f} filters, {n} items, {} probes found", probes.iter().filter(|&&p| p).count())
-        }
-    };
+    let bloom: Vec<String> = s
+        .bloom
+        .iter()
+        .map(|b| match b {
+            None => "-".to_string(),
+            Some((c, f, n, probes)) => {
+                format!("capacity {c}, {f} filters, {n} items, {} probes found", probes.iter().filter(|&&p| p).count())
+            }
+        })
+        .collect();
     s.keys
         .iter()
         .map(|(v, e)| match v {
@@ -284,18 +371,19 @@ fn describe(s: &Snapshot) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
-        + &format!(" bloom: {bloom}")
+        + &format!(" bloom: {}", bloom.join(" | "))
 }
 
 /// An operation without its bulk data, for failure messages.
-fn summary(op: &Op) -> String {
-    match op {
+fn summary(step: &Step) -> String {
+    let op = match &step.op {
         Op::SetBits(k, offs) => format!("SetBits({k}, {} offsets)", offs.len()),
         Op::Set(k, v) => format!("Set({k}, {} bytes)", v.len()),
         Op::PfAdd(e) => format!("PfAdd({} elements)", e.len()),
         Op::BfAdd(e) => format!("BfAdd({} items)", e.len()),
         other => format!("{other:?}"),
-    }
+    };
+    format!("db{} {op}", step.db)
 }
 
 #[test]
@@ -380,9 +468,17 @@ fn kill_9_keeps_every_acknowledged_write() {
             done += 1;
             extra += 1;
         }
-        for (k, (v, _)) in KEYS.iter().zip(&got.keys) {
+        for (i, (v, _)) in got.keys.iter().enumerate() {
+            let (d, k) = (i / KEYS.len(), KEYS[i % KEYS.len()]);
             let ones = v.as_ref().map_or(0, |v| v.iter().map(|b| u64::from(b.count_ones())).sum());
-            assert_eq!(db.bitcount(k, None).unwrap(), ones, "cycle {cycle}: stored count of {k:?}");
+            let stored = db.select(d as u32).unwrap().bitcount(k, None).unwrap();
+            assert_eq!(stored, ones, "cycle {cycle}: stored count of {k:?} in db {d}");
+        }
+        // The key counts behind DBSIZE are exact after recovery.
+        for d in 0..DBS {
+            let live = got.keys[d * KEYS.len()..(d + 1) * KEYS.len()].iter().filter(|(v, _)| v.is_some()).count()
+                + usize::from(got.bloom[d].is_some());
+            assert_eq!(db.select(d as u32).unwrap().dbsize().unwrap(), live as u64, "cycle {cycle}: DBSIZE of db {d}");
         }
     }
     println!("{cycles} kill cycles, {kills_after_open} after open completed, {done} operations recovered");

@@ -33,6 +33,7 @@ fn offset() -> impl Strategy<Value = u64> {
         3 => (0u64..4, edge).prop_map(|(p, e)| p * PAGE_BITS + e),
         2 => (0u64..4, 0u64..PAGE_BITS).prop_map(|(p, e)| p * PAGE_BITS + e),
         1 => 0u64..200,
+        1 => 500u64..530,
     ]
 }
 
@@ -49,9 +50,11 @@ fn span() -> impl Strategy<Value = Option<Span>> {
 }
 
 /// Values forcing each page encoding: runs (EWAH), random bytes (dense),
-/// a few bits (sparse), and empty.
+/// a few bits (sparse), and empty; and short values around the 64-byte
+/// inline limit (kept in the key's metadata, promoted to pages past it).
 fn value() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..80),
         (0usize..9000, any::<u8>()).prop_map(|(n, b)| vec![b; n]),
         proptest::collection::vec(any::<u8>(), 0..9000),
         (0usize..12_000, proptest::collection::vec((0usize..12_000, any::<u8>()), 0..20)).prop_map(|(n, pokes)| {

@@ -60,6 +60,9 @@ impl Store for FaultStore {
     fn scan_prefix(&self, prefix: &[u8]) -> Scan {
         self.inner.scan_prefix(prefix)
     }
+    fn last_at_or_before(&self, key: &[u8]) -> Result<Option<(Bytes, Bytes)>> {
+        self.inner.last_at_or_before(key)
+    }
     fn apply(&self, writes: Vec<Write>) -> Result<()> {
         let left = self.faults.fail_apply_after.fetch_sub(1, Ordering::SeqCst);
         if left == 0 {
@@ -97,7 +100,7 @@ pub(super) fn open_faulty(config: crate::Config) -> Result<(crate::Db, Arc<Fault
     let inner = SledStore::open(&config.path, config.store_cache_bytes)?;
     let store = FaultStore { inner: Box::new(inner), faults: Arc::clone(&faults) };
     let engine = super::Engine::open_on(config, Box::new(store))?;
-    Ok((crate::Db { engine }, faults))
+    Ok((crate::Db { engine, index: 0 }, faults))
 }
 
 #[cfg(test)]

@@ -1,129 +1,140 @@
-//! Listing keys: KEYS, SCAN and DBSIZE read the keys changed in memory and
-//! the keys in the store together.
+//! Listing keys: SCAN, KEYS and RANDOMKEY walk a database's buckets in hash
+//! order, through the bucket cache (which is newer than the store for the
+//! buckets it holds).
+//!
+//! A SCAN cursor is a position in the 32-bit hash space (plus one, so that
+//! 0 means "start" and "done"): it survives restarts, bucket splits and
+//! concurrent writes, every key present for the whole scan is returned (a
+//! key is returned when the scan passes its hash), and each call moves
+//! forward, so a scan always ends. Cursors stay below 2^33.
 
-use std::collections::BTreeMap;
-use std::iter::Peekable;
+use std::sync::Arc;
 
-use super::layout;
+use super::bucket::Bucket;
+use super::layout::key_hash;
+use super::metas::{bucket_end, shard_of};
 use super::record::Meta;
+use super::tx::no_such_db;
 use super::Engine;
 use crate::error::Result;
 use crate::glob::glob_match;
 
-/// Whether metadata bytes stored for a key describe an expired key at `now`.
-fn stored_is_expired(name: &[u8], bytes: &[u8], now: u64) -> bool {
-    Meta::decode(name, bytes).is_ok_and(|m| m.expire_at_ms != 0 && m.expire_at_ms <= now)
+/// Whether `meta` describes a key that is live at `now`.
+fn live(meta: &Meta, now: u64) -> bool {
+    meta.expire_at_ms == 0 || meta.expire_at_ms > now
 }
 
 impl Engine {
-    /// Every live key matching the Redis glob `pattern`, in byte order; see
-    /// [`crate::Db::keys`].
-    pub(crate) fn keys(&self, pattern: &[u8]) -> Result<Vec<Vec<u8>>> {
-        let literal = pattern.iter().position(|c| b"*?[\\".contains(c)).unwrap_or(pattern.len());
-        let prefix = layout::meta_key(&pattern[..literal]);
-        let mut found: BTreeMap<Vec<u8>, bool> = BTreeMap::new();
-        // Dirty state first: it is newer than the store for the keys it names.
-        let now = self.now_ms();
-        let live = |m: &Meta| m.expire_at_ms == 0 || m.expire_at_ms > now;
-        for m in self.metas.dirty_snapshot() {
-            found.insert(m.name, m.meta.as_ref().is_some_and(live));
-        }
-        for r in self.store.scan_prefix(&prefix) {
-            let (k, v) = r?;
-            if let Some(name) = layout::name_of_meta_key(&k) {
-                found.entry(name.to_vec()).or_insert_with(|| !stored_is_expired(name, &v, now));
-            }
-        }
-        Ok(found.into_iter().filter(|(n, live)| *live && glob_match(pattern, n)).map(|(n, _)| n).collect())
+    /// Calls `f` with the bucket of database `db` holding hash `pos` and the
+    /// position just past it.
+    fn with_bucket_at<R>(&self, ks: u32, pos: u32, f: impl FnOnce(&Bucket, u32) -> R) -> Result<(R, u64)> {
+        let mut g = self.metas.lock_shard(shard_of(pos));
+        let start = g.locate(ks, pos, &*self.store)?;
+        let Some(located) = g.get(ks, start) else { return Ok((f(&Bucket::default(), start), u64::from(pos) + 1)) };
+        let end = bucket_end(start, located.bucket.depth);
+        Ok((f(located.bucket, start), end))
     }
 
-    /// Up to `count` live keys after `after`, in byte order, and where to
-    /// continue; see [`crate::Db::scan`].
-    #[expect(clippy::type_complexity, reason = "a pair of plain types reads better here than a named alias")]
-    pub(crate) fn scan(&self, after: Option<&[u8]>, count: usize) -> Result<(Vec<Vec<u8>>, Option<Vec<u8>>)> {
-        let count = count.max(1);
-        // Changed keys first, as `keys` does: a key changed before this
-        // snapshot is seen here; one written back after it, in the store.
-        // Keys whose expiry has passed count as absent.
+    /// Up to about `count` live keys of database `db` from SCAN cursor
+    /// `cursor` on, in hash order (whole buckets at a time), and the next
+    /// cursor (0 when the scan is complete). `keep` filters the names.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidArgument`] for a database that does not exist;
+    /// [`crate::Error::Corrupted`] for a bucket that does not decode.
+    pub(crate) fn scan(
+        &self,
+        db: u32,
+        cursor: u64,
+        count: usize,
+        keep: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<(Vec<Vec<u8>>, u64)> {
+        let (ks, _) = self.keyspaces.of(db).ok_or_else(|| no_such_db(db))?;
         let now = self.now_ms();
-        let live = |m: &Meta| m.expire_at_ms == 0 || m.expire_at_ms > now;
-        let mut dirty: BTreeMap<Vec<u8>, bool> = BTreeMap::new();
-        for m in self.metas.dirty_snapshot() {
-            if after.is_none_or(|a| m.name.as_slice() > a) {
-                dirty.insert(m.name, m.meta.as_ref().is_some_and(live));
+        let mut pos = cursor.saturating_sub(1);
+        let mut out = Vec::new();
+        let mut visited = 0usize;
+        while let Ok(h) = u32::try_from(pos) {
+            let (n, end) = self.with_bucket_at(ks, h, |b, start| {
+                let mut n = 0;
+                for e in &b.entries {
+                    if (start == h || key_hash(&e.name) >= h) && live(&e.meta, now) {
+                        n += 1;
+                        if keep(&e.name) {
+                            out.push(e.name.to_vec());
+                        }
+                    }
+                }
+                n
+            })?;
+            visited += n;
+            pos = end;
+            if visited >= count.max(1) {
+                break;
             }
         }
-        // Store keys from just after `after` (its successor `after ++ 0x00`)
-        // to the end of the metadata namespace.
-        let from = match after {
-            Some(a) => {
-                let mut k = layout::meta_key(a);
-                k.push(0);
-                k
-            }
-            None => vec![layout::NS_META],
+        let next = if pos > u64::from(u32::MAX) { 0 } else { pos + 1 };
+        Ok((out, next))
+    }
+
+    /// Every live key of database `db` matching the Redis glob `pattern`,
+    /// in hash order.
+    ///
+    /// # Errors
+    /// As [`Engine::scan`].
+    pub(crate) fn keys(&self, db: u32, pattern: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let all = pattern == b"*";
+        Ok(self.scan(db, 0, usize::MAX, &|name| all || glob_match(pattern, name))?.0)
+    }
+
+    /// A random live key of database `db` (Redis RANDOMKEY); `None` if it
+    /// has none.
+    ///
+    /// # Errors
+    /// As [`Engine::scan`].
+    pub(crate) fn random_key(self: &Arc<Self>, db: u32) -> Result<Option<Vec<u8>>> {
+        if self.counts(db)?.keys == 0 {
+            return Ok(None);
+        }
+        let (ks, _) = self.keyspaces.of(db).ok_or_else(|| no_such_db(db))?;
+        let now = self.now_ms();
+        let mut seed = self.random_seed();
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
         };
-        let stored = self.store.scan(&from, &[layout::NS_META + 1]).filter_map(move |r| match r {
-            Ok((k, v)) => layout::name_of_meta_key(&k).map(|n| Ok((n.to_vec(), !stored_is_expired(n, &v, now)))),
-            Err(e) => Some(Err(e)),
-        });
-        let mut merged = Merge { dirty: dirty.into_iter().peekable(), stored: stored.peekable() };
-        let mut keys = Vec::new();
-        while let Some(name) = merged.next_live()? {
-            if keys.len() == count {
-                // One more live key exists: the caller continues after the
-                // last one returned.
-                let last = keys.last().cloned();
-                return Ok((keys, last));
+        // Random positions first; a sparse keyspace falls back to the scan
+        // from a random position, wrapping around once.
+        for _ in 0..32 {
+            let pos = u32::try_from(next() >> 32).unwrap_or(0);
+            let r = next();
+            let (pick, _) = self.with_bucket_at(ks, pos, |b, _| {
+                let live: Vec<&[u8]> = b.entries.iter().filter(|e| live(&e.meta, now)).map(|e| &*e.name).collect();
+                let n = u64::try_from(live.len()).unwrap_or(u64::MAX);
+                (n > 0).then(|| live[usize::try_from(r % n).unwrap_or(0)].to_vec())
+            })?;
+            if pick.is_some() {
+                return Ok(pick);
             }
-            keys.push(name);
         }
-        Ok((keys, None))
+        let from = u64::from(u32::try_from(next() >> 32).unwrap_or(0)) + 1;
+        for cursor in [from, 1] {
+            let (keys, _) = self.scan(db, cursor, 1, &|_| true)?;
+            if let Some(k) = keys.into_iter().next() {
+                return Ok(Some(k));
+            }
+        }
+        Ok(None)
     }
-}
 
-/// A key name and whether it is live.
-type Named = (Vec<u8>, bool);
-
-/// Merges changed keys (newer) and stored keys, both in byte order and each
-/// with its liveness, into the live keys in byte order.
-struct Merge<D: Iterator<Item = Named>, S: Iterator<Item = Result<Named>>> {
-    dirty: Peekable<D>,
-    stored: Peekable<S>,
-}
-
-impl<D: Iterator<Item = Named>, S: Iterator<Item = Result<Named>>> Merge<D, S> {
-    fn next_live(&mut self) -> Result<Option<Vec<u8>>> {
-        loop {
-            let stored = match self.stored.peek() {
-                Some(Err(_)) => {
-                    // Take the error out by value.
-                    return match self.stored.next() {
-                        Some(Err(e)) => Err(e),
-                        _ => Ok(None),
-                    };
-                }
-                Some(Ok((name, _))) => Some(name.as_slice()),
-                None => None,
-            };
-            let dirty = self.dirty.peek().map(|(n, _)| n.as_slice());
-            let (name, live) = match (dirty, stored) {
-                (None, None) => return Ok(None),
-                (Some(d), Some(s)) if d == s => {
-                    // The changed state is newer than the stored record.
-                    self.stored.next();
-                    self.dirty.next().unwrap_or_default()
-                }
-                (Some(d), Some(s)) if d < s => self.dirty.next().unwrap_or_default(),
-                (Some(_), None) => self.dirty.next().unwrap_or_default(),
-                _ => match self.stored.next() {
-                    Some(Ok(named)) => named,
-                    _ => return Ok(None),
-                },
-            };
-            if live {
-                return Ok(Some(name));
-            }
-        }
+    /// A seed for random choices: the clock mixed with a per-call counter.
+    fn random_seed(&self) -> u64 {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static CALLS: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let mix = u64::from(t.subsec_nanos()) ^ CALLS.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
+        mix | 1
     }
 }

@@ -1,35 +1,57 @@
-//! Key layout of the single sled tree.
+//! Key layout of the single sled tree (format version 2).
 //!
 //! Every record lives in one tree so one atomic batch can cover metadata and
 //! pages together. The first byte of a key names its namespace:
 //!
-//! | namespace | key bytes                                  | value            |
-//! |-----------|--------------------------------------------|------------------|
-//! | `0x00`    | `0x00`                                     | superblock       |
-//! | `0x00`    | `0x00 0x01`                                | write-back sequence |
-//! | `0x01`    | `0x01 name…`                               | key metadata     |
-//! | `0x02`    | `0x02 bitmap-id u64 BE, page-number u64 BE`| encoded page     |
-//! | `0x03`    | `0x03 bitmap-id u64 BE`                    | empty: pages to reclaim |
-//! | `0x04`    | `0x04 expire-at-ms u64 BE, name…`          | empty: expiry index |
+//! | namespace | key bytes                                      | value |
+//! |-----------|------------------------------------------------|-------|
+//! | `0x00`    | `0x00`                                         | superblock |
+//! | `0x00`    | `0x00 0x01`                                    | write-back sequence |
+//! | `0x00`    | `0x00 0x02`                                    | keyspace catalog |
+//! | `0x01`    | `0x01 name…`                                   | format 1 key metadata (read only to upgrade) |
+//! | `0x02`    | `0x02 bitmap-id u64 BE, page-number u64 BE`    | encoded page |
+//! | `0x03`    | `0x03 bitmap-id u64 BE`                        | empty: pages to reclaim |
+//! | `0x04`    | `0x04 expire-at-ms u64 BE, keyspace u32 BE, name…` | empty: expiry index |
+//! | `0x05`    | `0x05 keyspace u32 BE`                         | empty: a flushed keyspace to reclaim |
+//! | `0x06`    | `0x06 keyspace u32 BE, first-hash u32 BE`      | a bucket of key metadata |
 //!
 //! Numbers in keys are big-endian so that sled's byte order is numeric order:
-//! a range scan over one bitmap id returns its pages in page order.
+//! a range scan over one bitmap id returns its pages in page order, and the
+//! buckets of a keyspace come in hash order.
 
-/// Namespace byte of the superblock.
+use crate::murmur::murmur64a;
+
+/// Namespace byte of the superblock, the sequence record and the catalog.
 pub(crate) const NS_SUPER: u8 = 0x00;
-/// Namespace byte of key metadata.
-pub(crate) const NS_META: u8 = 0x01;
+/// Namespace byte of format 1's per-key metadata.
+pub(crate) const NS_META_V1: u8 = 0x01;
 /// Namespace byte of pages.
 pub(crate) const NS_PAGE: u8 = 0x02;
 /// Namespace byte of bitmap ids whose pages are garbage (deleted, replaced,
 /// or written by an operation that never published them).
 pub(crate) const NS_RECLAIM: u8 = 0x03;
-
 /// Namespace byte of the expiry index: keys that may expire, by time.
 pub(crate) const NS_EXPIRY: u8 = 0x04;
+/// Namespace byte of flushed keyspaces whose buckets and pages are garbage.
+pub(crate) const NS_DEAD: u8 = 0x05;
+/// Namespace byte of metadata buckets.
+pub(crate) const NS_BUCKET: u8 = 0x06;
 
 /// Length of a page key.
 pub(crate) const PAGE_KEY_LEN: usize = 17;
+/// Length of a bucket key.
+pub(crate) const BUCKET_KEY_LEN: usize = 9;
+
+/// The seed of the key hash (the bytes `bitsled!`). Part of the format: it
+/// decides which bucket holds a key and the order SCAN visits keys in.
+const KEY_HASH_SEED: u64 = 0x6269_7473_6c65_6421;
+
+/// The 32-bit hash of a key name: the top half of its MurmurHash64A.
+pub(crate) fn key_hash(name: &[u8]) -> u32 {
+    let h = murmur64a(name, KEY_HASH_SEED) >> 32;
+    // The top 32 bits of a u64 fit in a u32.
+    u32::try_from(h).unwrap_or(u32::MAX)
+}
 
 /// The superblock key.
 pub(crate) fn superblock_key() -> Vec<u8> {
@@ -42,18 +64,15 @@ pub(crate) fn sequence_key() -> Vec<u8> {
     vec![NS_SUPER, 1]
 }
 
-/// The metadata key of a user key.
-pub(crate) fn meta_key(name: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(1 + name.len());
-    k.push(NS_META);
-    k.extend_from_slice(name);
-    k
+/// The key of the keyspace catalog (in the superblock's namespace).
+pub(crate) fn catalog_key() -> Vec<u8> {
+    vec![NS_SUPER, 2]
 }
 
-/// The user key of a metadata key, if it is one.
-pub(crate) fn name_of_meta_key(key: &[u8]) -> Option<&[u8]> {
+/// The user key of a format 1 metadata key, if it is one.
+pub(crate) fn name_of_meta_v1_key(key: &[u8]) -> Option<&[u8]> {
     match key.split_first() {
-        Some((&NS_META, name)) => Some(name),
+        Some((&NS_META_V1, name)) => Some(name),
         _ => None,
     }
 }
@@ -90,32 +109,68 @@ pub(crate) fn reclaim_key(id: u64) -> Vec<u8> {
     k
 }
 
-/// The expiry index entry of key `name` expiring at `at_ms`.
-pub(crate) fn expiry_key(at_ms: u64, name: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(9 + name.len());
-    k.push(NS_EXPIRY);
-    k.extend_from_slice(&at_ms.to_be_bytes());
-    k.extend_from_slice(name);
-    k
-}
-
-/// The (time, name) of an expiry index entry.
-pub(crate) fn parse_expiry_key(key: &[u8]) -> Option<(u64, &[u8])> {
-    match key.split_first() {
-        Some((&NS_EXPIRY, rest)) if rest.len() >= 8 => {
-            let (at, name) = rest.split_at(8);
-            Some((u64::from_be_bytes(at.try_into().ok()?), name))
-        }
-        _ => None,
-    }
-}
-
 /// The bitmap id of a reclaim marker.
 pub(crate) fn parse_reclaim_key(key: &[u8]) -> Option<u64> {
     match key.split_first() {
         Some((&NS_RECLAIM, rest)) => Some(u64::from_be_bytes(rest.try_into().ok()?)),
         _ => None,
     }
+}
+
+/// The expiry index entry of key `name` of keyspace `ks` expiring at
+/// `at_ms`.
+pub(crate) fn expiry_key(at_ms: u64, ks: u32, name: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(13 + name.len());
+    k.push(NS_EXPIRY);
+    k.extend_from_slice(&at_ms.to_be_bytes());
+    k.extend_from_slice(&ks.to_be_bytes());
+    k.extend_from_slice(name);
+    k
+}
+
+/// The (time, keyspace, name) of an expiry index entry.
+pub(crate) fn parse_expiry_key(key: &[u8]) -> Option<(u64, u32, &[u8])> {
+    match key.split_first() {
+        Some((&NS_EXPIRY, rest)) if rest.len() >= 12 => {
+            let (at, rest) = rest.split_at(8);
+            let (ks, name) = rest.split_at(4);
+            Some((u64::from_be_bytes(at.try_into().ok()?), u32::from_be_bytes(ks.try_into().ok()?), name))
+        }
+        _ => None,
+    }
+}
+
+/// The marker of flushed keyspace `ks`.
+pub(crate) fn dead_key(ks: u32) -> Vec<u8> {
+    let mut k = Vec::with_capacity(5);
+    k.push(NS_DEAD);
+    k.extend_from_slice(&ks.to_be_bytes());
+    k
+}
+
+/// The keyspace of a flushed-keyspace marker.
+pub(crate) fn parse_dead_key(key: &[u8]) -> Option<u32> {
+    match key.split_first() {
+        Some((&NS_DEAD, rest)) => Some(u32::from_be_bytes(rest.try_into().ok()?)),
+        _ => None,
+    }
+}
+
+/// The key of the bucket of keyspace `ks` whose hash range starts at `start`.
+pub(crate) fn bucket_key(ks: u32, start: u32) -> [u8; BUCKET_KEY_LEN] {
+    let mut k = [0u8; BUCKET_KEY_LEN];
+    k[0] = NS_BUCKET;
+    k[1..5].copy_from_slice(&ks.to_be_bytes());
+    k[5..9].copy_from_slice(&start.to_be_bytes());
+    k
+}
+
+/// The (keyspace, first hash) of a bucket key.
+pub(crate) fn parse_bucket_key(key: &[u8]) -> Option<(u32, u32)> {
+    if key.len() != BUCKET_KEY_LEN || key[0] != NS_BUCKET {
+        return None;
+    }
+    Some((u32::from_be_bytes(key[1..5].try_into().ok()?), u32::from_be_bytes(key[5..9].try_into().ok()?)))
 }
 
 #[cfg(test)]
@@ -134,14 +189,36 @@ mod tests {
         }
     }
 
+    /// Buckets sort by keyspace, then by hash; every key round trips.
+    #[test]
+    fn bucket_keys_sort_by_keyspace_then_hash() {
+        let pairs = [(0u32, 0u32), (0, 1), (0, 0x0100_0000), (0, u32::MAX), (1, 0), (u32::MAX, u32::MAX)];
+        for w in pairs.windows(2) {
+            assert!(bucket_key(w[0].0, w[0].1) < bucket_key(w[1].0, w[1].1), "{w:?}");
+        }
+        for (ks, start) in pairs {
+            assert_eq!(parse_bucket_key(&bucket_key(ks, start)), Some((ks, start)));
+        }
+    }
+
     #[test]
     fn namespaces_do_not_overlap() {
-        assert_eq!(name_of_meta_key(&meta_key(b"x")), Some(&b"x"[..]));
-        assert_eq!(name_of_meta_key(&page_key(1, 2)), None);
-        assert_eq!(parse_page_key(&meta_key(&[0u8; 16])), None);
+        assert_eq!(name_of_meta_v1_key(b"\x01x"), Some(&b"x"[..]));
+        assert_eq!(name_of_meta_v1_key(&page_key(1, 2)), None);
+        assert_eq!(parse_page_key(&bucket_key(0, 0)), None);
+        assert_eq!(parse_bucket_key(&page_key(1, 2)), None);
         assert_eq!(parse_reclaim_key(&reclaim_key(42)), Some(42));
-        assert_eq!(parse_reclaim_key(&meta_key(&[0u8; 8])), None);
-        assert_eq!(parse_expiry_key(&expiry_key(7, b"k")), Some((7, &b"k"[..])));
-        assert!(expiry_key(1, b"z") < expiry_key(2, b"a"), "expiry index sorts by time first");
+        assert_eq!(parse_reclaim_key(&dead_key(42)), None);
+        assert_eq!(parse_dead_key(&dead_key(7)), Some(7));
+        assert_eq!(parse_expiry_key(&expiry_key(7, 3, b"k")), Some((7, 3, &b"k"[..])));
+        assert!(expiry_key(1, 9, b"z") < expiry_key(2, 0, b"a"), "expiry index sorts by time first");
+    }
+
+    /// The key hash is part of the format: pinned values (computed by an
+    /// independent implementation of MurmurHash64A).
+    #[test]
+    fn key_hash_is_stable() {
+        let got: Vec<u32> = [&b""[..], b"a", b"uid:sign:1:202611"].iter().map(|n| key_hash(n)).collect();
+        assert_eq!(got, vec![0xf427_648e, 0xfe8b_11fe, 0x11be_e1aa]);
     }
 }

@@ -22,8 +22,10 @@
 
 #![deny(clippy::cast_possible_truncation)]
 
+mod bucket;
 mod build;
 mod claims;
+mod databases;
 mod dirs;
 mod expiry;
 #[cfg(test)]
@@ -31,6 +33,7 @@ mod fault;
 mod idhash;
 mod journal;
 mod keys;
+mod keyspaces;
 pub(crate) mod layout;
 mod metas;
 mod pages;
@@ -39,7 +42,9 @@ mod stats;
 pub(crate) mod store;
 mod stream;
 mod tx;
+mod upgrade;
 mod verify;
+mod watch;
 mod writeback;
 
 use std::collections::{HashMap, HashSet};
@@ -51,6 +56,8 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 pub(crate) use claims::Claim;
+pub use databases::DbCounts;
+pub(crate) use databases::WatchSet;
 pub(crate) use record::{Kind, Meta};
 pub use stats::KeyStats;
 pub(crate) use stream::PageStream;
@@ -63,9 +70,11 @@ use crate::page::Page;
 use claims::Claims;
 use dirs::Directories;
 use journal::Journal;
+use keyspaces::Keyspaces;
 use metas::MetaCache;
 use pages::PageCache;
 use store::{SledStore, Store};
+use watch::Watches;
 
 /// Dirty pages and metadata entries past which a writer asks the background
 /// thread for an early write-back (see [`Engine::after_change`]).
@@ -81,6 +90,9 @@ pub(crate) struct Engine {
     config: Config,
     pages: PageCache,
     metas: MetaCache,
+    /// Databases, their keyspaces and counts.
+    keyspaces: Keyspaces,
+    watches: Watches,
     /// Directories of stored pages per bitmap.
     dirs: Directories,
     journal: Journal,
@@ -129,14 +141,16 @@ impl Engine {
     /// deletes keys that expired while closed, and starts the background
     /// thread.
     fn open_on(config: Config, store: Box<dyn Store>) -> Result<Arc<Engine>> {
-        let (stored_seq, acked_seq) = writeback::check_or_create(&config.path, &*store)?;
+        let opened = writeback::check_or_create(&config.path, &*store, config.databases)?;
         let cache_bytes = usize::try_from(config.cache_bytes).unwrap_or(usize::MAX);
         let engine = Arc::new(Engine {
-            sequence: AtomicU64::new(stored_seq),
-            side_sequence: Mutex::new(acked_seq),
+            sequence: AtomicU64::new(opened.sequence),
+            side_sequence: Mutex::new(opened.acked),
             store,
             pages: PageCache::new(cache_bytes),
             metas: MetaCache::new(cache_bytes / 8),
+            keyspaces: Keyspaces::from_catalog(&opened.catalog),
+            watches: Watches::default(),
             // A directory entry costs 8 bytes; allow an eighth of the budget.
             dirs: Directories::new(cache_bytes / 64),
             journal: Journal::new(),
@@ -150,10 +164,7 @@ impl Engine {
             flusher: Mutex::new(None),
             config,
         });
-        {
-            let _f = engine.flush_lock.lock();
-            engine.reclaim()?;
-        }
+        engine.reclaim_at_open()?;
         // Keys that expired while the database was closed.
         while engine.sweep_expired(SWEEP_BATCH)? == SWEEP_BATCH {
             engine.write_back()?;
@@ -221,7 +232,7 @@ impl Engine {
         // sled applies a batch under its process-wide write lock, so every
         // store read waits for a write-back's batch: keep batches short in
         // records too (many tiny keys fill no byte budget).
-        let records = self.pages.dirty_pages() + self.metas.dirty_entries();
+        let records = self.pages.dirty_pages() + self.metas.dirty_buckets();
         if dirty > budget.saturating_mul(2) || (dirty > budget && !background) {
             self.write_back()?;
         } else if dirty > budget || (background && records > DIRTY_RECORDS) {

@@ -1,18 +1,26 @@
-//! Record formats: per-key metadata, the superblock and the write-back
-//! sequence record, their fields and bytes.
+//! Record formats: key metadata as operations see it, the superblock, the
+//! write-back sequence record, the keyspace catalog, and format 1's
+//! metadata record (read only to upgrade a store). Buckets, which hold the
+//! metadata on disk, are in `bucket.rs`.
 
 use crate::error::{Error, Result};
 use crate::geometry::PAGE_WORDS as WORDS_PER_PAGE;
 use crate::le::{read_u32, read_u64};
 
-/// The on-disk format version this build reads and writes.
-pub(crate) const FORMAT_VERSION: u8 = 1;
+/// The on-disk format version this build writes.
+pub(crate) const FORMAT_VERSION: u8 = 2;
+/// The older format this build can upgrade from.
+pub(crate) const FORMAT_V1: u8 = 1;
+
+/// The longest value kept inline in its key's metadata entry instead of in
+/// pages: 64 bytes (512 bits; a month of daily sign-ins needs 4).
+pub(crate) const INLINE_MAX: u64 = 64;
 
 /// What a key holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub(crate) enum Kind {
-    /// A Redis string, stored as a paged bitmap.
+    /// A Redis string, stored as a paged bitmap or inline.
     String = 1,
     /// A scalable Bloom filter: header and bit arrays in the bitmap's pages.
     Bloom = 2,
@@ -29,24 +37,73 @@ impl TryFrom<u8> for Kind {
     }
 }
 
+/// Where a key's value lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Body {
+    /// In pages stored under this bitmap id (never reused).
+    Paged(u64),
+    /// In the key's metadata entry itself (at most [`INLINE_MAX`] bytes).
+    Inline,
+}
+
+/// Bytes of an inline value, as a `usize`.
+pub(crate) const INLINE_BYTES: usize = 64;
+
 /// Metadata of one key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Meta {
     /// What the key holds.
     pub(crate) kind: Kind,
-    /// Id under which the key's pages are stored; never reused. Private to
-    /// the engine: operations reach pages through a transaction.
-    pub(super) id: u64,
+    /// Where the value lives. Private to the engine: operations reach
+    /// values through a transaction.
+    pub(super) body: Body,
     /// Logical length in bytes (Redis STRLEN).
     pub(crate) len: u64,
-    /// Number of set bits over all pages.
+    /// Number of set bits.
     pub(crate) ones: u64,
     /// Expiry as Unix time in milliseconds; 0 means none.
     pub(crate) expire_at_ms: u64,
+    /// An inline body's bytes (the first `len`; the rest zero); all zero
+    /// for a paged body.
+    pub(super) inline: [u8; INLINE_BYTES],
 }
 
-/// Byte offsets of the metadata record fields.
-mod meta_layout {
+impl Meta {
+    /// The bitmap id of a paged value.
+    pub(super) fn id(&self) -> Option<u64> {
+        match self.body {
+            Body::Paged(id) => Some(id),
+            Body::Inline => None,
+        }
+    }
+
+    /// Whether the value is kept inline (it has no pages).
+    pub(crate) fn is_inline(&self) -> bool {
+        self.body == Body::Inline
+    }
+
+    /// The metadata of a new empty value of `kind` kept inline.
+    pub(super) fn empty(kind: Kind) -> Meta {
+        Meta { kind, body: Body::Inline, len: 0, ones: 0, expire_at_ms: 0, inline: [0; INLINE_BYTES] }
+    }
+
+    /// The metadata of a paged value.
+    pub(super) fn paged(kind: Kind, id: u64, len: u64, ones: u64, expire_at_ms: u64) -> Meta {
+        Meta { kind, body: Body::Paged(id), len, ones, expire_at_ms, inline: [0; INLINE_BYTES] }
+    }
+
+    /// An inline body's value (its `len` bytes); empty for a paged body.
+    pub(super) fn inline_value(&self) -> &[u8] {
+        match self.body {
+            // len <= INLINE_MAX for an inline body.
+            Body::Inline => &self.inline[..usize::try_from(self.len).unwrap_or(0).min(INLINE_BYTES)],
+            Body::Paged(_) => &[],
+        }
+    }
+}
+
+/// Byte offsets of format 1's metadata record fields.
+mod meta_v1_layout {
     pub(super) const VERSION: usize = 0;
     pub(super) const KIND: usize = 1;
     // 2..4: reserved flags, zero.
@@ -58,58 +115,56 @@ mod meta_layout {
     pub(super) const SIZE: usize = 40;
 }
 
-impl Meta {
-    /// The 40-byte record stored under the key's metadata key.
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        use meta_layout::*;
-        let mut b = vec![0u8; SIZE];
-        b[VERSION] = FORMAT_VERSION;
-        b[KIND] = self.kind as u8;
-        b[ID..ID + 8].copy_from_slice(&self.id.to_le_bytes());
-        b[LEN..LEN + 8].copy_from_slice(&self.len.to_le_bytes());
-        b[ONES..ONES + 8].copy_from_slice(&self.ones.to_le_bytes());
-        b[EXPIRE..EXPIRE + 8].copy_from_slice(&self.expire_at_ms.to_le_bytes());
-        let crc = crc32fast::hash(&b[..CRC]);
-        b[CRC..].copy_from_slice(&crc.to_le_bytes());
-        b
+/// The error for damaged metadata of key `name`.
+pub(crate) fn bad_meta(name: &[u8], reason: String) -> Error {
+    Error::Corrupted {
+        key: String::from_utf8_lossy(name).into_owned(),
+        page: None,
+        reason: format!("metadata: {reason}"),
     }
+}
 
-    /// Parses and validates a metadata record.
-    ///
-    /// # Errors
-    /// [`Error::Corrupted`] naming `name` for a bad length, checksum, type or
-    /// field; [`Error::UnsupportedVersion`] for another format version.
-    pub(crate) fn decode(name: &[u8], b: &[u8]) -> Result<Meta> {
-        use meta_layout::*;
-        let bad = |reason: String| Error::Corrupted {
-            key: String::from_utf8_lossy(name).into_owned(),
-            page: None,
-            reason: format!("metadata: {reason}"),
-        };
-        if b.len() != SIZE {
-            return Err(bad(format!("record is {} bytes, expected {SIZE}", b.len())));
-        }
-        let stored = read_u32(b, CRC);
-        let computed = crc32fast::hash(&b[..CRC]);
-        if stored != computed {
-            return Err(bad(format!("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")));
-        }
-        if b[VERSION] != FORMAT_VERSION {
-            return Err(Error::UnsupportedVersion { found: b[VERSION], supported: FORMAT_VERSION });
-        }
-        let kind = Kind::try_from(b[KIND]).map_err(bad)?;
-        let meta = Meta {
-            kind,
-            id: read_u64(b, ID),
-            len: read_u64(b, LEN),
-            ones: read_u64(b, ONES),
-            expire_at_ms: read_u64(b, EXPIRE),
-        };
-        if meta.len.checked_mul(8).is_none_or(|bits| meta.ones > bits) {
-            return Err(bad(format!("{} set bits do not fit in {} bytes", meta.ones, meta.len)));
-        }
-        Ok(meta)
+/// Parses and validates format 1's 40-byte metadata record of key `name`
+/// (a paged value).
+///
+/// # Errors
+/// [`Error::Corrupted`] naming `name` for a bad length, checksum, version,
+/// type or field.
+pub(crate) fn decode_meta_v1(name: &[u8], b: &[u8]) -> Result<Meta> {
+    use meta_v1_layout::*;
+    if b.len() != SIZE {
+        return Err(bad_meta(name, format!("record is {} bytes, expected {SIZE}", b.len())));
     }
+    let stored = read_u32(b, CRC);
+    let computed = crc32fast::hash(&b[..CRC]);
+    if stored != computed {
+        return Err(bad_meta(name, format!("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")));
+    }
+    if b[VERSION] != FORMAT_V1 {
+        return Err(bad_meta(name, format!("format 1 record with version {}", b[VERSION])));
+    }
+    let kind = Kind::try_from(b[KIND]).map_err(|r| bad_meta(name, r))?;
+    let meta = Meta::paged(kind, read_u64(b, ID), read_u64(b, LEN), read_u64(b, ONES), read_u64(b, EXPIRE));
+    if meta.len.checked_mul(8).is_none_or(|bits| meta.ones > bits) {
+        return Err(bad_meta(name, format!("{} set bits do not fit in {} bytes", meta.ones, meta.len)));
+    }
+    Ok(meta)
+}
+
+/// Format 1's record of a paged `meta` (to build format 1 stores in tests).
+#[cfg(test)]
+pub(crate) fn encode_meta_v1(meta: &Meta) -> Vec<u8> {
+    use meta_v1_layout::*;
+    let mut b = vec![0u8; SIZE];
+    b[VERSION] = FORMAT_V1;
+    b[KIND] = meta.kind as u8;
+    b[ID..ID + 8].copy_from_slice(&meta.id().unwrap_or(0).to_le_bytes());
+    b[LEN..LEN + 8].copy_from_slice(&meta.len.to_le_bytes());
+    b[ONES..ONES + 8].copy_from_slice(&meta.ones.to_le_bytes());
+    b[EXPIRE..EXPIRE + 8].copy_from_slice(&meta.expire_at_ms.to_le_bytes());
+    let crc = crc32fast::hash(&b[..CRC]);
+    b[CRC..].copy_from_slice(&crc.to_le_bytes());
+    b
 }
 
 /// The write-back sequence record: the number (u64 LE) and its CRC-32.
@@ -119,7 +174,7 @@ pub(crate) fn encode_sequence(n: u64) -> Vec<u8> {
     b
 }
 
-/// Parses a write-back sequence record (from the store or the side file).
+/// Parses a write-back sequence record (from the store or the side file);
 /// `source` names where the bytes came from, for the error.
 pub(crate) fn decode_sequence(b: &[u8], source: &str) -> Result<u64> {
     let bad = |why: &str| Error::Corrupted {
@@ -146,21 +201,28 @@ mod super_layout {
     pub(super) const SIZE: usize = 15;
 }
 
-/// The superblock record: magic, format version, page geometry.
-pub(crate) fn encode_superblock() -> Vec<u8> {
+/// The superblock record of format `version`: magic, version, page
+/// geometry.
+pub(crate) fn encode_superblock_of(version: u8) -> Vec<u8> {
     use super_layout::*;
     let mut b = vec![0u8; SIZE];
     b[..8].copy_from_slice(MAGIC);
-    b[VERSION] = FORMAT_VERSION;
-    let words = u16::try_from(WORDS_PER_PAGE).expect("PAGE_WORDS fits in u16");
+    b[VERSION] = version;
+    let words = u16::try_from(WORDS_PER_PAGE).unwrap_or(u16::MAX);
     b[super_layout::PAGE_WORDS..CRC].copy_from_slice(&words.to_le_bytes());
     let crc = crc32fast::hash(&b[..CRC]);
     b[CRC..].copy_from_slice(&crc.to_le_bytes());
     b
 }
 
-/// Validates a stored superblock against this build.
-pub(crate) fn check_superblock(b: &[u8]) -> Result<()> {
+/// The superblock this build writes.
+pub(crate) fn encode_superblock() -> Vec<u8> {
+    encode_superblock_of(FORMAT_VERSION)
+}
+
+/// Validates a stored superblock against this build; returns its format
+/// version (this build's, or format 1, which open upgrades).
+pub(crate) fn check_superblock(b: &[u8]) -> Result<u8> {
     use super_layout::*;
     let bad = |reason: String| Error::Corrupted { key: "<superblock>".into(), page: None, reason };
     if b.len() != SIZE || &b[..8] != MAGIC {
@@ -170,14 +232,116 @@ pub(crate) fn check_superblock(b: &[u8]) -> Result<()> {
     if stored != crc32fast::hash(&b[..CRC]) {
         return Err(bad("superblock checksum mismatch".into()));
     }
-    if b[VERSION] != FORMAT_VERSION {
+    if b[VERSION] != FORMAT_VERSION && b[VERSION] != FORMAT_V1 {
         return Err(Error::UnsupportedVersion { found: b[VERSION], supported: FORMAT_VERSION });
     }
     let words = u16::from_le_bytes([b[super_layout::PAGE_WORDS], b[super_layout::PAGE_WORDS + 1]]);
     if usize::from(words) != WORDS_PER_PAGE {
         return Err(bad(format!("store uses {words} words per page, this build uses {WORDS_PER_PAGE}")));
     }
-    Ok(())
+    Ok(b[VERSION])
+}
+
+/// What the catalog records of one database: its keyspace and counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct DbRecord {
+    /// The keyspace the database's keys live in.
+    pub(crate) keyspace: u32,
+    /// Keys (expired keys count until deleted, as in Redis).
+    pub(crate) keys: u64,
+    /// Keys with an expiry.
+    pub(crate) expires: u64,
+    /// Sum of the expiries of those keys, in Unix seconds.
+    pub(crate) expire_secs: u64,
+}
+
+/// The keyspace catalog: which keyspace each database uses, the next
+/// keyspace id, and each database's counts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Catalog {
+    pub(crate) next_keyspace: u32,
+    pub(crate) dbs: Vec<DbRecord>,
+}
+
+/// Byte offsets of the catalog record fields.
+mod catalog_layout {
+    pub(super) const VERSION: usize = 0;
+    pub(super) const DBS: usize = 1;
+    pub(super) const NEXT: usize = 3;
+    pub(super) const FIRST: usize = 7;
+    /// Bytes per database: keyspace u32, keys u64, expires u64, expire
+    /// seconds u64.
+    pub(super) const PER_DB: usize = 28;
+}
+
+impl Catalog {
+    /// The catalog record: version, database count, next keyspace id, one
+    /// entry per database, CRC-32.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        use catalog_layout::*;
+        let mut b = Vec::with_capacity(FIRST + PER_DB * self.dbs.len() + 4);
+        b.push(FORMAT_VERSION);
+        b.extend_from_slice(&u16::try_from(self.dbs.len()).unwrap_or(u16::MAX).to_le_bytes());
+        b.extend_from_slice(&self.next_keyspace.to_le_bytes());
+        for d in &self.dbs {
+            b.extend_from_slice(&d.keyspace.to_le_bytes());
+            b.extend_from_slice(&d.keys.to_le_bytes());
+            b.extend_from_slice(&d.expires.to_le_bytes());
+            b.extend_from_slice(&d.expire_secs.to_le_bytes());
+        }
+        let crc = crc32fast::hash(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// Parses and validates a catalog record.
+    ///
+    /// # Errors
+    /// [`Error::Corrupted`] naming `<catalog>`.
+    pub(crate) fn decode(b: &[u8]) -> Result<Catalog> {
+        use catalog_layout::*;
+        let bad = |reason: String| Error::Corrupted { key: "<catalog>".into(), page: None, reason };
+        if b.len() < FIRST + 4 {
+            return Err(bad(format!("record is {} bytes", b.len())));
+        }
+        let body = &b[..b.len() - 4];
+        if read_u32(b, b.len() - 4) != crc32fast::hash(body) {
+            return Err(bad("checksum mismatch".into()));
+        }
+        if b[VERSION] != FORMAT_VERSION {
+            return Err(bad(format!("version {}", b[VERSION])));
+        }
+        let n = usize::from(u16::from_le_bytes([b[DBS], b[DBS + 1]]));
+        if body.len() != FIRST + n * PER_DB || n == 0 {
+            return Err(bad(format!("{} bytes for {n} databases", body.len())));
+        }
+        let next_keyspace = read_u32(b, NEXT);
+        let mut dbs = Vec::with_capacity(n);
+        for i in 0..n {
+            let at = FIRST + i * PER_DB;
+            let d = DbRecord {
+                keyspace: read_u32(b, at),
+                keys: read_u64(b, at + 4),
+                expires: read_u64(b, at + 12),
+                expire_secs: read_u64(b, at + 20),
+            };
+            if d.keyspace >= next_keyspace || d.expires > d.keys {
+                return Err(bad(format!("database {i}: {d:?} (next keyspace {next_keyspace})")));
+            }
+            if dbs.iter().any(|o: &DbRecord| o.keyspace == d.keyspace) {
+                return Err(bad(format!("keyspace {} used twice", d.keyspace)));
+            }
+            dbs.push(d);
+        }
+        Ok(Catalog { next_keyspace, dbs })
+    }
+
+    /// A new store's catalog: `databases` empty databases on keyspaces
+    /// `0 .. databases`.
+    pub(crate) fn new(databases: u16) -> Catalog {
+        let dbs = (0..u32::from(databases)).map(|ks| DbRecord { keyspace: ks, ..DbRecord::default() }).collect();
+        Catalog { next_keyspace: u32::from(databases), dbs }
+    }
 }
 
 #[cfg(test)]
@@ -185,37 +349,59 @@ mod tests {
     use super::*;
 
     fn sample() -> Meta {
-        Meta { kind: Kind::String, id: 7, len: 125_000_000, ones: 42, expire_at_ms: 0 }
+        Meta::paged(Kind::String, 7, 125_000_000, 42, 0)
     }
 
     #[test]
-    fn meta_round_trips() {
+    fn meta_v1_round_trips() {
         let m = sample();
-        assert_eq!(Meta::decode(b"k", &m.encode()).unwrap(), m);
+        assert_eq!(decode_meta_v1(b"k", &encode_meta_v1(&m)).unwrap(), m);
     }
 
-    /// Any single flipped byte must be detected.
+    /// Any single flipped byte of a format 1 record must be detected.
     #[test]
     fn every_byte_flip_is_an_error() {
-        let enc = sample().encode();
+        let enc = encode_meta_v1(&sample());
         for i in 0..enc.len() {
             let mut b = enc.clone();
             b[i] ^= 0x40;
-            let r = Meta::decode(b"k", &b);
+            let r = decode_meta_v1(b"k", &b);
             assert!(r.is_err(), "flip at {i} accepted: {r:?}");
         }
-        let r = Meta::decode(b"k", &enc[..39]);
+        let r = decode_meta_v1(b"k", &enc[..39]);
         assert!(matches!(r, Err(Error::Corrupted { .. })), "{r:?}");
     }
 
     #[test]
     fn superblock_round_trips_and_rejects_garbage() {
-        check_superblock(&encode_superblock()).unwrap();
+        assert_eq!(check_superblock(&encode_superblock()).unwrap(), FORMAT_VERSION);
+        assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V1)).unwrap(), FORMAT_V1);
+        let r = check_superblock(&encode_superblock_of(9));
+        assert!(matches!(r, Err(Error::UnsupportedVersion { found: 9, .. })), "{r:?}");
         let mut b = encode_superblock();
         b[8] = 9;
         let r = check_superblock(&b);
         assert!(matches!(r, Err(Error::Corrupted { .. })), "{r:?}");
         let r = check_superblock(b"hello");
         assert!(matches!(r, Err(Error::Corrupted { .. })), "{r:?}");
+    }
+
+    /// The catalog round trips; every flipped byte and every truncation is
+    /// refused.
+    #[test]
+    fn catalog_round_trips_and_rejects_damage() {
+        let mut c = Catalog::new(16);
+        c.dbs[3] = DbRecord { keyspace: 20, keys: 9, expires: 2, expire_secs: 3_000_000_000 };
+        c.next_keyspace = 21;
+        let enc = c.encode();
+        assert_eq!(Catalog::decode(&enc).unwrap(), c);
+        for i in 0..enc.len() {
+            let mut b = enc.clone();
+            b[i] ^= 0x10;
+            assert!(Catalog::decode(&b).is_err(), "flip at {i} accepted");
+        }
+        for n in 0..enc.len() {
+            assert!(Catalog::decode(&enc[..n]).is_err(), "truncation to {n} accepted");
+        }
     }
 }

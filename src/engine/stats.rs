@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::bucket::Entry;
 use super::layout;
 use super::Engine;
 use crate::error::{Error, Result};
@@ -20,9 +21,11 @@ pub struct KeyStats {
     pub sparse_pages: u64,
     /// Stored pages encoded as EWAH runs.
     pub ewah_pages: u64,
-    /// Bytes of the key's records as stored (keys and values of its metadata
-    /// and pages), before the store's own overhead.
+    /// Bytes of the key's records as stored (its metadata entry, at most,
+    /// and its pages' keys and values), before the store's own overhead.
     pub stored_bytes: u64,
+    /// The value is kept inline in the key's metadata entry (no pages).
+    pub inline: bool,
 }
 
 impl KeyStats {
@@ -35,19 +38,21 @@ impl KeyStats {
 
 impl Engine {
     /// How `key` is stored; see [`crate::Db::key_stats`].
-    pub(crate) fn key_stats(self: &Arc<Self>, key: &[u8]) -> Result<Option<KeyStats>> {
+    pub(crate) fn key_stats(self: &Arc<Self>, db: u32, key: &[u8]) -> Result<Option<KeyStats>> {
         // Holding the write-back lock keeps the store still: no write-back
         // and no reclamation runs until the scan is done.
         let f = self.flush_lock.lock();
         self.write_back_locked(&f)?;
         // Any type: a Bloom filter's pages are counted like a string's.
-        let Some(meta) = self.read(&[key], |tx| tx.meta(key))? else { return Ok(None) };
+        let Some(meta) = self.read(db, &[key], |tx| tx.meta(key))? else { return Ok(None) };
         let mut st = KeyStats { len: meta.len, ones: meta.ones, ..KeyStats::default() };
-        let meta_key = layout::meta_key(key);
-        if let Some(v) = self.store.get(&meta_key)? {
-            st.stored_bytes += (meta_key.len() + v.len()) as u64;
-        }
-        let (from, to) = layout::page_range(meta.id, 0, u64::MAX);
+        // The key's share of its bucket record: its entry.
+        st.stored_bytes += Entry { name: key.into(), meta }.record_bytes() as u64;
+        let Some(id) = meta.id() else {
+            st.inline = true;
+            return Ok(Some(st));
+        };
+        let (from, to) = layout::page_range(id, 0, u64::MAX);
         for r in self.store.scan(&from, &to) {
             let (k, v) = r?;
             let page = layout::parse_page_key(&k).map(|(_, p)| p);

@@ -27,6 +27,8 @@ pub(crate) trait Store: Send + Sync {
     fn scan(&self, from: &[u8], to: &[u8]) -> Scan;
     /// Records whose key starts with `prefix`, in key order.
     fn scan_prefix(&self, prefix: &[u8]) -> Scan;
+    /// The record with the largest key at or before `key`.
+    fn last_at_or_before(&self, key: &[u8]) -> Result<Option<(Bytes, Bytes)>>;
     /// Applies all writes atomically, also across a crash.
     fn apply(&self, writes: Vec<Write>) -> Result<()>;
     /// A new id, never returned before, also across crashes.
@@ -132,6 +134,10 @@ impl Store for SledStore {
 
     fn scan_prefix(&self, prefix: &[u8]) -> Scan {
         scan_of(self.db.scan_prefix(prefix))
+    }
+
+    fn last_at_or_before(&self, key: &[u8]) -> Result<Option<(Bytes, Bytes)>> {
+        Ok(self.db.range(..=key.to_vec()).next_back().transpose()?)
     }
 
     fn apply(&self, writes: Vec<Write>) -> Result<()> {

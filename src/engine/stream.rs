@@ -10,9 +10,78 @@ use super::{decode_page, Engine};
 use crate::error::Result;
 use crate::page::Page;
 
-/// The pages of one bitmap within a page range, in order. Holds one page at a
-/// time; pages that turn out all-zero are skipped.
-pub(crate) struct PageStream {
+/// The pages of one value within a page range, in order. Holds one page at
+/// a time; pages that turn out all-zero are skipped.
+pub(crate) struct PageStream(Source);
+
+enum Source {
+    Paged(Box<Paged>),
+    /// An inline value: its one page, until taken.
+    Inline(Option<Arc<Page>>),
+}
+
+impl PageStream {
+    /// Pages `from ..= to` of bitmap `bitmap`, owned by key `name`; see
+    /// [`Paged::new`].
+    pub(super) fn new(engine: &Arc<Engine>, name: &[u8], bitmap: u64, from: u64, to: u64) -> Result<PageStream> {
+        Ok(PageStream(Source::Paged(Box::new(Paged::new(engine, name, bitmap, from, to)?))))
+    }
+
+    /// The page 0 of an inline value (a copy: nothing to pin), if any.
+    pub(super) fn inline(page0: Option<Arc<Page>>) -> PageStream {
+        PageStream(Source::Inline(page0))
+    }
+
+    /// The page number of the next candidate page, without reading it.
+    /// A candidate may still turn out all-zero when fetched.
+    pub(crate) fn peek(&mut self) -> Result<Option<u64>> {
+        match &mut self.0 {
+            Source::Paged(p) => p.peek(),
+            Source::Inline(p) => Ok(p.as_ref().map(|_| 0)),
+        }
+    }
+
+    /// Drops the current candidate without reading it.
+    pub(crate) fn skip(&mut self) {
+        match &mut self.0 {
+            Source::Paged(p) => p.skip(),
+            Source::Inline(p) => *p = None,
+        }
+    }
+
+    /// Skips candidates before `page`.
+    pub(crate) fn seek(&mut self, page: u64) -> Result<()> {
+        while let Some(p) = self.peek()? {
+            if p >= page {
+                break;
+            }
+            self.skip();
+        }
+        Ok(())
+    }
+
+    /// Reads the current candidate and moves past it; `None` if it is all
+    /// zero.
+    pub(crate) fn take(&mut self) -> Result<Option<(u64, Arc<Page>)>> {
+        match &mut self.0 {
+            Source::Paged(p) => p.take(),
+            Source::Inline(p) => Ok(p.take().map(|p| (0, p))),
+        }
+    }
+
+    /// The next non-zero page, in order.
+    pub(crate) fn next_page(&mut self) -> Result<Option<(u64, Arc<Page>)>> {
+        while self.peek()?.is_some() {
+            if let Some(hit) = self.take()? {
+                return Ok(Some(hit));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// The stream of a paged value.
+struct Paged {
     engine: Arc<Engine>,
     name: Vec<u8>,
     bitmap: u64,
@@ -23,14 +92,14 @@ pub(crate) struct PageStream {
     head: Option<(u64, Option<Bytes>)>,
 }
 
-impl PageStream {
+impl Paged {
     /// Pages `from ..= to` of bitmap `bitmap`, owned by key `name`. The
     /// caller must hold the key's lock (so `bitmap` is live); the stream pins
     /// the bitmap, so it stays readable after the lock is released.
     ///
     /// Uses the bitmap's cached directory of stored pages; a stream from page
     /// 0 builds that directory if it is missing, other streams scan the store.
-    pub(super) fn new(engine: &Arc<Engine>, name: &[u8], bitmap: u64, from: u64, to: u64) -> Result<PageStream> {
+    fn new(engine: &Arc<Engine>, name: &[u8], bitmap: u64, from: u64, to: u64) -> Result<Paged> {
         // The dirty pages first: a page leaves the dirty index only after a
         // write-back has added it to the store and to the directories.
         let dirty = engine.pages.dirty_pages_of(bitmap, from, to);
@@ -55,20 +124,12 @@ impl PageStream {
             }
         };
         engine.pin(bitmap);
-        Ok(PageStream {
-            engine: Arc::clone(engine),
-            name: name.to_vec(),
-            bitmap,
-            stored,
-            dirty,
-            next_dirty: 0,
-            head: None,
-        })
+        Ok(Paged { engine: Arc::clone(engine), name: name.to_vec(), bitmap, stored, dirty, next_dirty: 0, head: None })
     }
 
     /// The page number of the next candidate page, without reading it.
     /// A candidate may still turn out all-zero when fetched.
-    pub(crate) fn peek(&mut self) -> Result<Option<u64>> {
+    fn peek(&mut self) -> Result<Option<u64>> {
         if self.head.is_none() {
             self.head = self.pull()?;
         }
@@ -76,23 +137,12 @@ impl PageStream {
     }
 
     /// Drops the current candidate without reading it.
-    pub(crate) fn skip(&mut self) {
+    fn skip(&mut self) {
         self.head = None;
     }
 
-    /// Skips candidates before `page`.
-    pub(crate) fn seek(&mut self, page: u64) -> Result<()> {
-        while let Some(p) = self.peek()? {
-            if p >= page {
-                break;
-            }
-            self.skip();
-        }
-        Ok(())
-    }
-
     /// Reads the current candidate and moves past it; `None` if it is all zero.
-    pub(crate) fn take(&mut self) -> Result<Option<(u64, Arc<Page>)>> {
+    fn take(&mut self) -> Result<Option<(u64, Arc<Page>)>> {
         if self.head.is_none() {
             self.head = self.pull()?;
         }
@@ -113,16 +163,6 @@ impl PageStream {
         Ok(got.map(|p| (page, p)))
     }
 
-    /// The next non-zero page, in order.
-    pub(crate) fn next_page(&mut self) -> Result<Option<(u64, Arc<Page>)>> {
-        while self.peek()?.is_some() {
-            if let Some(hit) = self.take()? {
-                return Ok(Some(hit));
-            }
-        }
-        Ok(None)
-    }
-
     /// The next candidate from the merge of the stored pages and the dirty list.
     fn pull(&mut self) -> Result<Option<(u64, Option<Bytes>)>> {
         let stored = self.stored.peek()?;
@@ -141,7 +181,7 @@ impl PageStream {
     }
 }
 
-impl Drop for PageStream {
+impl Drop for Paged {
     fn drop(&mut self) {
         self.engine.unpin(self.bitmap);
     }

@@ -1,29 +1,43 @@
 //! Key transactions: the one way operations read and change keys.
 //!
-//! A transaction names its keys up front and locks their metadata shards, in
-//! shard order, so two transactions never wait for each other in a cycle
-//! and a multi-key change (RENAME, COPY's publish) is atomic. A write
-//! transaction first waits until no other thread claims one of its keys,
-//! then holds the write gate shared for its whole duration, so a write-back
-//! captures all of it or none of it (DESIGN.md, "Concurrency").
+//! A transaction works in one database, names its keys up front and locks
+//! their metadata shards, in shard order, so two transactions never wait
+//! for each other in a cycle and a multi-key change (RENAME, COPY's publish)
+//! is atomic. A write transaction first waits until no other thread claims
+//! one of its keys, then holds the write gate shared for its whole duration,
+//! so a write-back captures all of it or none of it, and the database's
+//! keyspace cannot change under it (FLUSHDB and SWAPDB hold the gate
+//! exclusively).
 //!
 //! Every metadata lookup applies expiry: an expired key is absent. A write
 //! transaction deletes it on the spot; a read transaction leaves the
 //! deletion to a write transaction run right after it (readers never hold
 //! the gate). Typed lookups refuse a key of another type with `WrongType`.
-//! A key's metadata changes only through [`WriteTx`], which also keeps the
-//! expiry index and the reclaim markers of replaced values.
+//! A key's metadata changes only through [`WriteTx::record`], which also
+//! keeps the counts, the expiry index, the watchers and the reclaim
+//! markers of replaced values, and decides whether a value is kept inline.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use super::layout;
-use super::metas::{shard_of_name, MetaGuard};
-use super::record::{Kind, Meta};
+use super::bucket::Entry;
+use super::keyspaces::Counts;
+use super::layout::{self, key_hash};
+use super::metas::{shard_of, MetaGuard};
+use super::record::{Body, Kind, Meta, INLINE_BYTES, INLINE_MAX};
 use super::stream::PageStream;
 use super::Engine;
 use crate::error::{Error, Result};
+use crate::geometry::PAGE_BITS;
 use crate::page::Page;
+
+/// The database a transaction works in: by index (what operations name),
+/// or by keyspace (the expiry sweep, which finds keys by keyspace).
+#[derive(Clone, Copy)]
+pub(super) enum Target {
+    Db(u32),
+    Keyspace(u32),
+}
 
 impl Engine {
     /// The length of the value `meta` describes (of key `key`) as a buffer
@@ -42,26 +56,46 @@ impl Engine {
         })
     }
 
-    /// Runs `f` with the keys `keys` locked for reading. `f` sees each key's
-    /// current metadata and pages; a stream it opens stays readable after
-    /// the transaction (the stream pins the value).
+    /// The keyspace of `target` and its counts, or the error for a
+    /// database that does not exist.
+    fn resolve(&self, target: Target) -> Result<(u32, Arc<Counts>)> {
+        match target {
+            Target::Db(db) => self.keyspaces.of(db).ok_or_else(|| no_such_db(db)),
+            Target::Keyspace(ks) => self
+                .keyspaces
+                .counts(ks)
+                .map(|c| (ks, c))
+                .ok_or_else(|| Error::InvalidArgument(format!("keyspace {ks} was flushed"))),
+        }
+    }
+
+    /// Runs `f` with the keys `keys` of database `db` locked for reading.
+    /// `f` sees each key's current metadata and pages; a stream it opens
+    /// stays readable after the transaction (the stream pins the value).
     ///
     /// # Errors
-    /// Whatever `f` returns.
-    pub(crate) fn read<R>(self: &Arc<Self>, keys: &[&[u8]], f: impl FnOnce(&mut ReadTx<'_>) -> Result<R>) -> Result<R> {
+    /// [`Error::InvalidArgument`] for a database that does not exist;
+    /// whatever `f` returns.
+    pub(crate) fn read<R>(
+        self: &Arc<Self>,
+        db: u32,
+        keys: &[&[u8]],
+        f: impl FnOnce(&mut ReadTx<'_>) -> Result<R>,
+    ) -> Result<R> {
+        let (ks, counts) = self.resolve(Target::Db(db))?;
         let (r, expired) = {
-            let mut tx = ReadTx::lock(self, keys, false);
+            let mut tx = ReadTx::lock(self, ks, counts, keys, false);
             let r = f(&mut tx);
             (r, std::mem::take(&mut tx.expired))
         };
         if !expired.is_empty() {
             // Lazy expiry: delete what the reader found expired, if it still
-            // is. Best effort: a poisoned engine keeps them until reopened,
-            // and they read as absent either way.
-            // It adds no dirty bytes to speak of, so it does not write back
-            // (a reader may hold the write-back lock: `key_stats`).
+            // is. It adds little dirty state, so it does not write back (a
+            // reader may hold the write-back lock: `key_stats`). Best
+            // effort: a poisoned engine keeps them until reopened, and they
+            // read as absent either way.
             let names: Vec<&[u8]> = expired.iter().map(Vec::as_slice).collect();
-            let _ = self.write_then(&names, false, |tx| {
+            let _ = self.write_then(Target::Keyspace(ks), &names, false, |tx| {
                 for name in &names {
                     tx.meta(name)?;
                 }
@@ -71,26 +105,29 @@ impl Engine {
         r
     }
 
-    /// Runs `f` as one atomic change of the keys `keys`: `f` runs once no
-    /// other thread claims one of them (see [`Engine::claim`]), with their
-    /// locks held and write-backs held off. Afterwards, writes back if the
-    /// dirty budget is exceeded.
+    /// Runs `f` as one atomic change of the keys `keys` of database `db`:
+    /// `f` runs once no other thread claims one of them (see
+    /// [`Engine::claim`]), with their locks held and write-backs held off.
+    /// Afterwards, writes back if the dirty budget is exceeded.
     ///
     /// # Errors
-    /// [`Error::Poisoned`] after a failed store write; whatever `f` returns
-    /// (what `f` changed before failing stays changed).
+    /// [`Error::Poisoned`] after a failed store write;
+    /// [`Error::InvalidArgument`] for a database that does not exist;
+    /// whatever `f` returns (what `f` changed before failing stays changed).
     pub(crate) fn write<R>(
         self: &Arc<Self>,
+        db: u32,
         keys: &[&[u8]],
         f: impl FnOnce(&mut WriteTx<'_>) -> Result<R>,
     ) -> Result<R> {
-        self.write_then(keys, true, f)
+        self.write_then(Target::Db(db), keys, true, f)
     }
 
-    /// [`Engine::write`], checking the dirty budget afterwards only if
-    /// `check_budget`.
-    fn write_then<R>(
+    /// [`Engine::write`] on `target`, checking the dirty budget afterwards
+    /// only if `check_budget`.
+    pub(super) fn write_then<R>(
         self: &Arc<Self>,
+        target: Target,
         keys: &[&[u8]],
         check_budget: bool,
         f: impl FnOnce(&mut WriteTx<'_>) -> Result<R>,
@@ -103,7 +140,10 @@ impl Engine {
                 self.claims.wait(keys);
                 continue;
             }
-            let mut tx = WriteTx { tx: ReadTx::lock(self, keys, true) };
+            // Resolved under the gate: the keyspace stays the database's
+            // for the whole transaction.
+            let (ks, counts) = self.resolve(target)?;
+            let mut tx = WriteTx { tx: ReadTx::lock(self, ks, counts, keys, true) };
             let r = f(&mut tx);
             drop(tx);
             drop(gate);
@@ -116,9 +156,16 @@ impl Engine {
     }
 }
 
+/// The error for a database index past the configured number.
+pub(crate) fn no_such_db(db: u32) -> Error {
+    Error::InvalidArgument(format!("database {db} does not exist"))
+}
+
 /// A read transaction; see [`Engine::read`]. A [`WriteTx`] derefs to one.
 pub(crate) struct ReadTx<'e> {
     engine: &'e Arc<Engine>,
+    ks: u32,
+    counts: Arc<Counts>,
     /// The locked metadata shards of the declared keys, by shard number.
     locks: Vec<(usize, MetaGuard<'e>)>,
     /// Keys a read transaction found expired, deleted after it ends.
@@ -127,17 +174,18 @@ pub(crate) struct ReadTx<'e> {
 }
 
 impl<'e> ReadTx<'e> {
-    fn lock(engine: &'e Arc<Engine>, keys: &[&[u8]], writing: bool) -> ReadTx<'e> {
-        let mut shards: Vec<usize> = keys.iter().map(|k| shard_of_name(k)).collect();
+    fn lock(engine: &'e Arc<Engine>, ks: u32, counts: Arc<Counts>, keys: &[&[u8]], writing: bool) -> ReadTx<'e> {
+        let mut shards: Vec<usize> = keys.iter().map(|k| shard_of(key_hash(k))).collect();
         shards.sort_unstable();
         shards.dedup();
         let locks = shards.into_iter().map(|s| (s, engine.metas.lock_shard(s))).collect();
-        ReadTx { engine, locks, expired: Vec::new(), writing }
+        ReadTx { engine, ks, counts, locks, expired: Vec::new(), writing }
     }
 
-    /// The lock of `key`, which the transaction must have declared.
-    fn guard(&mut self, key: &[u8]) -> Result<&mut MetaGuard<'e>> {
-        let shard = shard_of_name(key);
+    /// The lock of a key with hash `h`, which the transaction must have
+    /// declared.
+    fn guard(&mut self, key: &[u8], h: u32) -> Result<&mut MetaGuard<'e>> {
+        let shard = shard_of(h);
         match self.locks.binary_search_by_key(&shard, |(s, _)| *s) {
             Ok(i) => Ok(&mut self.locks[i].1),
             Err(_) => {
@@ -147,35 +195,45 @@ impl<'e> ReadTx<'e> {
         }
     }
 
+    /// The keyspace the transaction works in.
+    pub(super) fn keyspace(&self) -> u32 {
+        self.ks
+    }
+
+    /// The stored entry of `key` (expired or not), and its bucket's start.
+    fn entry(&mut self, key: &[u8]) -> Result<(u32, Option<Meta>)> {
+        let (engine, ks, h) = (self.engine, self.ks, key_hash(key));
+        let g = self.guard(key, h)?;
+        let start = g.locate(ks, h, &*engine.store).map_err(|e| match e {
+            // Name the key looked up; the reason names the bucket.
+            Error::Corrupted { key: bucket, reason, .. } => Error::Corrupted {
+                key: String::from_utf8_lossy(key).into_owned(),
+                page: None,
+                reason: format!("{reason} ({bucket})"),
+            },
+            e => e,
+        })?;
+        let meta = g.get(ks, start).and_then(|b| b.bucket.find(key).ok().map(|i| b.bucket.entries[i].meta));
+        Ok((start, meta))
+    }
+
     /// The metadata of `key`, of any type; `None` if it is missing or has
     /// expired.
     ///
     /// # Errors
     /// [`Error::Corrupted`] metadata; a store error.
     pub(crate) fn meta(&mut self, key: &[u8]) -> Result<Option<Meta>> {
-        let engine = self.engine;
-        let writing = self.writing;
-        let g = self.guard(key)?;
-        let m = match g.cached(key) {
-            Some(m) => m,
-            None => {
-                let m = match engine.store.get(&layout::meta_key(key))? {
-                    Some(b) => Some(Meta::decode(key, &b)?),
-                    None => None,
-                };
-                g.insert_clean(key, m);
-                m
-            }
-        };
-        match m {
-            Some(meta) if meta.expire_at_ms != 0 && meta.expire_at_ms <= engine.now_ms() => {
-                if writing {
+        let (_, meta) = self.entry(key)?;
+        match meta {
+            Some(m) if m.expire_at_ms != 0 && m.expire_at_ms <= self.engine.now_ms() => {
+                if self.writing {
                     // The reclaim marker goes first: if a write-back captures
                     // only it, the stored key is still expired (so absent)
-                    // and losing its pages is harmless; the other order could
-                    // leak the pages.
-                    engine.journal.set(layout::reclaim_key(meta.id), Some(Vec::new()));
-                    g.set(key, None);
+                    // and losing its pages is harmless.
+                    if let Some(id) = m.id() {
+                        self.engine.journal.set(layout::reclaim_key(id), Some(Vec::new()));
+                    }
+                    self.record(key, None)?;
                 } else {
                     self.expired.push(key.to_vec());
                 }
@@ -190,10 +248,7 @@ impl<'e> ReadTx<'e> {
     /// # Errors
     /// [`Error::WrongType`] if it holds another type; as [`ReadTx::meta`].
     pub(crate) fn string(&mut self, key: &[u8]) -> Result<Option<Meta>> {
-        match self.meta(key)? {
-            Some(m) if m.kind != Kind::String => Err(Error::WrongType),
-            m => Ok(m),
-        }
+        self.typed(key, Kind::String)
     }
 
     /// The metadata of key `key` if it holds `kind`; `None` if missing.
@@ -213,7 +268,10 @@ impl<'e> ReadTx<'e> {
     /// # Errors
     /// [`Error::Corrupted`] if the stored page does not decode.
     pub(crate) fn page(&self, key: &[u8], meta: &Meta, page: u64) -> Result<Option<Arc<Page>>> {
-        self.engine.page(key, meta.id, page)
+        match meta.body {
+            Body::Paged(id) => self.engine.page(key, id, page),
+            Body::Inline => Ok(inline_page(meta, page).map(Arc::new)),
+        }
     }
 
     /// A stream over pages `from ..= to` of the value `meta` describes, the
@@ -223,12 +281,13 @@ impl<'e> ReadTx<'e> {
     /// # Errors
     /// A store error while listing the pages.
     pub(crate) fn stream(&self, key: &[u8], meta: &Meta, from: u64, to: u64) -> Result<PageStream> {
-        PageStream::new(self.engine, key, meta.id, from, to)
+        match meta.body {
+            Body::Paged(id) => PageStream::new(self.engine, key, id, from, to),
+            Body::Inline => Ok(PageStream::inline(inline_page(meta, 0).filter(|_| from == 0).map(Arc::new))),
+        }
     }
 
-    /// The length of the value `meta` describes (of key `key`) as a buffer
-    /// size, or `TooLarge` past [`crate::Config::max_value_bytes`] (or the
-    /// address space).
+    /// As [`Engine::value_len`].
     ///
     /// # Errors
     /// [`Error::TooLarge`].
@@ -236,10 +295,68 @@ impl<'e> ReadTx<'e> {
         self.engine.value_len(key, meta)
     }
 
+    /// Moves an inline value into pages under a fresh bitmap id: page 0
+    /// holds what the inline bytes held.
+    fn promote(&self, meta: &mut Meta, page0: Option<Page>) -> Result<()> {
+        let id = self.engine.store.next_id()?;
+        let page0 = page0.or_else(|| inline_page(meta, 0));
+        if let Some(p) = page0.filter(|p| !p.is_empty()) {
+            self.engine.pages.put((id, 0), Some(p));
+        }
+        meta.body = Body::Paged(id);
+        meta.inline = [0; INLINE_BYTES];
+        Ok(())
+    }
+
+    /// The one place a key's metadata changes: records it in its bucket
+    /// (dirty), moves an inline value that grew too long to pages, and
+    /// keeps the keyspace's counts, the expiry index and the watchers.
+    fn record(&mut self, key: &[u8], meta: Option<Meta>) -> Result<()> {
+        debug_assert!(self.writing, "a read transaction changes nothing");
+        let meta = match meta {
+            Some(mut m) => {
+                if m.body == Body::Inline && m.len > INLINE_MAX {
+                    self.promote(&mut m, None)?;
+                }
+                Some(m)
+            }
+            None => None,
+        };
+        let (engine, ks, h) = (self.engine, self.ks, key_hash(key));
+        let (start, old) = self.entry(key)?;
+        if old.is_none() && meta.is_none() {
+            return Ok(());
+        }
+        let g = self.guard(key, h)?;
+        g.update(ks, start, |b| match meta {
+            Some(m) => b.put(Entry { name: key.into(), meta: m }),
+            None => {
+                b.remove(key);
+            }
+        });
+        self.counts.change(old.map(|m| m.expire_at_ms), meta.map(|m| m.expire_at_ms));
+        if let Some(at) = meta.map(|m| m.expire_at_ms).filter(|&at| at != 0) {
+            if old.is_none_or(|o| o.expire_at_ms != at) {
+                // Stale entries (the key changed its expiry or went away)
+                // are dropped by the sweeper, which checks the key itself.
+                engine.journal.set(layout::expiry_key(at, ks, key), Some(Vec::new()));
+            }
+        }
+        engine.watches.touched(ks, key);
+        Ok(())
+    }
+
     /// The current time by the engine's clock, Unix milliseconds.
     pub(crate) fn now_ms(&self) -> u64 {
         self.engine.now_ms()
     }
+}
+
+/// Page `page` of an inline value: page 0 holds it all. All its bytes
+/// count, not only the first `len`: an operation sets bits before it
+/// updates the length.
+fn inline_page(meta: &Meta, page: u64) -> Option<Page> {
+    (page == 0).then(|| Page::from_bytes(&meta.inline)).filter(|p| !p.is_empty())
 }
 
 /// A write transaction; see [`Engine::write`]. Reads go through the
@@ -263,12 +380,16 @@ impl DerefMut for WriteTx<'_> {
 
 impl WriteTx<'_> {
     /// The metadata of a new, empty value of type `kind` (not recorded
-    /// until [`WriteTx::set`]).
+    /// until [`WriteTx::set`]). A string starts inline; a Bloom filter gets
+    /// a bitmap id.
     ///
     /// # Errors
-    /// A store error allocating its id.
+    /// A store error allocating an id.
     pub(crate) fn new_value(&self, kind: Kind) -> Result<Meta> {
-        Ok(Meta { kind, id: self.engine.store.next_id()?, len: 0, ones: 0, expire_at_ms: 0 })
+        Ok(match kind {
+            Kind::String => Meta::empty(kind),
+            Kind::Bloom => Meta::paged(kind, self.engine.store.next_id()?, 0, 0, 0),
+        })
     }
 
     /// The metadata of string key `key`, or that of a new empty string if
@@ -286,10 +407,12 @@ impl WriteTx<'_> {
     /// Changes page `page` of the value `meta` describes (the value of
     /// `key`) with `f`; an absent page starts all zero. The caller then
     /// records `meta` (with its new length and count) with
-    /// [`WriteTx::set`].
+    /// [`WriteTx::set`]. An inline value that outgrows its bytes moves to
+    /// pages, which `meta` then says.
     ///
     /// # Errors
-    /// [`Error::Corrupted`] if the stored page does not decode.
+    /// [`Error::Corrupted`] if the stored page does not decode; a store
+    /// error allocating an id.
     pub(crate) fn update_page<R>(
         &mut self,
         key: &[u8],
@@ -297,17 +420,32 @@ impl WriteTx<'_> {
         page: u64,
         f: impl FnOnce(&mut Page) -> R,
     ) -> Result<R> {
+        if meta.body == Body::Inline {
+            if page != 0 {
+                self.promote(meta, None)?;
+            } else {
+                let mut p = inline_page(meta, 0).unwrap_or_else(Page::zeros);
+                let r = f(&mut p);
+                let inline_bits = u32::try_from(INLINE_MAX * 8).unwrap_or(u32::MAX);
+                if p.count_range(inline_bits, u32::try_from(PAGE_BITS).unwrap_or(u32::MAX)) == 0 {
+                    p.write_bytes(&mut meta.inline);
+                } else {
+                    self.promote(meta, Some(p))?;
+                }
+                return Ok(r);
+            }
+        }
         let engine = self.engine;
-        let id = meta.id;
+        let Body::Paged(id) = meta.body else { return Err(Error::InvalidArgument("internal: inline page".into())) };
         engine.pages.update((id, page), |_| engine.fetch_page(key, id, page), f)
     }
 
     /// Records `meta` as the metadata of `key`, whose value it describes
     /// (the same value, changed in place, or a new one from
-    /// [`WriteTx::new_value`]). An expiry it carries is indexed.
+    /// [`WriteTx::new_value`]).
     ///
     /// # Errors
-    /// An internal error if `key` is not declared.
+    /// As [`ReadTx::meta`].
     pub(crate) fn set(&mut self, key: &[u8], meta: Meta) -> Result<()> {
         self.record(key, Some(meta))
     }
@@ -319,8 +457,10 @@ impl WriteTx<'_> {
     /// As [`ReadTx::meta`].
     pub(crate) fn replace(&mut self, key: &[u8], meta: Option<Meta>) -> Result<bool> {
         let old = self.meta(key)?;
-        if let Some(old) = old {
-            self.engine.journal.set(layout::reclaim_key(old.id), Some(Vec::new()));
+        if let Some(id) = old.and_then(|m| m.id()) {
+            if meta.and_then(|m| m.id()) != Some(id) {
+                self.engine.journal.set(layout::reclaim_key(id), Some(Vec::new()));
+            }
         }
         if old.is_some() || meta.is_some() {
             self.record(key, meta)?;
@@ -348,31 +488,55 @@ impl WriteTx<'_> {
         Ok(())
     }
 
-    /// Publishes bitmap `id` (built by a [`super::Build`]) as the value of
-    /// `key`: `meta` describes it, or `None` deletes `key`. The value `key`
-    /// held is reclaimed.
-    pub(super) fn publish(&mut self, key: &[u8], id: u64, meta: Option<Meta>) -> Result<()> {
-        self.replace(key, meta)?;
-        if meta.is_some() {
-            self.engine.journal.set(layout::reclaim_key(id), None);
-        }
+    /// Switches the transaction to database `db` (MOVE works in two): the
+    /// key locks it holds cover the same names in every database.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a database that does not exist.
+    pub(crate) fn use_db(&mut self, db: u32) -> Result<()> {
+        let (ks, counts) = self.engine.resolve(Target::Db(db))?;
+        self.tx.ks = ks;
+        self.tx.counts = counts;
         Ok(())
     }
 
-    /// The one place a key's metadata changes: records it dirty, and
-    /// indexes a new expiry so the sweeper finds the key.
-    fn record(&mut self, key: &[u8], meta: Option<Meta>) -> Result<()> {
-        let engine = self.engine;
-        let g = self.guard(key)?;
-        let old_expiry = g.cached(key).flatten().map_or(0, |m| m.expire_at_ms);
-        g.set(key, meta);
-        if let Some(m) = meta {
-            if m.expire_at_ms != 0 && m.expire_at_ms != old_expiry {
-                // Stale entries (the key changed its expiry or went away)
-                // are dropped by the sweeper, which checks the key itself.
-                engine.journal.set(layout::expiry_key(m.expire_at_ms, key), Some(Vec::new()));
+    /// Removes `key`, whose value now belongs to another key (MOVE): the
+    /// value is not reclaimed.
+    ///
+    /// # Errors
+    /// As [`ReadTx::meta`].
+    pub(crate) fn forget(&mut self, key: &[u8]) -> Result<()> {
+        self.record(key, None)
+    }
+
+    /// Reports a change of `key` that changes no metadata (Redis counts
+    /// some writes that leave a value as it was as modifications): raises
+    /// its watchers' flags.
+    pub(crate) fn touch(&self, key: &[u8]) {
+        self.engine.watches.touched(self.ks, key);
+    }
+
+    /// Publishes bitmap `id` (built by a [`super::Build`]) as the value of
+    /// `key`: `meta` describes it, or `None` deletes `key`. The value `key`
+    /// held is reclaimed. A small string is kept inline instead (and the
+    /// built pages are reclaimed).
+    pub(super) fn publish(&mut self, key: &[u8], id: u64, meta: Option<Meta>) -> Result<()> {
+        let meta = match meta {
+            Some(mut m) if m.kind == Kind::String && m.len <= INLINE_MAX => {
+                if let Some(p) = self.engine.page(key, id, 0)? {
+                    p.write_bytes(&mut m.inline);
+                }
+                m.body = Body::Inline;
+                Some(m)
             }
-        }
+            m => m,
+        };
+        self.replace(key, meta)?;
+        // The built id is live now, or garbage. Garbage is marked again: a
+        // write-back may already have stored (and the reclaimer then acted
+        // on) the build's first marker while pages put since are dirty.
+        let live = meta.is_some_and(|m| m.id() == Some(id));
+        self.engine.journal.set(layout::reclaim_key(id), if live { None } else { Some(Vec::new()) });
         Ok(())
     }
 }

@@ -2,10 +2,12 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use super::bucket::Bucket;
 use super::layout;
-use super::record::{self, Kind, Meta};
+use super::metas::bucket_end;
+use super::record::{self, Catalog, DbRecord, Kind, Meta};
 use super::Engine;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::geometry::{page_bit, PAGE_BITS};
 use crate::page::Page;
 
@@ -80,31 +82,96 @@ impl Engine {
             }
             None => report.problems.push(problem(None, None, "superblock missing".into())),
         }
+        let catalog = match self.store.get(&layout::catalog_key())? {
+            Some(b) => Catalog::decode(&b).map_err(|e| report.problems.push(problem(None, None, e.to_string()))).ok(),
+            None => {
+                report.problems.push(problem(None, None, "keyspace catalog missing".into()));
+                None
+            }
+        };
+        let dead: HashSet<u32> = self
+            .store
+            .scan_prefix(&[layout::NS_DEAD])
+            .filter_map(|r| r.ok().and_then(|(k, _)| layout::parse_dead_key(&k)))
+            .collect();
+        if self.store.scan_prefix(&[layout::NS_META_V1]).next().is_some() {
+            report.problems.push(problem(None, None, "format 1 metadata records left after the upgrade".into()));
+        }
+        let live: HashMap<u32, usize> =
+            catalog.iter().flat_map(|c| c.dbs.iter().enumerate().map(|(db, d)| (d.keyspace, db))).collect();
+        let mut counted: HashMap<u32, DbRecord> = HashMap::new();
         let mut by_id: HashMap<u64, Tally> = HashMap::new();
-        for r in self.store.scan_prefix(&[layout::NS_META]) {
+        let mut reclaimable: HashSet<u64> = HashSet::new();
+        // The end of the last bucket seen, per keyspace: buckets must not
+        // overlap.
+        let mut last_end: HashMap<u32, u64> = HashMap::new();
+        // Keyspaces with a damaged bucket: their counts cannot be checked.
+        let mut damaged: HashSet<u32> = HashSet::new();
+        for r in self.store.scan_prefix(&[layout::NS_BUCKET]) {
             let (k, v) = r?;
-            let Some(name) = layout::name_of_meta_key(&k) else { continue };
-            report.keys += 1;
-            match Meta::decode(name, &v) {
-                Ok(m) => {
-                    if let Some(other) =
-                        by_id.insert(m.id, Tally { name: name.to_vec(), meta: m, ones: 0, header_seen: false })
-                    {
-                        report.problems.push(problem(
-                            Some(name),
-                            None,
-                            format!("shares bitmap id {} with key {:?}", m.id, String::from_utf8_lossy(&other.name)),
-                        ));
-                    }
+            let Some((ks, start)) = layout::parse_bucket_key(&k) else {
+                report.problems.push(problem(None, None, format!("malformed bucket key {k:?}")));
+                continue;
+            };
+            let bucket = match Bucket::decode(ks, start, &v) {
+                Ok(b) => b,
+                Err(e) => {
+                    report.problems.push(problem(None, None, e.to_string()));
+                    damaged.insert(ks);
+                    continue;
                 }
-                Err(e) => report.problems.push(problem(Some(name), None, reason_of(e))),
+            };
+            if dead.contains(&ks) {
+                // A flushed keyspace waiting for reclamation.
+                reclaimable.extend(bucket.entries.iter().filter_map(|e| e.meta.id()));
+                continue;
+            }
+            if !live.contains_key(&ks) {
+                report.problems.push(problem(None, None, format!("bucket {ks}/{start:#010x} of no database")));
+                continue;
+            }
+            let end = bucket_end(start, bucket.depth);
+            if last_end.insert(ks, end).is_some_and(|prev| u64::from(start) < prev) {
+                report.problems.push(problem(None, None, format!("bucket {ks}/{start:#010x} overlaps the one before")));
+            }
+            let c = counted.entry(ks).or_default();
+            for e in &bucket.entries {
+                report.keys += 1;
+                c.keys += 1;
+                if e.meta.expire_at_ms != 0 {
+                    c.expires += 1;
+                    c.expire_secs += e.meta.expire_at_ms / 1000;
+                }
+                let Some(id) = e.meta.id() else { continue };
+                let tally = Tally { name: e.name.to_vec(), meta: e.meta, ones: 0, header_seen: false };
+                if let Some(other) = by_id.insert(id, tally) {
+                    report.problems.push(problem(
+                        Some(&e.name),
+                        None,
+                        format!("shares bitmap id {id} with key {:?}", String::from_utf8_lossy(&other.name)),
+                    ));
+                }
             }
         }
-        let reclaimable: HashSet<u64> = self
-            .store
-            .scan_prefix(&[layout::NS_RECLAIM])
-            .filter_map(|r| r.ok().and_then(|(k, _)| layout::parse_reclaim_key(&k)))
-            .collect();
+        for d in catalog.iter().flat_map(|c| &c.dbs).filter(|d| !damaged.contains(&d.keyspace)) {
+            let c = counted.get(&d.keyspace).copied().unwrap_or_default();
+            let db = live.get(&d.keyspace).copied().unwrap_or(0);
+            if (c.keys, c.expires, c.expire_secs) != (d.keys, d.expires, d.expire_secs) {
+                report.problems.push(problem(
+                    None,
+                    None,
+                    format!(
+                        "database {db}: the catalog counts {} keys ({} with an expiry), the buckets hold {} ({})",
+                        d.keys, d.expires, c.keys, c.expires
+                    ),
+                ));
+            }
+        }
+        reclaimable.extend(
+            self.store
+                .scan_prefix(&[layout::NS_RECLAIM])
+                .filter_map(|r| r.ok().and_then(|(k, _)| layout::parse_reclaim_key(&k))),
+        );
         let mut unowned: BTreeMap<u64, u64> = BTreeMap::new();
         for r in self.store.scan_prefix(&[layout::NS_PAGE]) {
             let (k, v) = r?;
@@ -125,7 +192,7 @@ impl Engine {
                 Err(e) => report.problems.push(problem(Some(&tally.name), Some(page), e.to_string())),
             }
         }
-        let damaged_meta = report.problems.iter().any(|p| p.key.is_some());
+        let damaged_meta = report.problems.iter().any(|p| p.key.is_some() || p.reason.contains("bucket"));
         for (id, n) in unowned {
             let hint = if damaged_meta { " (their key's metadata may be damaged)" } else { "" };
             report.problems.push(problem(None, None, format!("{n} pages of bitmap id {id} belong to no key{hint}")));
@@ -176,12 +243,5 @@ fn check_page(report: &mut VerifyReport, tally: &mut Tally, page: u64, p: &Page)
             Some(page),
             format!("{beyond} bits set past the key's length of {} bytes", tally.meta.len),
         ));
-    }
-}
-
-fn reason_of(e: Error) -> String {
-    match e {
-        Error::Corrupted { reason, .. } => reason,
-        other => other.to_string(),
     }
 }

@@ -1,34 +1,59 @@
 //! The write-back of dirty state to the store as one atomic batch, the
 //! durability barrier, the durable write-back number in the side file, and
-//! the reclamation of dead bitmaps.
+//! the reclamation of dead bitmaps and flushed keyspaces.
 
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use parking_lot::MutexGuard;
 
+use super::bucket::Bucket;
 use super::journal::JournalEntry;
 use super::layout;
 use super::pages::DirtyPage;
-use super::record;
+use super::record::{self, Catalog, FORMAT_V1};
 use super::store::{Store, Write};
-use super::Engine;
+use super::{upgrade, Engine};
 use crate::error::{Error, Result};
 
-/// Reclamation deletes a dead bitmap's pages in batches of this many.
+/// Records deleted (pages, buckets) per reclamation step: each write-back
+/// and each background tick does at most this much, so a flushed keyspace
+/// or a huge deleted bitmap never holds up writes for long.
+const RECLAIM_BUDGET: usize = 32_768;
+
+/// Records per reclamation batch.
 const RECLAIM_BATCH: usize = 512;
+
+/// How long open spends reclaiming before it hands the rest to the
+/// background.
+const OPEN_RECLAIM: Duration = Duration::from_secs(1);
 
 /// The side file recording the last write-back a flush made durable.
 const SEQUENCE_FILE: &str = "bitsled.seq";
 
-/// At open: checks the superblock (or creates a new store's) and that the
-/// store holds every write-back a flush acknowledged; returns the number of
-/// the last write-back in the store and the number the side file records
-/// (0 if none).
-pub(super) fn check_or_create(dir: &Path, store: &dyn Store) -> Result<(u64, u64)> {
+/// What open learns from the store.
+pub(super) struct Opened {
+    /// Number of the last write-back in the store.
+    pub(super) sequence: u64,
+    /// Number the side file records (0 if none).
+    pub(super) acked: u64,
+    pub(super) catalog: Catalog,
+}
+
+/// At open: checks the superblock (or creates a new store with `databases`
+/// databases, or upgrades a format 1 store), and that the store holds every
+/// write-back a flush acknowledged.
+pub(super) fn check_or_create(dir: &Path, store: &dyn Store, databases: u16) -> Result<Opened> {
     match store.get(&layout::superblock_key())? {
-        Some(b) => record::check_superblock(&b)?,
+        Some(b) => {
+            if record::check_superblock(&b)? == FORMAT_V1 {
+                upgrade::from_v1(store, databases)?;
+            } else if store.scan_prefix(&[layout::NS_META_V1]).next().is_some() {
+                upgrade::remove_v1_leftovers(store)?;
+            }
+        }
         // A new store's superblock is made durable, and then the side
         // file written, before anything else: an empty store beside a
         // side file means sled dropped damaged records. Do not start
@@ -47,7 +72,10 @@ pub(super) fn check_or_create(dir: &Path, store: &dyn Store) -> Result<(u64, u64
             });
         }
         None if store.is_empty() => {
-            store.apply(vec![(layout::superblock_key(), Some(record::encode_superblock()))])?;
+            store.apply(vec![
+                (layout::superblock_key(), Some(record::encode_superblock())),
+                (layout::catalog_key(), Some(Catalog::new(databases).encode())),
+            ])?;
             store.sync()?;
             write_side_sequence(dir, 0)?;
         }
@@ -59,27 +87,37 @@ pub(super) fn check_or_create(dir: &Path, store: &dyn Store) -> Result<(u64, u64
             })
         }
     }
+    let catalog = match store.get(&layout::catalog_key())? {
+        Some(b) => Catalog::decode(&b)?,
+        None => {
+            return Err(Error::Corrupted {
+                key: "<catalog>".into(),
+                page: None,
+                reason: "the keyspace catalog is missing".into(),
+            })
+        }
+    };
     // Every write-back carries its number; every flush records the number
     // it made durable in a side file. A store behind its side file lost
     // acknowledged writes (sled drops a damaged log's tail).
-    let stored_seq = match store.get(&layout::sequence_key())? {
+    let sequence = match store.get(&layout::sequence_key())? {
         Some(b) => record::decode_sequence(&b, "<sequence>")?,
         None => 0,
     };
     let acked = read_side_sequence(dir)?;
     if let Some(acked) = acked {
-        if acked > stored_seq {
+        if acked > sequence {
             return Err(Error::Corrupted {
                 key: "<store>".into(),
                 page: None,
                 reason: format!(
-                    "the store holds write-back {stored_seq} but a flush acknowledged write-back {acked}: \
+                    "the store holds write-back {sequence} but a flush acknowledged write-back {acked}: \
                      acknowledged writes were lost (damaged log?); restore the directory from a backup"
                 ),
             });
         }
     }
-    Ok((stored_seq, acked.unwrap_or(0)))
+    Ok(Opened { sequence, acked: acked.unwrap_or(0), catalog })
 }
 
 /// The sequence number in the side file, if there is one.
@@ -123,8 +161,8 @@ impl Engine {
         Ok(())
     }
 
-    /// Writes every dirty page, key and journal record to the store in one
-    /// atomic batch, then reclaims dead bitmaps.
+    /// Writes every dirty page, bucket and journal record and the catalog
+    /// to the store in one atomic batch, then does a step of reclamation.
     pub(crate) fn write_back(&self) -> Result<()> {
         let f = self.flush_lock.lock();
         self.write_back_locked(&f)
@@ -133,34 +171,37 @@ impl Engine {
     /// [`Engine::write_back`] with the write-back lock already held (so the
     /// caller can keep the store still afterwards: no write-back or
     /// reclamation runs until it releases the lock).
-    pub(super) fn write_back_locked(&self, _flush_lock: &MutexGuard<'_, ()>) -> Result<()> {
+    pub(super) fn write_back_locked(&self, flush_lock: &MutexGuard<'_, ()>) -> Result<()> {
         self.check_writable()?;
-        let (pages, metas, journal, building) = {
+        let (pages, buckets, journal, building, catalog, catalog_changed) = {
             let _g = self.gate.write();
             // `building` is read under the gate too, and after the journal:
             // starting a build (not gated) adds to `building` before it
             // journals the build's marker, so every build whose marker is
             // captured is in the captured `building` unless it has ended.
-            // Publishing changes the journal under the gate.
+            // Publishing changes the journal under the gate. The catalog's
+            // counts match the captured buckets: no transaction runs.
             let pages = self.pages.dirty_snapshot();
             let journal = self.journal.snapshot();
             let building = self.building.lock().clone();
-            (pages, self.metas.dirty_snapshot(), journal, building)
+            let changed = self.keyspaces.take_changed();
+            (pages, self.metas.dirty_snapshot(), journal, building, self.keyspaces.catalog(), changed)
         };
-        if pages.is_empty() && metas.is_empty() && journal.is_empty() {
-            return Ok(());
+        if pages.is_empty() && buckets.is_empty() && journal.is_empty() && !catalog_changed {
+            return self.reclaim_step(flush_lock, RECLAIM_BUDGET).map(|_| ());
         }
         let pages = self.drop_dead_pages(pages, &journal, &building);
-        let mut writes: Vec<Write> = Vec::with_capacity(pages.len() + metas.len() + journal.len() + 1);
+        let mut writes: Vec<Write> = Vec::with_capacity(pages.len() + buckets.len() + journal.len() + 2);
         // Write-backs are serialised by `flush_lock`, so this is the next number.
         let seq = self.sequence.load(Ordering::SeqCst) + 1;
         writes.push((layout::sequence_key(), Some(record::encode_sequence(seq))));
+        writes.push((layout::catalog_key(), Some(catalog.encode())));
         for p in &pages {
             let k = layout::page_key(p.id.0, p.id.1).to_vec();
             writes.push((k, p.page.as_ref().map(|page| page.encode())));
         }
-        for m in &metas {
-            writes.push((layout::meta_key(&m.name), m.meta.map(|meta| meta.encode())));
+        for b in &buckets {
+            writes.push((layout::bucket_key(b.ks, b.start).to_vec(), Some(b.bucket.encode())));
         }
         for (k, _, v) in &journal {
             writes.push((k.clone(), v.clone()));
@@ -170,9 +211,9 @@ impl Engine {
         let stored: Vec<(u64, u64, bool)> = pages.iter().map(|p| (p.id.0, p.id.1, p.page.is_some())).collect();
         self.dirs.apply(&stored);
         self.pages.mark_clean(&pages);
-        self.metas.mark_clean(&metas);
+        self.metas.mark_clean(&buckets);
         self.journal.mark_clean(&journal);
-        self.reclaim().inspect_err(|e| self.poison(e))?;
+        self.reclaim_step(flush_lock, RECLAIM_BUDGET).inspect_err(|e| self.poison(e))?;
         self.pages.evict_if_needed();
         Ok(())
     }
@@ -206,11 +247,94 @@ impl Engine {
         keep
     }
 
+    /// Reclaims until nothing is left or `limit` has passed (at open).
+    pub(super) fn reclaim_for(&self, limit: Duration) -> Result<()> {
+        let f = self.flush_lock.lock();
+        let deadline = Instant::now() + limit;
+        while self.reclaim_step(&f, RECLAIM_BUDGET)? && Instant::now() < deadline {}
+        Ok(())
+    }
+
+    /// Reclaims at the opening of a store; the rest goes to the background.
+    pub(super) fn reclaim_at_open(&self) -> Result<()> {
+        self.reclaim_for(OPEN_RECLAIM)
+    }
+
+    /// One step of reclamation, deleting at most about `budget` records:
+    /// flushed keyspaces turn into reclaim markers of the bitmaps their keys
+    /// held, then the pages of marked bitmaps are deleted. Returns whether
+    /// work is left.
+    pub(super) fn reclaim_step(&self, _flush_lock: &MutexGuard<'_, ()>, budget: usize) -> Result<bool> {
+        let mut budget = budget;
+        let mut batch: Vec<Write> = Vec::with_capacity(RECLAIM_BATCH);
+        let left_keyspaces = self.reclaim_keyspaces(&mut batch, &mut budget)?;
+        let left_pages = self.reclaim_pages(&mut batch, &mut budget)?;
+        if !batch.is_empty() {
+            self.store.apply(batch)?;
+        }
+        Ok(left_keyspaces || left_pages)
+    }
+
+    /// Applies `batch` once it is full.
+    fn apply_full(&self, batch: &mut Vec<Write>) -> Result<()> {
+        if batch.len() >= RECLAIM_BATCH {
+            self.store.apply(std::mem::take(batch))?;
+        }
+        Ok(())
+    }
+
+    /// Deletes the buckets of flushed keyspaces, marking the bitmaps of
+    /// their paged values for reclamation (in the same batch, before the
+    /// bucket goes). Returns whether work is left.
+    fn reclaim_keyspaces(&self, batch: &mut Vec<Write>, budget: &mut usize) -> Result<bool> {
+        let dead: Vec<(Vec<u8>, u32)> = self
+            .store
+            .scan_prefix(&[layout::NS_DEAD])
+            .map(|r| r.map(|(k, _)| layout::parse_dead_key(&k).map(|ks| (k.to_vec(), ks))))
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .collect();
+        for (marker, ks) in dead {
+            if self.journal.contains(&marker) {
+                // Its marker is not even stored yet.
+                continue;
+            }
+            let (lo, hi) = (layout::bucket_key(ks, 0), layout::bucket_key(ks, u32::MAX));
+            for r in self.store.scan(&lo, &hi) {
+                if *budget == 0 {
+                    return Ok(true);
+                }
+                let (k, v) = r?;
+                if let Some((_, start)) = layout::parse_bucket_key(&k) {
+                    // A damaged bucket's values cannot be found; they are
+                    // reported by verify as pages of no key.
+                    if let Ok(bucket) = Bucket::decode(ks, start, &v) {
+                        for id in bucket.entries.iter().filter_map(|e| e.meta.id()) {
+                            batch.push((layout::reclaim_key(id), Some(Vec::new())));
+                        }
+                    }
+                }
+                batch.push((k.to_vec(), None));
+                *budget = budget.saturating_sub(1);
+                self.apply_full(batch)?;
+            }
+            batch.push((marker, None));
+            self.apply_full(batch)?;
+        }
+        Ok(false)
+    }
+
     /// Deletes the pages of every bitmap id with a reclaim marker in the
     /// store, unless a running operation still builds it or a newer marker
-    /// state waits in the journal, or a stream reads it. Called with
-    /// `flush_lock` held.
-    pub(super) fn reclaim(&self) -> Result<()> {
+    /// state waits in the journal, or a stream reads it; an id whose pages
+    /// are all gone loses its marker. Returns whether work is left.
+    fn reclaim_pages(&self, batch: &mut Vec<Write>, budget: &mut usize) -> Result<bool> {
+        // The batch may hold new markers (from flushed keyspaces): apply it
+        // first so they are seen.
+        if !batch.is_empty() {
+            self.store.apply(std::mem::take(batch))?;
+        }
         let markers: Vec<u64> = self
             .store
             .scan_prefix(&[layout::NS_RECLAIM])
@@ -222,7 +346,6 @@ impl Engine {
         // Deletions of many ids share batches; an id's marker is queued
         // after its pages, and batches apply in order, so a marker never
         // goes before the pages it stands for.
-        let mut batch: Vec<Write> = Vec::with_capacity(RECLAIM_BATCH);
         for id in markers {
             // Order matters: publishing removes the journal marker before it
             // leaves `building`.
@@ -235,20 +358,17 @@ impl Engine {
             self.dirs.remove(id);
             let (from, to) = layout::page_range(id, 0, u64::MAX);
             for r in self.store.scan(&from, &to) {
+                if *budget == 0 {
+                    return Ok(true);
+                }
                 let (k, _) = r?;
                 batch.push((k.to_vec(), None));
-                if batch.len() >= RECLAIM_BATCH {
-                    self.store.apply(std::mem::take(&mut batch))?;
-                }
+                *budget -= 1;
+                self.apply_full(batch)?;
             }
             batch.push((layout::reclaim_key(id), None));
-            if batch.len() >= RECLAIM_BATCH {
-                self.store.apply(std::mem::take(&mut batch))?;
-            }
+            self.apply_full(batch)?;
         }
-        if !batch.is_empty() {
-            self.store.apply(batch)?;
-        }
-        Ok(())
+        Ok(false)
     }
 }

@@ -312,7 +312,7 @@ impl Db {
         }
         let Some(highest) = highest else {
             // Only GETs: read under the key's lock, write nothing.
-            return self.engine.read(&[key], |tx| {
+            return self.engine.read(self.index, &[key], |tx| {
                 let meta = tx.string(key)?;
                 let mut out = Vec::new();
                 for op in ops {
@@ -327,7 +327,7 @@ impl Db {
                 Ok(out)
             });
         };
-        self.engine.write(&[key], |tx| {
+        self.engine.write(self.index, &[key], |tx| {
             let mut meta = tx.string_or_new(key)?;
             // Read every touched page before changing any, so a page that does
             // not decode fails the call before it writes anything.

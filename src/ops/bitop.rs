@@ -97,7 +97,7 @@ impl Db {
             streams.push(stream);
         }
         let len = metas.iter().flatten().map(|m| m.len).max().unwrap_or(0);
-        let build = self.engine.begin_build()?;
+        let build = self.engine.begin_build(self.index)?;
         if len == 0 {
             build.publish(dest, None)?;
             return Ok(0);

@@ -35,7 +35,7 @@ impl Db {
         if offset > MAX_OFFSET {
             return Err(Error::OffsetOutOfRange { offset });
         }
-        self.engine.write(&[key], |tx| {
+        self.engine.write(self.index, &[key], |tx| {
             let mut meta = tx.string_or_new(key)?;
             let at = locate(offset);
             let byte_len = offset / 8 + 1;
@@ -54,6 +54,8 @@ impl Db {
                 meta.len = byte_len;
                 changed = true;
             }
+            // Like Redis, a SETBIT that changes nothing is no change (WATCH
+            // does not see it).
             if changed {
                 tx.set(key, meta)?;
             }
@@ -71,7 +73,7 @@ impl Db {
     pub fn getbit(&self, key: &[u8], offset: u64) -> Result<bool> {
         // The key's lock is held while the page is read, so the bitmap
         // cannot be replaced (and its pages discarded) in between.
-        self.engine.read(&[key], |tx| {
+        self.engine.read(self.index, &[key], |tx| {
             let Some(meta) = tx.string(key)? else { return Ok(false) };
             let at = locate(offset);
             Ok(tx.page(key, &meta, at.page)?.is_some_and(|p| p.get(at.bit)))
@@ -118,7 +120,7 @@ impl Db {
             }
             let (group, tail) = rest.split_at(end);
             rest = tail;
-            changed_total += self.engine.write(&[key], |tx| {
+            changed_total += self.engine.write(self.index, &[key], |tx| {
                 let mut meta = tx.string_or_new(key)?;
                 let mut changed = 0u64;
                 for same_page in group.chunk_by(|a, b| a / PAGE_BITS == b / PAGE_BITS) {

@@ -208,7 +208,7 @@ impl Db {
     /// BF.RESERVE; see [`Bloom::reserve`].
     pub(crate) fn bf_reserve(&self, key: &[u8], error_rate: f64, capacity: u64, options: BloomOptions) -> Result<bool> {
         let header = new_header(error_rate, capacity, options)?;
-        self.engine.write(&[key], |tx| {
+        self.engine.write(self.index, &[key], |tx| {
             if tx.typed(key, Kind::Bloom)?.is_some() {
                 return Ok(false);
             }
@@ -247,7 +247,7 @@ impl Db {
         items: &[T],
         create: Option<&dyn Fn() -> Result<Header>>,
     ) -> Result<Vec<BloomAdd>> {
-        self.engine.write(&[key], |tx| {
+        self.engine.write(self.index, &[key], |tx| {
             let mut filter = match tx.typed(key, Kind::Bloom)? {
                 Some(meta) => Filter { header: read_header(tx, key, &meta)?, meta, created: false },
                 None => match create {
@@ -285,7 +285,7 @@ impl Db {
     pub(crate) fn bf_contains_many<T: AsRef<[u8]>>(&self, key: &[u8], items: &[T]) -> Result<Vec<bool>> {
         // The key's lock is held while pages are read, so the bitmap cannot
         // be replaced (and its pages discarded) meanwhile.
-        self.engine.read(&[key], |tx| {
+        self.engine.read(self.index, &[key], |tx| {
             let Some(meta) = tx.typed(key, Kind::Bloom)? else { return Ok(vec![false; items.len()]) };
             let header = read_header(tx, key, &meta)?;
             let nf = header.filters.len();
@@ -301,7 +301,7 @@ impl Db {
 
     /// BF.INFO; see [`Bloom::info`].
     pub(crate) fn bf_info(&self, key: &[u8]) -> Result<Option<BloomInfo>> {
-        self.engine.read(&[key], |tx| {
+        self.engine.read(self.index, &[key], |tx| {
             let Some(meta) = tx.typed(key, Kind::Bloom)? else { return Ok(None) };
             Ok(Some(info_of(&read_header(tx, key, &meta)?)))
         })

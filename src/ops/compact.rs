@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 pub struct CompactReport {
     /// Keys copied.
     pub keys: u64,
-    /// Non-empty pages copied.
+    /// Non-empty stored pages copied (inline values have none).
     pub pages: u64,
     /// Bytes on disk of the source database before compacting.
     pub bytes_before: u64,
@@ -23,8 +23,8 @@ pub struct CompactReport {
 }
 
 impl Db {
-    /// Copies every live key (value of any type, length, set-bit count and
-    /// expiry) into a new database in directory `dest`, which must not
+    /// Copies every live key of every database (value of any type, length,
+    /// set-bit count and expiry) into a new store in directory `dest`, which must not
     /// exist or be empty; returns what was copied and the sizes on disk. The new
     /// database is flushed and closed when this returns, ready to replace
     /// this one.
@@ -58,18 +58,23 @@ impl Db {
         }
         self.flush()?;
         let mut report = CompactReport { bytes_before: self.size_on_disk()?, ..CompactReport::default() };
-        let out = Config::new(dest).open()?;
-        for name in self.keys(b"*")? {
-            let Some((meta, mut stream)) = self.meta_and_all_pages(&name)? else { continue };
-            let build = out.engine.begin_build()?;
-            while let Some((page, p)) = stream.next_page()? {
-                build.put(page, Arc::unwrap_or_clone(p))?;
-                report.pages += 1;
+        let out = Config::new(dest).databases(u16::try_from(self.databases()).unwrap_or(u16::MAX)).open()?;
+        for index in 0..self.databases() {
+            let (src, dst) = (self.select(index)?, out.select(index)?);
+            for name in src.keys(b"*")? {
+                let Some((meta, mut stream)) = src.meta_and_all_pages(&name)? else { continue };
+                let build = dst.engine.begin_build(index)?;
+                while let Some((page, p)) = stream.next_page()? {
+                    build.put(page, Arc::unwrap_or_clone(p))?;
+                    // An inline value's page is not a stored page, here or
+                    // there (publishing keeps it inline).
+                    report.pages += u64::from(!meta.is_inline());
+                }
+                // The copy keeps the expiry, which publishing indexes.
+                let copy = build.adopt(meta);
+                build.publish(&name, Some(copy))?;
+                report.keys += 1;
             }
-            // The copy keeps the expiry, which publishing indexes.
-            let copy = build.adopt(meta);
-            build.publish(&name, Some(copy))?;
-            report.keys += 1;
         }
         out.flush()?;
         report.bytes_after = out.size_on_disk()?;

@@ -81,7 +81,7 @@ impl Db {
     /// # Ok(()) }
     /// ```
     pub fn expire_at(&self, key: &[u8], at_ms: u64, condition: ExpireCondition) -> Result<bool> {
-        self.engine.write(&[key], |tx| {
+        self.engine.write(self.index, &[key], |tx| {
             let Some(mut meta) = tx.meta(key)? else { return Ok(false) };
             let current = (meta.expire_at_ms != 0).then_some(meta.expire_at_ms);
             let allowed = match condition {
@@ -109,7 +109,7 @@ impl Db {
     /// # Errors
     /// [`crate::Error::Corrupted`] metadata; [`crate::Error::Poisoned`].
     pub fn persist(&self, key: &[u8]) -> Result<bool> {
-        self.engine.write(&[key], |tx| match tx.meta(key)? {
+        self.engine.write(self.index, &[key], |tx| match tx.meta(key)? {
             Some(mut meta) if meta.expire_at_ms != 0 => {
                 meta.expire_at_ms = 0;
                 tx.set(key, meta)?;
@@ -124,7 +124,7 @@ impl Db {
     /// # Errors
     /// [`crate::Error::Corrupted`] metadata.
     pub fn expiry(&self, key: &[u8]) -> Result<Expiry> {
-        Ok(match self.engine.read(&[key], |tx| tx.meta(key))? {
+        Ok(match self.engine.read(self.index, &[key], |tx| tx.meta(key))? {
             None => Expiry::Missing,
             Some(m) if m.expire_at_ms == 0 => Expiry::Never,
             Some(m) => Expiry::At(m.expire_at_ms),
@@ -138,7 +138,7 @@ impl Db {
     /// # Errors
     /// [`crate::Error::Poisoned`] after an earlier store failure.
     pub fn set_with_expiry(&self, key: &[u8], value: &[u8], expiry: SetExpiry) -> Result<()> {
-        let build = self.engine.begin_build()?;
+        let build = self.engine.begin_build(self.index)?;
         let mut ones = 0u64;
         for (i, chunk) in value.chunks(crate::geometry::PAGE_BYTES as usize).enumerate() {
             let page = Page::from_bytes(chunk);

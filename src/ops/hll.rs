@@ -225,7 +225,7 @@ impl Db {
 
     /// PFADD; see [`Hll::add`].
     pub(crate) fn pfadd<E: AsRef<[u8]>>(&self, key: &[u8], elements: &[E]) -> Result<bool> {
-        self.engine.write(&[key], |tx| {
+        self.engine.write(self.index, &[key], |tx| {
             let (meta, old, created) = match load(tx, key)? {
                 Some((meta, value)) => (meta, value, false),
                 None => (tx.new_value(Kind::String)?, Vec::new(), true),
@@ -265,7 +265,7 @@ impl Db {
 
     /// PFCOUNT of one key, caching the estimate in the value.
     fn pfcount_one(&self, key: &[u8]) -> Result<u64> {
-        self.engine.write(&[key], |tx| {
+        self.engine.write(self.index, &[key], |tx| {
             let Some((meta, head)) = load_head(tx, key)? else { return Ok(0) };
             if let Some(card) = hll::cached(&head) {
                 return Ok(card);
@@ -283,7 +283,7 @@ impl Db {
     /// Raises `max` to the registers of the sketch under `key`, if any;
     /// returns whether the sketch is dense.
     fn merge_key_into(&self, key: &[u8], max: &mut [u8; REGISTERS]) -> Result<bool> {
-        let Some((_, value)) = self.engine.read(&[key], |tx| load(tx, key))? else { return Ok(false) };
+        let Some((_, value)) = self.engine.read(self.index, &[key], |tx| load(tx, key))? else { return Ok(false) };
         hll::merge_into(max, &value).map_err(|e| hll_error(key, e))?;
         Ok(hll::is_dense(&value))
     }
@@ -295,7 +295,7 @@ impl Db {
         for src in sources {
             use_dense |= self.merge_key_into(src.as_ref(), &mut max)?;
         }
-        self.engine.write(&[dest], |tx| {
+        self.engine.write(self.index, &[dest], |tx| {
             // `dest` again, under the lock that covers the write.
             let (meta, old, mut value) = match load(tx, dest)? {
                 Some((meta, value)) => {

@@ -9,7 +9,7 @@ impl Db {
     /// pages, taken in one read transaction (for COPY and compaction, which
     /// move whole values whatever their type).
     pub(crate) fn meta_and_all_pages(&self, name: &[u8]) -> Result<Option<(Meta, PageStream)>> {
-        self.engine.read(&[name], |tx| {
+        self.engine.read(self.index, &[name], |tx| {
             let Some(meta) = tx.meta(name)? else { return Ok(None) };
             let stream = tx.stream(name, &meta, 0, u64::MAX)?;
             Ok(Some((meta, stream)))
@@ -23,7 +23,7 @@ impl Db {
     /// # Errors
     /// [`Error::Corrupted`] metadata.
     pub fn key_type(&self, key: &[u8]) -> Result<&'static str> {
-        Ok(match self.engine.read(&[key], |tx| tx.meta(key))? {
+        Ok(match self.engine.read(self.index, &[key], |tx| tx.meta(key))? {
             None => "none",
             Some(m) => match m.kind {
                 Kind::String => "string",
@@ -56,7 +56,7 @@ impl Db {
     pub fn rename(&self, from: &[u8], to: &[u8], nx: bool) -> Result<bool> {
         // One transaction holds both keys' locks, so the rename is atomic
         // for readers and for a crash alike.
-        self.engine.write(&[from, to], |tx| {
+        self.engine.write(self.index, &[from, to], |tx| {
             let meta = tx.meta(from)?.ok_or_else(|| Error::InvalidArgument("no such key".into()))?;
             if from == to {
                 return Ok(true);
@@ -80,11 +80,22 @@ impl Db {
     /// # Errors
     /// [`Error::Corrupted`] if a page does not decode; [`Error::Poisoned`].
     pub fn copy(&self, from: &[u8], to: &[u8], replace: bool) -> Result<bool> {
+        self.copy_to(from, self, to, replace)
+    }
+
+    /// [`Db::copy`] into key `to` of database `dest` (Redis COPY with DB;
+    /// `dest` may also be a database of another store). Copying a key onto
+    /// itself copies nothing and answers `false`.
+    ///
+    /// # Errors
+    /// As [`Db::copy`].
+    pub fn copy_to(&self, from: &[u8], dest: &Db, to: &[u8], replace: bool) -> Result<bool> {
+        let same_key = std::sync::Arc::ptr_eq(&self.engine, &dest.engine) && self.index == dest.index && from == to;
         let Some((meta, mut stream)) = self.meta_and_all_pages(from)? else { return Ok(false) };
-        if from == to || (!replace && self.exists(to)?) {
+        if same_key || (!replace && dest.exists(to)?) {
             return Ok(false);
         }
-        let build = self.engine.begin_build()?;
+        let build = dest.engine.begin_build(dest.index)?;
         while let Some((page, p)) = stream.next_page()? {
             build.put(page, (*p).clone())?;
         }
@@ -94,20 +105,38 @@ impl Db {
         build.publish_if(to, |old| (replace || old.is_none()).then_some(Some(copy)))
     }
 
-    /// Deletes every key (Redis FLUSHALL / FLUSHDB); returns how many there
-    /// were.
-    ///
-    /// Cost: one metadata change per key; the pages are reclaimed after the
-    /// next write-back. Not atomic as a whole: keys written while it runs
-    /// may survive.
+    /// Moves `key` to database `to` of the same store (Redis MOVE):
+    /// `false`, changing nothing, if `key` does not exist here or exists
+    /// there. The value, its expiry and its type move in one atomic change.
     ///
     /// # Errors
-    /// [`Error::Storage`], [`Error::Poisoned`].
-    pub fn flush_all(&self) -> Result<u64> {
-        let mut n = 0;
-        for k in self.keys(b"*")? {
-            n += u64::from(self.delete(&k)?);
+    /// [`Error::InvalidArgument`] if `to` is this database or does not
+    /// exist; [`Error::Poisoned`].
+    ///
+    /// ```
+    /// # fn main() -> bitsled::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = bitsled::Db::open(dir.path())?;
+    /// db.setbit(b"k", 5, true)?;
+    /// assert!(db.move_key(b"k", 2)?);
+    /// assert!(!db.exists(b"k")? && db.select(2)?.getbit(b"k", 5)?);
+    /// # Ok(()) }
+    /// ```
+    pub fn move_key(&self, key: &[u8], to: u32) -> Result<bool> {
+        if to == self.index {
+            return Err(Error::InvalidArgument("source and destination objects are the same".into()));
         }
-        Ok(n)
+        self.select(to)?;
+        self.engine.write(self.index, &[key], |tx| {
+            let Some(meta) = tx.meta(key)? else { return Ok(false) };
+            tx.use_db(to)?;
+            if tx.meta(key)?.is_some() {
+                return Ok(false);
+            }
+            tx.set(key, meta)?;
+            tx.use_db(self.index)?;
+            tx.forget(key)?;
+            Ok(true)
+        })
     }
 }

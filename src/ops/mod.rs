@@ -39,7 +39,7 @@ impl Db {
         key: &[u8],
         pages: impl FnOnce(&Meta) -> Option<(u64, u64)>,
     ) -> Result<(Option<Meta>, Option<PageStream>)> {
-        self.engine.read(&[key], |tx| {
+        self.engine.read(self.index, &[key], |tx| {
             let Some(meta) = tx.string(key)? else { return Ok((None, None)) };
             let stream = match pages(&meta) {
                 Some((from, to)) => Some(tx.stream(key, &meta, from, to)?),

@@ -114,9 +114,14 @@ impl Db {
     /// Writes `value` at `offset` (`None`: at the end, creating the key even
     /// for an empty value).
     fn write_range(&self, key: &[u8], offset: Option<u64>, value: &[u8]) -> Result<u64> {
-        self.engine.write(&[key], |tx| {
+        self.engine.write(self.index, &[key], |tx| {
             let old = tx.string(key)?;
             if value.is_empty() && (old.is_some() || offset.is_some()) {
+                if offset.is_none() {
+                    // Redis counts an APPEND of nothing as a change (WATCH
+                    // sees it); SETRANGE of nothing is none.
+                    tx.touch(key);
+                }
                 return Ok(old.map_or(0, |m| m.len));
             }
             let mut meta = match old {

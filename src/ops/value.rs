@@ -52,7 +52,7 @@ impl Db {
     /// # Errors
     /// [`crate::Error::WrongType`].
     pub fn strlen(&self, key: &[u8]) -> Result<u64> {
-        Ok(self.engine.read(&[key], |tx| tx.string(key))?.map_or(0, |m| m.len))
+        Ok(self.engine.read(self.index, &[key], |tx| tx.string(key))?.map_or(0, |m| m.len))
     }
 
     /// Deletes `key`; returns whether it existed.
@@ -63,7 +63,7 @@ impl Db {
     /// # Errors
     /// [`crate::Error::Poisoned`], [`crate::Error::Corrupted`] metadata.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
-        self.engine.write(&[key], |tx| tx.delete(key))
+        self.engine.write(self.index, &[key], |tx| tx.delete(key))
     }
 
     /// Whether `key` exists.
@@ -71,6 +71,6 @@ impl Db {
     /// # Errors
     /// [`crate::Error::Corrupted`] metadata.
     pub fn exists(&self, key: &[u8]) -> Result<bool> {
-        Ok(self.engine.read(&[key], |tx| tx.meta(key))?.is_some())
+        Ok(self.engine.read(self.index, &[key], |tx| tx.meta(key))?.is_some())
     }
 }

@@ -1,94 +1,18 @@
-//! SCAN, over keys in byte order.
+//! SCAN, over a database's keys in hash order.
 //!
-//! A cursor names the last key a previous call returned. bitsled keeps the
-//! key itself in a small in-process table under an opaque number, and hands
-//! out the number: the next call continues strictly after that key, so
-//! every key that exists during the whole iteration is returned exactly
-//! once whatever is added or removed meanwhile (byte order does not move
-//! when the keyspace changes, unlike a hash table).
-//!
-//! The table is bounded (oldest cursors are forgotten first) and does not
-//! survive a restart. A cursor it does not know, such as a forgotten one or
-//! one made up by the client, starts the iteration over: keys may then be
-//! returned twice, which SCAN allows, but none is skipped.
-
-use std::collections::hash_map::RandomState;
-use std::collections::{HashMap, VecDeque};
-use std::hash::BuildHasher;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-
-use parking_lot::Mutex;
+//! The cursor is the library's: a position in the keys' hash order, below
+//! 2^33 (so JavaScript clients that read it as a number keep it exact). It
+//! stays valid across writes and restarts; every key present for the whole
+//! iteration is returned at least once, and every call moves forward, so
+//! an iteration always ends.
 
 use super::args::{parse_i64, ERR_INT, ERR_SYNTAX};
 use super::{CmdResult, Fail, Reply};
 use bitsled::glob::glob_match;
 use bitsled::Db;
 
-/// At most this many cursors are remembered.
-const MAX_CURSORS: usize = 65_536;
-/// At most this many bytes of key names are remembered (a single longer
-/// key is still kept, alone).
-const MAX_CURSOR_BYTES: usize = 64 << 20;
 /// Keys visited per call without COUNT (Redis's default).
 const DEFAULT_COUNT: usize = 10;
-
-/// Where a cursor continues: after key `after` of the database at `db`.
-struct Position {
-    db: PathBuf,
-    after: Vec<u8>,
-}
-
-/// The cursor table: positions by number, and the numbers oldest first.
-struct Cursors {
-    positions: HashMap<u64, Position>,
-    order: VecDeque<u64>,
-    bytes: usize,
-    next: u64,
-}
-
-impl Cursors {
-    fn new() -> Cursors {
-        // Start at a random number, so that a cursor from an earlier process
-        // is very unlikely to name a position of this one.
-        let seed = RandomState::new().hash_one(std::process::id());
-        Cursors { positions: HashMap::new(), order: VecDeque::new(), bytes: 0, next: seed }
-    }
-
-    /// The position of cursor `n` in database `db`, if known.
-    fn get(&self, n: u64, db: &Path) -> Option<Vec<u8>> {
-        self.positions.get(&n).filter(|p| p.db == db).map(|p| p.after.clone())
-    }
-
-    /// Remembers a position and returns its cursor: a number in
-    /// `1 .. 2^63` (so clients reading it as a signed integer are fine)
-    /// that names no other remembered position.
-    fn insert(&mut self, db: &Path, after: Vec<u8>) -> u64 {
-        let size = after.len() + db.as_os_str().len();
-        while !self.order.is_empty() && (self.order.len() >= MAX_CURSORS || self.bytes + size > MAX_CURSOR_BYTES) {
-            if let Some(old) = self.order.pop_front() {
-                if let Some(p) = self.positions.remove(&old) {
-                    self.bytes -= p.after.len() + p.db.as_os_str().len();
-                }
-            }
-        }
-        let n = loop {
-            self.next = self.next.wrapping_add(1) & (u64::MAX >> 1);
-            if self.next != 0 && !self.positions.contains_key(&self.next) {
-                break self.next;
-            }
-        };
-        self.positions.insert(n, Position { db: db.to_path_buf(), after });
-        self.order.push_back(n);
-        self.bytes += size;
-        n
-    }
-}
-
-fn cursors() -> &'static Mutex<Cursors> {
-    static CURSORS: OnceLock<Mutex<Cursors>> = OnceLock::new();
-    CURSORS.get_or_init(|| Mutex::new(Cursors::new()))
-}
 
 /// Redis's cursor syntax (`strtoul` in base 10, read up to a NUL byte): no
 /// leading blank, an optional sign (a negative number wraps), digits, and
@@ -145,8 +69,7 @@ pub(crate) fn scan(db: &Db, a: &[Vec<u8>]) -> CmdResult {
         }
         i += 2;
     }
-    let after = if cursor == 0 { None } else { cursors().lock().get(cursor, db.path()) };
-    let (keys, next) = db.scan(after.as_deref(), count)?;
+    let (keys, next) = db.scan(cursor, count)?;
     let mut found = Vec::new();
     for k in keys {
         if pattern.is_some_and(|p| !glob_match(p, &k)) {
@@ -161,10 +84,6 @@ pub(crate) fn scan(db: &Db, a: &[Vec<u8>]) -> CmdResult {
         }
         found.push(Reply::Bulk(Some(k)));
     }
-    let next = match next {
-        Some(after) => cursors().lock().insert(db.path(), after),
-        None => 0,
-    };
     Ok(Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(found)]))
 }
 
@@ -186,28 +105,5 @@ mod tests {
         for bad in [&b"x"[..], b" 0", b"0 ", b"\t1", b"+", b"-", b"18446744073709551616", b"1.0", b"0x1", b"+-1"] {
             assert_eq!(parse_cursor(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
-    }
-
-    /// The table forgets the oldest cursors first and never reuses a
-    /// remembered number; a cursor of another database is unknown.
-    #[test]
-    fn table_is_bounded() {
-        let mut t = Cursors::new();
-        let db = Path::new("/db");
-        let first = t.insert(db, b"k0".to_vec());
-        assert_eq!(t.get(first, db), Some(b"k0".to_vec()));
-        assert_eq!(t.get(first, Path::new("/other")), None);
-        for i in 1..=MAX_CURSORS {
-            let n = t.insert(db, format!("k{i}").into_bytes());
-            assert!(n != 0 && n < 1 << 63);
-        }
-        assert_eq!(t.positions.len(), MAX_CURSORS);
-        assert_eq!(t.order.len(), MAX_CURSORS);
-        assert_eq!(t.get(first, db), None, "oldest forgotten");
-        let huge = vec![b'x'; MAX_CURSOR_BYTES];
-        let n = t.insert(db, huge);
-        assert_eq!(t.positions.len(), 1, "a huge key evicts everything else");
-        assert!(t.get(n, db).is_some());
-        assert!(t.bytes <= MAX_CURSOR_BYTES + 3);
     }
 }
