@@ -23,6 +23,12 @@ pub fn check_hll_value(data: &[u8]) {
     crate::hll::check::check_hll_value(data);
 }
 
+/// Decodes arbitrary bytes as a metadata bucket and as a keyspace
+/// catalog; must never panic, and what decodes must round trip.
+pub fn check_record_decode(data: &[u8]) {
+    crate::engine::check_record_decode(data);
+}
+
 /// Decodes arbitrary bytes as a stored page; must never panic.
 ///
 /// If the bytes decode, the page must satisfy its invariants, agree with

@@ -1,0 +1,10 @@
+//! Decodes arbitrary bytes as a metadata bucket and as a keyspace catalog:
+//! must never panic, and whatever decodes must round trip. See
+//! `bitsled::testing::check_record_decode`.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    bitsled::testing::check_record_decode(data);
+});
