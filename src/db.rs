@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::config::Config;
-use crate::engine::{DbCounts, Engine, KeyStats, VerifyReport, WatchSet};
+use crate::engine::{DbCounts, Engine, KeyStats, MemoryStats, VerifyReport, WatchSet};
 use crate::error::{Error, Result};
 
 /// A handle to one database of an open store. Cheap to clone; all clones
@@ -107,6 +107,13 @@ impl Db {
     #[must_use]
     pub fn databases(&self) -> u32 {
         self.engine.databases()
+    }
+
+    /// The longest value this handle builds in memory
+    /// ([`crate::Config::max_value_bytes`]).
+    #[must_use]
+    pub fn max_value_bytes(&self) -> u64 {
+        self.engine.config().max_value_bytes
     }
 
     /// Writes every change made so far to the store and makes it durable.
@@ -282,6 +289,27 @@ impl Db {
     /// [`VerifyReport`], not as an error.
     pub fn verify(&self) -> Result<VerifyReport> {
         self.engine.verify()
+    }
+
+    /// The memory the caches hold now, and the configured budget (INFO
+    /// memory). The store's own cache and the process's other memory are
+    /// not included.
+    #[must_use]
+    pub fn memory_stats(&self) -> MemoryStats {
+        self.engine.memory_stats()
+    }
+
+    /// About how many bytes `key` takes in the store (Redis MEMORY USAGE):
+    /// its metadata entry and its encoded pages, before the store's own
+    /// overhead; `None` if it does not exist. Unlike [`Db::key_stats`] it
+    /// writes nothing back.
+    ///
+    /// Cost: reads every page of the key (through the cache).
+    ///
+    /// # Errors
+    /// [`crate::Error::Corrupted`] if a page does not decode.
+    pub fn memory_usage(&self, key: &[u8]) -> Result<Option<u64>> {
+        self.engine.memory_usage(self.index, key)
     }
 
     /// How `key` is stored, or `None` if it does not exist. Writes pending

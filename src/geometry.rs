@@ -17,6 +17,8 @@ pub const WORD_BITS: u32 = 64;
 pub const PAGE_BITS: u64 = PAGE_WORDS as u64 * WORD_BITS as u64;
 /// Bytes of a bitmap covered by one page (4,096).
 pub const PAGE_BYTES: u64 = PAGE_BITS / 8;
+/// [`PAGE_BYTES`] as a `usize`, for buffers.
+pub const PAGE_LEN: usize = PAGE_WORDS * 8;
 
 /// The largest bit offset a bitmap may use: its byte length, `offset / 8 +
 /// 1`, must keep `length * 8` within `u64`.

@@ -47,12 +47,13 @@ pub use config::{
     DEFAULT_MAX_VALUE_BYTES, DEFAULT_STORE_CACHE_BYTES,
 };
 pub use db::{Db, Watch};
-pub use engine::{DbCounts, KeyStats, Problem, VerifyReport};
+pub use engine::{DbCounts, KeyStats, MemoryStats, Problem, VerifyReport};
 pub use error::{Error, Result};
 pub use geometry::MAX_OFFSET;
 pub use ops::CompactReport;
 pub use ops::{
-    BitOp, BitfieldOp, BitfieldType, Bloom, ExpireCondition, Expiry, Hll, Ones, Overflow, SetExpiry, Span, Unit,
+    parse_integer, BitOp, BitfieldOp, BitfieldType, Bloom, Current, ExpireCondition, Expiry, GetExpiry, Hll, Ones,
+    Overflow, SetCondition, SetExpiry, SetOptions, SetOutcome, Span, Unit,
 };
 
 #[doc = include_str!("../README.md")]

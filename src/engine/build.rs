@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::layout;
 use super::record::{Body, Kind, Meta, INLINE_BYTES};
+use super::tx::WriteTx;
 use super::Engine;
 use crate::error::Result;
 use crate::page::Page;
@@ -74,33 +75,88 @@ impl Build<'_> {
     /// # Errors
     /// As [`Engine::write`].
     pub(crate) fn publish_with(self, name: &[u8], f: impl FnOnce(Option<&Meta>) -> Option<Meta>) -> Result<()> {
-        self.publish_if(name, |old| Some(f(old))).map(|_| ())
+        self.publish_if(name, |tx, _| Ok(Some(f(tx.meta(name)?.as_ref())))).map(|_| ())
     }
 
-    /// The one publishing step: under the key's lock and the gate, `f` maps
-    /// the key's current metadata to the new one, or to `None` to give up
+    /// The one publishing step: under the key's lock and the gate, `f`
+    /// (which may read the key, its old value included, through the
+    /// transaction) gives the key's new metadata, or `None` to give up
     /// (then the new value is discarded). Returns whether it published.
     ///
     /// # Errors
-    /// As [`Engine::write`].
+    /// As [`Engine::write`]; whatever `f` returns.
     pub(crate) fn publish_if(
         mut self,
         name: &[u8],
-        f: impl FnOnce(Option<&Meta>) -> Option<Option<Meta>>,
+        f: impl FnOnce(&mut WriteTx<'_>, &[u8]) -> Result<Option<Option<Meta>>>,
     ) -> Result<bool> {
         let engine = self.engine;
         let id = self.id;
         let done = engine.write(self.db, &[name], |tx| {
-            let old = tx.meta(name)?;
-            let Some(meta) = f(old.as_ref()) else { return Ok(false) };
+            let Some(meta) = f(tx, name)? else { return Ok(false) };
             tx.publish(name, id, meta)?;
             Ok(true)
         })?;
         if done {
-            self.published = true;
-            // Order matters: publishing removed the journal marker (under
-            // the gate) before the id leaves `building`.
-            engine.building.lock().remove(&id);
+            self.published();
+        }
+        Ok(done)
+    }
+
+    /// Notes that a transaction published the value.
+    fn published(&mut self) {
+        self.published = true;
+        // Order matters: publishing removed the journal marker (under the
+        // gate) before the id leaves `building`.
+        self.engine.building.lock().remove(&self.id);
+    }
+}
+
+/// A value for [`Engine::publish_all`].
+pub(crate) enum NewValue<'v, 'e> {
+    /// A string of at most [`super::record::INLINE_MAX`] bytes, kept inline.
+    Short(&'v [u8]),
+    /// A value built whole, and its metadata.
+    Built(Build<'e>, Meta),
+}
+
+impl Engine {
+    /// Makes each value the value of its key, all in one write transaction
+    /// (Redis MSET); with `only_if_absent`, none of them unless no key
+    /// exists (MSETNX). A key named twice gets its last value. Returns
+    /// whether it published.
+    ///
+    /// # Errors
+    /// As [`Engine::write`].
+    pub(crate) fn publish_all(
+        self: &Arc<Self>,
+        db: u32,
+        mut items: Vec<(&[u8], NewValue<'_, '_>)>,
+        only_if_absent: bool,
+    ) -> Result<bool> {
+        let names: Vec<&[u8]> = items.iter().map(|(n, _)| *n).collect();
+        let done = self.write(db, &names, |tx| {
+            if only_if_absent {
+                for name in &names {
+                    if tx.meta(name)?.is_some() {
+                        return Ok(false);
+                    }
+                }
+            }
+            for (name, value) in &items {
+                match value {
+                    NewValue::Short(v) => tx.set_short(name, v, 0)?,
+                    NewValue::Built(build, meta) => tx.publish(name, build.id, Some(*meta))?,
+                }
+            }
+            Ok(true)
+        })?;
+        if done {
+            for (_, value) in &mut items {
+                if let NewValue::Built(build, _) = value {
+                    build.published();
+                }
+            }
         }
         Ok(done)
     }

@@ -119,6 +119,10 @@ impl Engine {
         let _g = self.gate.write();
         let (ka, _) = self.keyspaces.of(a).ok_or_else(|| no_such_db(a))?;
         let (kb, _) = self.keyspaces.of(b).ok_or_else(|| no_such_db(b))?;
+        if a == b {
+            // As in Redis: nothing changes, nobody's watch fires.
+            return Ok(());
+        }
         // Redis raises the watches of the keys that exist in either.
         self.touch_present(ka, Some(kb))?;
         self.touch_present(kb, Some(ka))?;

@@ -55,11 +55,12 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
+pub(crate) use build::NewValue;
 pub(crate) use claims::Claim;
 pub use databases::DbCounts;
 pub(crate) use databases::WatchSet;
-pub(crate) use record::{Kind, Meta};
-pub use stats::KeyStats;
+pub(crate) use record::{Kind, Meta, INLINE_MAX};
+pub use stats::{KeyStats, MemoryStats};
 pub(crate) use stream::PageStream;
 pub(crate) use tx::{ReadTx, WriteTx};
 pub use verify::{Problem, VerifyReport};

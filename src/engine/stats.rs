@@ -71,3 +71,54 @@ impl Engine {
         Ok(Some(st))
     }
 }
+
+impl Engine {
+    /// Bytes `key` takes in the store, estimated without a write-back (its
+    /// metadata entry, and the key and encoded size of each page, from the
+    /// cache where it can); `None` if missing. Reads every page of a paged
+    /// value.
+    pub(crate) fn memory_usage(self: &Arc<Self>, db: u32, key: &[u8]) -> Result<Option<u64>> {
+        let found = self.read(db, &[key], |tx| {
+            let Some(meta) = tx.meta(key)? else { return Ok(None) };
+            let stream = match meta.id() {
+                Some(_) => Some(tx.stream(key, &meta, 0, u64::MAX)?),
+                None => None,
+            };
+            Ok(Some((meta, stream)))
+        })?;
+        let Some((meta, stream)) = found else { return Ok(None) };
+        let mut bytes = Entry { name: key.into(), meta }.record_bytes() as u64;
+        if let Some(mut stream) = stream {
+            while let Some((_, page)) = stream.next_page()? {
+                bytes += (layout::PAGE_KEY_LEN + page.encode().len()) as u64;
+            }
+        }
+        Ok(Some(bytes))
+    }
+}
+
+/// Memory the engine's caches hold now; see [`crate::Db::memory_stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Cached pages, clean and dirty.
+    pub page_cache_bytes: u64,
+    /// Of those, pages waiting for a write-back.
+    pub dirty_page_bytes: u64,
+    /// Cached metadata buckets, clean and dirty.
+    pub metadata_cache_bytes: u64,
+    /// The configured budget: cache, dirty and store cache bytes together.
+    pub budget_bytes: u64,
+}
+
+impl Engine {
+    /// See [`crate::Db::memory_stats`].
+    pub(crate) fn memory_stats(&self) -> MemoryStats {
+        let c = &self.config;
+        MemoryStats {
+            page_cache_bytes: self.pages.bytes() as u64,
+            dirty_page_bytes: self.pages.dirty_bytes() as u64,
+            metadata_cache_bytes: self.metas.bytes() as u64,
+            budget_bytes: c.cache_bytes.saturating_add(c.dirty_bytes).saturating_add(c.store_cache_bytes),
+        }
+    }
+}

@@ -28,7 +28,7 @@ use super::record::{Body, Kind, Meta, INLINE_BYTES, INLINE_MAX};
 use super::stream::PageStream;
 use super::Engine;
 use crate::error::{Error, Result};
-use crate::geometry::PAGE_BITS;
+use crate::geometry::{PAGE_BITS, PAGE_LEN};
 use crate::page::Page;
 
 /// The database a transaction works in: by index (what operations name),
@@ -295,6 +295,27 @@ impl<'e> ReadTx<'e> {
         self.engine.value_len(key, meta)
     }
 
+    /// The bytes of the value `meta` describes (the value of `key`) if it
+    /// is at most `max` bytes long (at most a page), else `None`: for the
+    /// commands that read a short value whole (INCR and friends).
+    ///
+    /// # Errors
+    /// [`Error::Corrupted`] if the stored page does not decode.
+    pub(crate) fn short_value(&self, key: &[u8], meta: &Meta, max: usize) -> Result<Option<Vec<u8>>> {
+        let Ok(len) = usize::try_from(meta.len) else { return Ok(None) };
+        if len > max.min(PAGE_LEN) {
+            return Ok(None);
+        }
+        if meta.body == Body::Inline {
+            return Ok(Some(meta.inline_value().to_vec()));
+        }
+        let mut out = vec![0u8; len];
+        if let Some(p) = self.page(key, meta, 0)? {
+            p.write_bytes(&mut out);
+        }
+        Ok(Some(out))
+    }
+
     /// Moves an inline value into pages under a fresh bitmap id: page 0
     /// holds what the inline bytes held.
     fn promote(&self, meta: &mut Meta, page0: Option<Page>) -> Result<()> {
@@ -466,6 +487,25 @@ impl WriteTx<'_> {
             self.record(key, meta)?;
         }
         Ok(old.is_some())
+    }
+
+    /// Replaces `key` with the string `value` of at most [`INLINE_MAX`]
+    /// bytes, kept inline, expiring at `expire_at_ms` (0: never). The value
+    /// it held is reclaimed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a longer value; as [`ReadTx::meta`].
+    pub(crate) fn set_short(&mut self, key: &[u8], value: &[u8], expire_at_ms: u64) -> Result<()> {
+        if value.len() as u64 > INLINE_MAX {
+            return Err(Error::InvalidArgument("internal: value too long to keep inline".into()));
+        }
+        let mut meta = Meta::empty(Kind::String);
+        meta.inline[..value.len()].copy_from_slice(value);
+        meta.len = value.len() as u64;
+        meta.ones = value.iter().map(|b| u64::from(b.count_ones())).sum();
+        meta.expire_at_ms = expire_at_ms;
+        self.replace(key, Some(meta))?;
+        Ok(())
     }
 
     /// Deletes `key`; returns whether it existed.

@@ -6,9 +6,7 @@
 //! are never touched again do not keep their pages.
 
 use crate::db::Db;
-use crate::engine::Kind;
 use crate::error::Result;
-use crate::page::Page;
 
 /// When [`Db::expire_at`] may change a key's expiry (Redis's NX/XX/GT/LT).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -128,34 +126,6 @@ impl Db {
             None => Expiry::Missing,
             Some(m) if m.expire_at_ms == 0 => Expiry::Never,
             Some(m) => Expiry::At(m.expire_at_ms),
-        })
-    }
-
-    /// Replaces `key` with the string `value` (Redis SET) and sets its
-    /// expiry as `expiry` says. The key switches to the new value and expiry
-    /// atomically.
-    ///
-    /// # Errors
-    /// [`crate::Error::Poisoned`] after an earlier store failure.
-    pub fn set_with_expiry(&self, key: &[u8], value: &[u8], expiry: SetExpiry) -> Result<()> {
-        let build = self.engine.begin_build(self.index)?;
-        let mut ones = 0u64;
-        for (i, chunk) in value.chunks(crate::geometry::PAGE_BYTES as usize).enumerate() {
-            let page = Page::from_bytes(chunk);
-            ones += u64::from(page.count_ones());
-            build.put(i as u64, page)?;
-        }
-        let len = value.len() as u64;
-        let meta = build.meta(Kind::String, len, ones, 0);
-        build.publish_with(key, |old| {
-            let expire_at_ms = match expiry {
-                SetExpiry::Clear => 0,
-                SetExpiry::Keep => old.map_or(0, |m| m.expire_at_ms),
-                SetExpiry::At(at) => at,
-            };
-            let mut meta = meta;
-            meta.expire_at_ms = expire_at_ms;
-            Some(meta)
         })
     }
 }

@@ -10,12 +10,9 @@
 use crate::db::Db;
 use crate::engine::{Kind, Meta, ReadTx, WriteTx};
 use crate::error::{Error, Result};
-use crate::geometry::PAGE_BYTES;
+use crate::geometry::PAGE_LEN;
 use crate::hll::{self, HllError, HEADER_LEN, REGISTERS};
 use crate::page::Page;
-
-/// Bytes of a page, as a `usize` (4,096).
-const PAGE_LEN: usize = PAGE_BYTES as usize;
 
 /// The library error for a sketch problem in `key`.
 fn hll_error(key: &[u8], e: HllError) -> Error {

@@ -102,7 +102,7 @@ impl Db {
         let copy = build.adopt(meta);
         // Without `replace`, `to` is checked again where the copy is
         // published: a key created while the pages were copied stays.
-        build.publish_if(to, |old| (replace || old.is_none()).then_some(Some(copy)))
+        build.publish_if(to, |tx, to| Ok((replace || tx.meta(to)?.is_none()).then_some(Some(copy))))
     }
 
     /// Moves `key` to database `to` of the same store (Redis MOVE):

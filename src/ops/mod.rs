@@ -11,6 +11,7 @@ pub(crate) mod hll;
 pub(crate) mod iter;
 pub(crate) mod keys;
 pub(crate) mod range;
+pub(crate) mod set;
 pub(crate) mod strings;
 pub(crate) mod value;
 
@@ -22,6 +23,7 @@ pub use expiry::{ExpireCondition, Expiry, SetExpiry};
 pub use hll::Hll;
 pub use iter::Ones;
 pub use range::{Span, Unit};
+pub use set::{parse_integer, Current, GetExpiry, SetCondition, SetOptions, SetOutcome};
 
 use crate::db::Db;
 use crate::engine::{Meta, PageStream};

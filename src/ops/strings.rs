@@ -3,12 +3,9 @@
 use crate::db::Db;
 use crate::engine::{Kind, Meta};
 use crate::error::{Error, Result};
-use crate::geometry::{PAGE_BITS, PAGE_BYTES};
+use crate::geometry::{PAGE_BITS, PAGE_BYTES, PAGE_LEN};
 use crate::ops::range::clamp_nonreversed;
 use crate::page::Page;
-
-/// Bytes of a page, as a `usize` (4,096).
-const PAGE_LEN: usize = PAGE_BYTES as usize;
 
 impl Db {
     /// The bytes `start ..= end` of string `key` (Redis GETRANGE): negative

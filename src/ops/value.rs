@@ -3,7 +3,7 @@
 use crate::db::Db;
 use crate::engine::Meta;
 use crate::error::Result;
-use crate::geometry::{PAGE_BITS, PAGE_BYTES};
+use crate::geometry::PAGE_BITS;
 
 impl Db {
     /// The bytes of string `key` (Redis GET), or `None` if it is missing.
@@ -22,17 +22,7 @@ impl Db {
         let pages = |m: &Meta| (m.len > 0 && m.len <= max).then(|| (0, (m.len * 8 - 1) / PAGE_BITS));
         let (meta, stream) = self.string_and_stream(key, pages)?;
         let Some(meta) = meta else { return Ok(None) };
-        let len = self.engine.value_len(key, &meta)?;
-        let mut out = vec![0u8; len];
-        let Some(mut stream) = stream else { return Ok(Some(out)) };
-        let page_bytes = PAGE_BYTES as usize;
-        while let Some((page, p)) = stream.next_page()? {
-            // page <= last_page, so page * PAGE_BYTES < len fits in usize.
-            let start = page as usize * page_bytes;
-            let end = (start + page_bytes).min(len);
-            p.write_bytes(&mut out[start..end]);
-        }
-        Ok(Some(out))
+        Ok(Some(self.collect(key, &meta, stream)?))
     }
 
     /// Replaces `key` with the string `value` (Redis SET without options).

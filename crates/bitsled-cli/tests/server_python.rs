@@ -73,3 +73,35 @@ fn python_client_runs_every_seed_scenario() {
     ];
     assert_eq!(on_bitsled.lines().collect::<Vec<_>>(), expected, "every scenario passes on bitsled");
 }
+
+const APP_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/app_client.py");
+
+/// An application's use of redis-py beyond bitmaps
+/// (`tests/python/app_client.py`): optimistic transactions with WATCH
+/// (`transaction()` retries after a conflicting write), SCAN over 10^4 keys
+/// while another client writes (every key returned, cursors below 2^53),
+/// databases (db=3, FLUSHDB, MOVE, SWAPDB, COPY DB), the counter and string
+/// commands, and INFO/OBJECT/MEMORY/DUMP/RESTORE. The script runs against
+/// a real Redis first, then against `bitsled serve`.
+#[test]
+fn python_client_runs_application_scenarios() {
+    let Some(python) = python_with_redis() else { return };
+    let Some(redis) = redis_server::start() else { return };
+    let run = |port: u16| {
+        let out = Command::new(python).arg(APP_SCRIPT).arg("127.0.0.1").arg(port.to_string()).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "port {port}:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        stdout
+    };
+    let expected = [
+        "ok optimistic transactions",
+        "ok scan while writing",
+        "ok databases",
+        "ok counters and strings",
+        "ok introspection",
+    ];
+    assert_eq!(run(redis.port).lines().collect::<Vec<_>>(), expected, "the expectations hold on Redis");
+    let dir = tempfile::tempdir().unwrap();
+    let served = server::Served::start(dir.path(), &[]);
+    assert_eq!(run(served.port).lines().collect::<Vec<_>>(), expected, "and on bitsled");
+}

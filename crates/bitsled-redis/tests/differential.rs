@@ -16,6 +16,17 @@
 //! few commands later. Redis 7 lacks BITOP DIFF/DIFF1/ANDOR/ONE, so those
 //! are not generated.
 //!
+//! Two clients take part, each with its own connection (a session on
+//! bitsled's side): SELECT switches databases, WATCH / MULTI / EXEC /
+//! DISCARD / UNWATCH interleave with the other client's writes, and MOVE,
+//! SWAPDB, COPY ... DB, FLUSHDB and FLUSHALL work across four databases.
+//! The string commands next to bitmaps (INCR, DECR, INCRBY, DECRBY,
+//! INCRBYFLOAT, MSET, MSETNX, SETNX, SETEX, PSETEX, GETSET, GETEX, TOUCH)
+//! are generated too, with expiries far in the future or in the past so
+//! that timing cannot make the two sides differ. DUMP payloads are moved
+//! both ways: a value DUMPed by Redis (LZF-compressed when long) is
+//! RESTOREd into both, and so is one DUMPed by bitsled.
+//!
 //! On a difference the test prints the seed and the shortest failing
 //! sequence it can find (the prefix up to the first difference, then
 //! single steps removed while it still fails, each candidate replayed
@@ -34,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use bitsled::testing::PAGE_BITS;
 use bitsled::{Config, Db};
-use bitsled_redis::command::execute;
+use bitsled_redis::command::{execute, Session};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -50,50 +61,73 @@ const HUGE: &[u8] = b"huge";
 /// Bit positions inside a page where encodings and word arithmetic change.
 const EDGES: [u64; 14] = [0, 1, 6, 7, 8, 9, 63, 64, 65, 127, 128, 4095 * 8, PAGE_BITS - 64, PAGE_BITS - 1];
 
+/// Clients per side.
+const CLIENTS: usize = 2;
+
+/// Databases the sequences use.
+const DATABASES: u32 = 4;
+
+/// An expiry far in the future (2100-01-01), in Unix seconds.
+const FAR_SECONDS: u64 = 4_102_444_800;
+
 /// One step of a sequence.
 #[derive(Clone, Debug)]
 enum Step {
-    /// A command, sent to both.
-    Cmd(Vec<Vec<u8>>),
-    /// Close and reopen the bitsled database (Redis keeps running).
+    /// A command from one client, sent to both sides.
+    Cmd(usize, Vec<Vec<u8>>),
+    /// Close and reopen the bitsled database (Redis keeps running); both
+    /// sides' clients RESET (SELECT 0, no transaction, nothing watched).
     Reopen,
+    /// DUMP `key` of database 0 on one side (`from_redis`), then RESTORE
+    /// the payload as `dest` on both, with REPLACE if `replace`.
+    Transfer { from_redis: bool, key: Vec<u8>, dest: Vec<u8>, replace: bool },
 }
 
-/// A connection to the test's own `redis-server`, speaking RESP2.
+/// Connections to the test's own `redis-server`, speaking RESP2: one per
+/// client, and one more for the harness's own DUMP and RESTORE.
 struct Redis {
     _server: redis_server::Server,
-    conn: BufReader<TcpStream>,
+    conns: Vec<BufReader<TcpStream>>,
 }
+
+/// The harness's own connection.
+const CONTROL: usize = CLIENTS;
 
 impl Redis {
     /// Starts `redis-server` on a free loopback port, or returns `None`
     /// (after a notice) when it is not installed and not required.
     fn start() -> Option<Redis> {
         let server = redis_server::start()?;
-        let stream = TcpStream::connect((Ipv4Addr::LOCALHOST, server.port)).expect("connect to redis-server");
-        stream.set_nodelay(true).expect("nodelay");
-        let mut redis = Redis { _server: server, conn: BufReader::new(stream) };
-        assert_eq!(redis.call(&[b"PING".to_vec()]), b"+PONG\r\n");
+        let conns = (0..=CLIENTS)
+            .map(|_| {
+                let stream = TcpStream::connect((Ipv4Addr::LOCALHOST, server.port)).expect("connect to redis-server");
+                stream.set_nodelay(true).expect("nodelay");
+                BufReader::new(stream)
+            })
+            .collect();
+        let mut redis = Redis { _server: server, conns };
+        assert_eq!(redis.call(0, &[b"PING".to_vec()]), b"+PONG\r\n");
         Some(redis)
     }
 
-    /// Sends one command and returns its reply's exact RESP bytes.
-    fn call(&mut self, args: &[Vec<u8>]) -> Vec<u8> {
+    /// Sends one command from client `c` and returns its reply's exact RESP
+    /// bytes.
+    fn call(&mut self, c: usize, args: &[Vec<u8>]) -> Vec<u8> {
         let mut out = format!("*{}\r\n", args.len()).into_bytes();
         for a in args {
             out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
             out.extend_from_slice(a);
             out.extend_from_slice(b"\r\n");
         }
-        self.conn.get_mut().write_all(&out).expect("write to redis");
+        self.conns[c].get_mut().write_all(&out).expect("write to redis");
         let mut reply = Vec::new();
-        self.read_reply(&mut reply);
+        self.read_reply(c, &mut reply);
         reply
     }
 
-    fn read_reply(&mut self, out: &mut Vec<u8>) {
+    fn read_reply(&mut self, c: usize, out: &mut Vec<u8>) {
         let start = out.len();
-        self.conn.read_until(b'\n', out).expect("read from redis");
+        self.conns[c].read_until(b'\n', out).expect("read from redis");
         let line = &out[start..];
         assert!(line.ends_with(b"\r\n"), "redis closed the connection or sent {line:?}");
         let kind = line[0];
@@ -105,26 +139,40 @@ impl Redis {
                 if let Ok(n) = usize::try_from(number()) {
                     let at = out.len();
                     out.resize(at + n + 2, 0);
-                    self.conn.read_exact(&mut out[at..]).expect("read bulk");
+                    self.conns[c].read_exact(&mut out[at..]).expect("read bulk");
                 }
             }
             b'*' => {
                 for _ in 0..number().max(0) {
-                    self.read_reply(out);
+                    self.read_reply(c, out);
                 }
             }
             _ => {}
         }
     }
 
+    /// Every client RESET, every database empty.
     fn flushall(&mut self) {
-        assert_eq!(self.call(&[b"FLUSHALL".to_vec()]), b"+OK\r\n");
+        self.reset_clients();
+        assert_eq!(self.call(CONTROL, &[b"FLUSHALL".to_vec()]), b"+OK\r\n");
+    }
+
+    fn reset_clients(&mut self) {
+        for c in 0..=CLIENTS {
+            assert_eq!(self.call(c, &[b"RESET".to_vec()]), b"+RESET\r\n");
+        }
     }
 }
 
 fn open(dir: &std::path::Path) -> Db {
     // Tiny budgets: evictions and write-backs happen within a sequence.
-    Config::new(dir).cache_bytes(48 << 10).dirty_bytes(16 << 10).flush_interval(None).open().expect("open bitsled")
+    Config::new(dir)
+        .cache_bytes(48 << 10)
+        .dirty_bytes(16 << 10)
+        .flush_interval(None)
+        .databases(16)
+        .open()
+        .expect("open bitsled")
 }
 
 /// A difference: the step and both replies.
@@ -134,21 +182,51 @@ struct Difference {
     bitsled: Vec<u8>,
 }
 
+/// The bulk string of a RESP reply, if it is one.
+fn bulk_of(reply: &[u8]) -> Option<Vec<u8>> {
+    let rest = reply.strip_prefix(b"$")?;
+    let nl = rest.iter().position(|&b| b == b'\n')?;
+    let n: usize = std::str::from_utf8(&rest[..nl - 1]).ok()?.parse().ok()?;
+    Some(rest[nl + 1..nl + 1 + n].to_vec())
+}
+
 /// Replays `steps` against a FLUSHALL'ed Redis and a fresh database;
 /// returns the first step whose replies differ.
 fn first_difference(redis: &mut Redis, steps: &[Step]) -> Option<Difference> {
     redis.flushall();
     let dir = tempfile::tempdir().expect("tempdir");
     let mut db = open(dir.path());
+    let mut sessions: Vec<Session> = (0..CLIENTS).map(|_| Session::new(db.clone())).collect();
     for (i, step) in steps.iter().enumerate() {
         match step {
             Step::Reopen => {
+                sessions.clear();
                 drop(db);
                 db = open(dir.path());
+                sessions = (0..CLIENTS).map(|_| Session::new(db.clone())).collect();
+                redis.reset_clients();
             }
-            Step::Cmd(args) => {
-                let want = redis.call(args);
-                let got = execute(&db, args).to_resp();
+            Step::Cmd(c, args) => {
+                let want = redis.call(*c, args);
+                let got = sessions[*c].execute(args).to_resp();
+                if want != got {
+                    return Some(Difference { step: i, redis: want, bitsled: got });
+                }
+            }
+            Step::Transfer { from_redis, key, dest, replace } => {
+                let dump = vec![b"DUMP".to_vec(), key.clone()];
+                let payload = if *from_redis {
+                    bulk_of(&redis.call(CONTROL, &dump))
+                } else {
+                    bulk_of(&execute(&db, &dump).to_resp())
+                };
+                let Some(payload) = payload else { continue };
+                let mut restore = vec![b"RESTORE".to_vec(), dest.clone(), b"0".to_vec(), payload];
+                if *replace {
+                    restore.push(b"REPLACE".to_vec());
+                }
+                let want = redis.call(CONTROL, &restore);
+                let got = execute(&db, &restore).to_resp();
                 if want != got {
                     return Some(Difference { step: i, redis: want, bitsled: got });
                 }
@@ -217,8 +295,15 @@ fn render(steps: &[Step]) -> String {
     let lines: Vec<String> = steps
         .iter()
         .map(|s| match s {
-            Step::Reopen => "# reopen bitsled".to_string(),
-            Step::Cmd(args) => args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" "),
+            Step::Reopen => "# reopen bitsled (clients RESET)".to_string(),
+            Step::Cmd(c, args) => format!("[{c}] {}", args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")),
+            Step::Transfer { from_redis, key, dest, replace } => format!(
+                "# DUMP {} on {}, RESTORE {} 0 <payload>{} on both",
+                quote(key),
+                if *from_redis { "Redis" } else { "bitsled" },
+                quote(dest),
+                if *replace { " REPLACE" } else { "" }
+            ),
         })
         .collect();
     lines.join("\n")
@@ -333,7 +418,23 @@ impl Gen {
     /// bytes set (each forcing a different page encoding).
     fn value(&mut self) -> Vec<u8> {
         match self.rng.gen_range(0..6) {
-            0 => s(self.pick(&["", "a", "foobar", "\u{0}\u{ff}", "12345", "-7"])),
+            0 => s(self.pick(&[
+                "",
+                "a",
+                "foobar",
+                "\u{0}\u{ff}",
+                "12345",
+                "-7",
+                "0",
+                "9223372036854775807",
+                "-9223372036854775808",
+                "3.5",
+                "1e3",
+                "0x10",
+                " 1",
+                "01",
+                "10.5",
+            ])),
             1 => (0..self.rng.gen_range(0..64)).map(|_| self.rng.gen()).collect(),
             2 => vec![self.pick(&[0u8, 0xff, 0x55, 0x80]); self.rng.gen_range(0..9000)],
             3 => (0..self.rng.gen_range(0..5000)).map(|_| self.rng.gen()).collect(),
@@ -555,6 +656,146 @@ impl Gen {
         }
     }
 
+    /// A float argument for INCRBYFLOAT.
+    fn float(&mut self) -> Vec<u8> {
+        match self.rng.gen_range(0..10) {
+            0 => s(self.pick(&["inf", "-inf", "nan", "abc", "", " 1", "1e400", "1e-400", "0x1p3", "+2.5", "1.", ".5"])),
+            1..=3 => s(self.rng.gen_range(-1000i64..1000)),
+            4..=6 => s(format!("{}.{}", self.rng.gen_range(-100i64..100), self.rng.gen_range(0..1000))),
+            7 => s(format!("{}e{}", self.rng.gen_range(1..10), self.rng.gen_range(-20i32..20))),
+            _ => s(self.pick(&["0.1", "-0.1", "1.1", "0.3", "3.0e-5", "1e17", "1.7976931348623157e308"])),
+        }
+    }
+
+    /// An integer argument for INCRBY and DECRBY.
+    fn increment(&mut self) -> Vec<u8> {
+        match self.rng.gen_range(0..10) {
+            0 => self.not_an_integer(),
+            1 => s(self.pick(&[i64::MIN, i64::MAX, -1, i64::MIN + 1])),
+            _ => s(self.rng.gen_range(-1000i64..1000)),
+        }
+    }
+
+    /// An expiry option: far in the future (absolute, so both sides agree),
+    /// in the past (GETEX only: it deletes the key at once, where SET keeps
+    /// an expired key that only a timer-driven sweep removes, at different
+    /// moments on both sides), or malformed.
+    fn expiry_option(&mut self, getex: bool) -> Vec<Vec<u8>> {
+        let far = FAR_SECONDS + self.rng.gen_range(0..1000);
+        match self.rng.gen_range(0..10) {
+            0..=3 => vec![s("EXAT"), s(far)],
+            4 | 5 => vec![s("PXAT"), s(far * 1000 + self.rng.gen_range(0..1000))],
+            6 if getex => vec![s(self.pick(&["EXAT", "PXAT"])), s(self.pick(&["1", "100"]))],
+            7 => vec![s(self.pick(&["EX", "PX", "EXAT"])), s(self.pick(&["0", "-1", "x", "9223372036854775807"]))],
+            8 if getex => vec![s("PERSIST")],
+            8 => vec![s("KEEPTTL")],
+            _ => vec![s(self.pick(&["EX", "PX", "BAD", "PERSIST", "KEEPTTL", "NX"]))],
+        }
+    }
+
+    /// The string commands applications use next to bitmaps.
+    fn string_command(&mut self) -> Vec<Vec<u8>> {
+        let c = |x: &str| s(x);
+        match self.rng.gen_range(0..20) {
+            0 | 1 => vec![c(self.pick(&["INCR", "DECR"])), self.key()],
+            2 | 3 => vec![c(self.pick(&["INCRBY", "DECRBY"])), self.key(), self.increment()],
+            4..=6 => vec![c("INCRBYFLOAT"), self.key(), self.float()],
+            7 | 8 => {
+                let name = self.pick(&["MSET", "MSETNX"]);
+                let mut a = vec![c(name)];
+                for _ in 0..self.rng.gen_range(1..=3) {
+                    a.push(self.key());
+                    a.push(self.value());
+                }
+                if self.chance(0.1) {
+                    a.pop();
+                }
+                a
+            }
+            9 => vec![c("SETNX"), self.key(), self.value()],
+            10 => {
+                let t = if self.chance(0.85) { s(self.rng.gen_range(100_000..200_000)) } else { self.not_an_integer() };
+                vec![c(self.pick(&["SETEX", "PSETEX"])), self.key(), t, self.value()]
+            }
+            11 => vec![c("GETSET"), self.key(), self.value()],
+            12 | 13 => {
+                let mut a = vec![c("GETEX"), self.key()];
+                for _ in 0..self.rng.gen_range(0..=2) {
+                    a.extend(self.expiry_option(true));
+                }
+                a
+            }
+            14 | 15 => {
+                let mut a = vec![c("SET"), self.key(), self.value()];
+                if self.chance(0.5) {
+                    a.push(s(self.pick(&["NX", "XX", "GET"])));
+                }
+                a.extend(self.expiry_option(false));
+                a
+            }
+            16 => {
+                let mut a = vec![c("TOUCH")];
+                a.extend(self.keys(1, 3));
+                a
+            }
+            17 => vec![c("PERSIST"), self.key()],
+            18 => {
+                // RESTORE refusals: a busy key, a bad TTL, a damaged payload.
+                let mut a = vec![c("RESTORE"), self.key(), s(self.pick(&["0", "-1", "x"])), c("garbage-payload")];
+                if self.chance(0.3) {
+                    a.push(s(self.pick(&["REPLACE", "ABSTTL", "IDLETIME", "FREQ", "BAD"])));
+                }
+                a
+            }
+            _ => vec![c("EXPIRETIME"), self.key()],
+        }
+    }
+
+    /// A database index: mostly one the sequences use, sometimes not.
+    fn db_index(&mut self) -> Vec<u8> {
+        if self.chance(0.9) {
+            s(self.rng.gen_range(0..DATABASES))
+        } else {
+            s(self.pick(&["16", "-1", "x", "4294967296", "1.5"]))
+        }
+    }
+
+    /// Connection and transaction commands.
+    fn session_command(&mut self) -> Vec<Vec<u8>> {
+        let c = |x: &str| s(x);
+        match self.rng.gen_range(0..10) {
+            0 | 1 => vec![c("SELECT"), self.db_index()],
+            2 | 3 => {
+                let mut a = vec![c("WATCH")];
+                a.extend(self.keys(1, 2));
+                a
+            }
+            4 => vec![c("UNWATCH")],
+            5 | 6 => vec![c("MULTI")],
+            7 | 8 => vec![c("EXEC")],
+            _ => vec![c("DISCARD")],
+        }
+    }
+
+    /// Whole-database and cross-database commands.
+    fn db_command(&mut self) -> Vec<Vec<u8>> {
+        let c = |x: &str| s(x);
+        match self.rng.gen_range(0..12) {
+            0..=3 => vec![c("MOVE"), self.key(), self.db_index()],
+            4 | 5 => vec![c("SWAPDB"), self.db_index(), self.db_index()],
+            6..=8 => {
+                let mut a = vec![c("COPY"), self.key(), self.key(), c("DB"), self.db_index()];
+                if self.chance(0.5) {
+                    a.push(c("REPLACE"));
+                }
+                a
+            }
+            9 => vec![c("FLUSHDB")],
+            10 => vec![c("FLUSHALL")],
+            _ => vec![c("DBSIZE")],
+        }
+    }
+
     /// One bit at 2^32-1 (or just below): Redis allocates 512 MiB. The key
     /// is read in ways that do not copy it, then deleted.
     fn huge_episode(&mut self) -> Vec<Step> {
@@ -578,25 +819,40 @@ impl Gen {
         let keep = self.rng.gen_range(2..=cmds.len());
         cmds.truncate(keep);
         cmds.push(vec![c("DEL"), h]);
-        cmds.into_iter().map(Step::Cmd).collect()
+        cmds.into_iter().map(|a| Step::Cmd(0, a)).collect()
     }
 
-    /// A sequence of `len` random steps, then a GET of every key and DBSIZE.
+    /// A sequence of `len` random steps, then, for each database, a GET of
+    /// every key and DBSIZE.
     fn sequence(&mut self, len: usize) -> Vec<Step> {
         let mut steps = Vec::new();
         while steps.len() < len {
-            if self.chance(0.025) {
+            let client = usize::from(self.chance(0.25));
+            if self.chance(0.02) {
                 steps.push(Step::Reopen);
             } else if self.chance(1.0 / 3000.0) {
                 steps.extend(self.huge_episode());
+            } else if self.chance(0.02) {
+                let (key, dest) = (self.key(), self.key());
+                steps.push(Step::Transfer { from_redis: self.chance(0.5), key, dest, replace: self.chance(0.7) });
             } else {
-                steps.push(Step::Cmd(self.command()));
+                let args = match self.rng.gen_range(0..100) {
+                    0..=59 => self.command(),
+                    60..=81 => self.string_command(),
+                    82..=95 => self.session_command(),
+                    _ => self.db_command(),
+                };
+                steps.push(Step::Cmd(client, args));
             }
         }
-        for k in KEYS {
-            steps.push(Step::Cmd(vec![s("GET"), k.to_vec()]));
+        steps.push(Step::Cmd(0, vec![s("RESET")]));
+        for db in 0..DATABASES {
+            steps.push(Step::Cmd(0, vec![s("SELECT"), s(db)]));
+            for k in KEYS {
+                steps.push(Step::Cmd(0, vec![s("GET"), k.to_vec()]));
+            }
+            steps.push(Step::Cmd(0, vec![s("DBSIZE")]));
         }
-        steps.push(Step::Cmd(vec![s("DBSIZE")]));
         steps
     }
 }
@@ -639,7 +895,7 @@ fn run(sequences: u64, len: usize, budget: Option<Duration>) {
         }
         done += 1;
         for step in &steps {
-            if let Step::Cmd(args) = step {
+            if let Step::Cmd(_, args) = step {
                 commands += 1;
                 huge += usize::from(args[0] == b"SETBIT" && args.get(1).is_some_and(|k| k == HUGE));
             }
@@ -677,19 +933,20 @@ fn harness_reads_every_reply_kind() {
     let Some(mut redis) = Redis::start() else { return };
     let a = |x: &[&[u8]]| x.iter().map(|v| v.to_vec()).collect::<Vec<_>>();
     redis.flushall();
-    assert_eq!(redis.call(&a(&[b"SET", b"k", b"a\r\nb"])), b"+OK\r\n");
-    assert_eq!(redis.call(&a(&[b"GET", b"k"])), b"$4\r\na\r\nb\r\n");
-    assert_eq!(redis.call(&a(&[b"MGET", b"k", b"nope"])), b"*2\r\n$4\r\na\r\nb\r\n$-1\r\n");
-    assert_eq!(redis.call(&a(&[b"STRLEN", b"k"])), b":4\r\n");
-    assert!(redis.call(&a(&[b"GETBIT", b"k", b"x"])).starts_with(b"-ERR "));
+    assert_eq!(redis.call(0, &a(&[b"SET", b"k", b"a\r\nb"])), b"+OK\r\n");
+    assert_eq!(redis.call(0, &a(&[b"GET", b"k"])), b"$4\r\na\r\nb\r\n");
+    assert_eq!(redis.call(1, &a(&[b"MGET", b"k", b"nope"])), b"*2\r\n$4\r\na\r\nb\r\n$-1\r\n");
+    assert_eq!(redis.call(0, &a(&[b"STRLEN", b"k"])), b":4\r\n");
+    assert!(redis.call(0, &a(&[b"GETBIT", b"k", b"x"])).starts_with(b"-ERR "));
+    assert_eq!(bulk_of(b"$4\r\na\r\nb\r\n").unwrap(), b"a\r\nb");
     assert_eq!(quote(b"a b"), "\"a b\"");
     assert_eq!(quote(b"\x00'"), "\"\\x00\\x27\"");
     // A real difference is found and shrunk to the step that shows it.
     let steps = vec![
-        Step::Cmd(a(&[b"SET", b"k", b"x"])),
-        Step::Cmd(a(&[b"SETBIT", b"k2", b"3", b"1"])),
-        Step::Cmd(a(&[b"COPY", b"k", b"k3"])),
-        Step::Cmd(a(&[b"HSET", b"h", b"f", b"v"])),
+        Step::Cmd(0, a(&[b"SET", b"k", b"x"])),
+        Step::Cmd(1, a(&[b"SETBIT", b"k2", b"3", b"1"])),
+        Step::Cmd(0, a(&[b"COPY", b"k", b"k3"])),
+        Step::Cmd(1, a(&[b"HSET", b"h", b"f", b"v"])),
     ];
     let d = first_difference(&mut redis, &steps).expect("bitsled has no hashes");
     assert_eq!(d.step, 3);

@@ -107,12 +107,14 @@ pub(crate) fn config_set(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
 pub(crate) fn config_resetstat(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
     let st = &server(s)?.shared.stats;
     st.commands.lock().clear();
+    st.errors.lock().clear();
     st.commands_processed.store(0, Ordering::Relaxed);
     st.connections_received.store(0, Ordering::Relaxed);
     st.rejected_connections.store(0, Ordering::Relaxed);
     st.net_input_bytes.store(0, Ordering::Relaxed);
     st.net_output_bytes.store(0, Ordering::Relaxed);
     s.stats.clear();
+    s.errors.clear();
     Ok(Reply::ok())
 }
 

@@ -9,35 +9,9 @@ pub(crate) const ERR_OFFSET: &str = "ERR bit offset is not an integer or out of 
 /// Redis's largest string: 512 MiB (`proto-max-bulk-len`).
 pub(crate) const MAX_STRING_BYTES: u64 = 512 << 20;
 
-/// Redis's `string2ll`: an optional `-`, then digits without a leading
-/// zero (except `0` itself), at most 20 characters, no blanks, in range.
+/// Redis's `string2ll` (see [`bitsled::parse_integer`]).
 pub(crate) fn parse_i64(s: &[u8]) -> Option<i64> {
-    if s.is_empty() || s.len() > 20 {
-        return None;
-    }
-    if s == b"0" {
-        return Some(0);
-    }
-    let (negative, digits) = match s.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, s),
-    };
-    match digits.first() {
-        Some(b'1'..=b'9') => {}
-        _ => return None,
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
-    }
-    if negative {
-        0i64.checked_sub_unsigned(v)
-    } else {
-        i64::try_from(v).ok()
-    }
+    bitsled::parse_integer(s)
 }
 
 /// An integer argument, or Redis's "value is not an integer" error.
@@ -60,6 +34,19 @@ pub(crate) fn bit_offset(s: &[u8], width: Option<u32>) -> Result<u64, Fail> {
     let n = u64::try_from(n).map_err(|_| err())?;
     if n >> 3 >= MAX_STRING_BYTES {
         return Err(err());
+    }
+    Ok(n)
+}
+
+/// A database index or other `int` argument (Redis's
+/// `getIntFromObjectOrReply`): an integer, then within 32 bits; `range_err`
+/// replaces the out-of-range text when given.
+pub(crate) fn int32(s: &[u8], range_err: Option<&str>) -> Result<i64, Fail> {
+    let n = int(s)?;
+    if i32::try_from(n).is_err() {
+        return Err(Fail::new(
+            range_err.unwrap_or("ERR value is out of range, value must between -2147483648 and 2147483647"),
+        ));
     }
     Ok(n)
 }

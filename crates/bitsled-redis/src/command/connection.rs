@@ -131,13 +131,14 @@ pub(crate) fn hello(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
     ]))
 }
 
-/// `SELECT index`: only database 0.
-pub(crate) fn select(_s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
-    match std::str::from_utf8(&a[1]).ok().and_then(|t| t.parse::<i64>().ok()) {
-        None => Err(Fail::new(super::args::ERR_INT)),
-        Some(0) => Ok(Reply::ok()),
-        Some(_) => Err(Fail::new("ERR DB index is out of range")),
+/// `SELECT index`.
+pub(crate) fn select(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
+    let index = super::keyspace::db_index(&s.db, &a[1], None)?;
+    s.db = s.db.select(index)?;
+    if let Some(link) = &s.server {
+        link.info.db.store(index, Ordering::Relaxed);
     }
+    Ok(Reply::ok())
 }
 
 /// `QUIT`: OK, then the connection closes.
@@ -146,10 +147,16 @@ pub(crate) fn quit(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::ok())
 }
 
-/// `RESET`: back to a new connection's state (no transaction, RESP2, no
-/// name, authenticated only if no password is set).
+/// `RESET`: back to a new connection's state (no transaction, no watched
+/// keys, database 0, RESP2, no name, authenticated only if no password is
+/// set).
 pub(crate) fn reset(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
     s.multi = None;
+    s.watches.clear();
+    s.db = s.db.select(0)?;
+    if let Some(link) = &s.server {
+        link.info.db.store(0, Ordering::Relaxed);
+    }
     s.set_proto(Proto::Resp2);
     // Removing the name cannot fail.
     let _ = s.set_name(Vec::new());

@@ -144,20 +144,43 @@ pub(crate) fn persist(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Integer(i64::from(db.persist(&a[1])?)))
 }
 
-/// The expiry of a SET: its value checked like Redis (`<= 0` or an
-/// overflow is "invalid expire time in 'set' command"), as Unix ms.
-pub(crate) fn set_expiry_ms(db: &Db, value: &[u8], unit: TimeArg) -> Result<u64, Fail> {
+/// An expiry argument of SET, SETEX, PSETEX or GETEX checked like Redis
+/// (`<= 0` or an overflow is "invalid expire time in '<command>'
+/// command"), as Unix ms.
+pub(crate) fn expiry_ms(db: &Db, value: &[u8], unit: TimeArg, command: &str) -> Result<u64, Fail> {
     let when = int(value)?;
     if when <= 0 {
-        return Err(invalid_time("set"));
+        return Err(invalid_time(command));
     }
-    let at = absolute_ms(db, when, unit, "set")?;
-    u64::try_from(at).map_err(|_| invalid_time("set"))
+    let at = absolute_ms(db, when, unit, command)?;
+    u64::try_from(at).map_err(|_| invalid_time(command))
 }
 
-/// Parses SET's options after `key value`: (nx, xx, get, expiry).
-pub(crate) fn set_options(db: &Db, opts: &[Vec<u8>]) -> Result<(bool, bool, bool, bitsled::SetExpiry), Fail> {
-    let (mut nx, mut xx, mut get, mut keepttl) = (false, false, false, false);
+/// The options of SET (after `key value`) or GETEX (after `key`).
+#[derive(Default)]
+pub(crate) struct StringOptions {
+    pub(crate) nx: bool,
+    pub(crate) xx: bool,
+    pub(crate) get: bool,
+    pub(crate) keepttl: bool,
+    pub(crate) persist: bool,
+    /// EX/PX/EXAT/PXAT and its argument, not yet checked.
+    time: Option<(TimeArg, Vec<u8>)>,
+}
+
+impl StringOptions {
+    /// The EX/PX/EXAT/PXAT time as Unix ms, checked (Redis checks it
+    /// before SET's lookup, but after GETEX's).
+    pub(crate) fn at(&self, db: &Db, command: &str) -> Result<Option<u64>, Fail> {
+        self.time.as_ref().map(|(unit, value)| expiry_ms(db, value, *unit, command)).transpose()
+    }
+}
+
+/// Parses SET's options (`getex`: GETEX's) with Redis's rules: NX, XX,
+/// GET and KEEPTTL only for SET, PERSIST only for GETEX, one time unit
+/// (repeatable, the last wins) and not with KEEPTTL or PERSIST.
+pub(crate) fn string_options(opts: &[Vec<u8>], getex: bool) -> Result<StringOptions, Fail> {
+    let mut o = StringOptions::default();
     let mut timed: Option<(TimeArg, &[u8])> = None;
     let mut i = 0;
     while i < opts.len() {
@@ -174,18 +197,20 @@ pub(crate) fn set_options(db: &Db, opts: &[Vec<u8>]) -> Result<(bool, bool, bool
         } else {
             None
         };
-        if is(opt, "nx") && !xx {
-            nx = true;
-        } else if is(opt, "xx") && !nx {
-            xx = true;
-        } else if is(opt, "get") {
-            get = true;
-        } else if is(opt, "keepttl") && timed.is_none() {
-            keepttl = true;
+        if is(opt, "nx") && !o.xx && !getex {
+            o.nx = true;
+        } else if is(opt, "xx") && !o.nx && !getex {
+            o.xx = true;
+        } else if is(opt, "get") && !getex {
+            o.get = true;
+        } else if is(opt, "keepttl") && timed.is_none() && !getex {
+            o.keepttl = true;
+        } else if is(opt, "persist") && timed.is_none() && getex {
+            o.persist = true;
         } else if let (Some(unit), Some(value)) = (unit, next) {
             // The same unit may repeat (the last wins); two units may not.
             let same = timed.is_none_or(|(u, _)| std::mem::discriminant(&u) == std::mem::discriminant(&unit));
-            if keepttl || !same {
+            if o.keepttl || o.persist || !same {
                 return Err(Fail::new(ERR_SYNTAX));
             }
             timed = Some((unit, value));
@@ -195,10 +220,6 @@ pub(crate) fn set_options(db: &Db, opts: &[Vec<u8>]) -> Result<(bool, bool, bool
         }
         i += 1;
     }
-    let expiry = match timed {
-        Some((unit, value)) => bitsled::SetExpiry::At(set_expiry_ms(db, value, unit)?),
-        None if keepttl => bitsled::SetExpiry::Keep,
-        None => bitsled::SetExpiry::Clear,
-    };
-    Ok((nx, xx, get, expiry))
+    o.time = timed.map(|(unit, value)| (unit, value.to_vec()));
+    Ok(o)
 }

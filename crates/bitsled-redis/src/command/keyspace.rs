@@ -1,7 +1,7 @@
-//! DEL, EXISTS, TYPE, KEYS, DBSIZE, PING, ECHO, RENAME, RENAMENX, COPY,
-//! FLUSHALL, FLUSHDB.
+//! DEL, EXISTS, TOUCH, TYPE, KEYS, RANDOMKEY, DBSIZE, PING, ECHO, TIME,
+//! RENAME, RENAMENX, COPY, MOVE, SWAPDB, FLUSHALL, FLUSHDB.
 
-use super::args::{int, is, ERR_SYNTAX};
+use super::args::{int32, is, ERR_SYNTAX};
 use super::{wrong_arity, CmdResult, Fail, Reply};
 use bitsled::Db;
 
@@ -32,7 +32,7 @@ pub(crate) fn type_of(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Status(db.key_type(&a[1])?.into()))
 }
 
-/// `KEYS pattern`, in byte order (Redis's order is its hash table's).
+/// `KEYS pattern`, in key hash order (Redis's order is its hash table's).
 pub(crate) fn keys(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Array(db.keys(&a[1])?.into_iter().map(|k| Reply::Bulk(Some(k))).collect()))
 }
@@ -77,36 +77,94 @@ pub(crate) fn renamenx(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     rename(db, a, true)
 }
 
-/// `COPY source destination [DB 0] [REPLACE]` (one database: index 0).
+/// A database index argument (SELECT, MOVE, COPY DB, SWAPDB): an
+/// integer within 32 bits (`range_err` replaces that error's text), then an
+/// existing database ("DB index is out of range").
+pub(crate) fn db_index(db: &Db, arg: &[u8], range_err: Option<&str>) -> Result<u32, Fail> {
+    let n = int32(arg, range_err)?;
+    u32::try_from(n).ok().filter(|&n| n < db.databases()).ok_or_else(|| Fail::new("ERR DB index is out of range"))
+}
+
+/// `COPY source destination [DB destination-db] [REPLACE]`.
 pub(crate) fn copy(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     let mut replace = false;
+    let mut dest = db.index();
     let mut j = 3;
     while j < a.len() {
         if is(&a[j], "replace") {
             replace = true;
         } else if is(&a[j], "db") && j + 1 < a.len() {
             j += 1;
-            if int(&a[j])? != 0 {
-                return Err(Fail::new("ERR DB index is out of range"));
-            }
+            dest = db_index(db, &a[j], None)?;
         } else {
             return Err(Fail::new(ERR_SYNTAX));
         }
         j += 1;
     }
-    if a[1] == a[2] {
+    if dest == db.index() && a[1] == a[2] {
         return Err(Fail::new("ERR source and destination objects are the same"));
     }
-    Ok(Reply::Integer(i64::from(db.copy(&a[1], &a[2], replace)?)))
+    Ok(Reply::Integer(i64::from(db.copy_to(&a[1], &db.select(dest)?, &a[2], replace)?)))
 }
 
-/// `FLUSHALL [ASYNC|SYNC]` and `FLUSHDB [ASYNC|SYNC]`.
-pub(crate) fn flushall(db: &Db, a: &[Vec<u8>]) -> CmdResult {
-    match a.get(1) {
-        _ if a.len() > 2 => return Err(Fail::new(ERR_SYNTAX)),
-        Some(opt) if !is(opt, "sync") && !is(opt, "async") => return Err(Fail::new(ERR_SYNTAX)),
-        _ => {}
+/// `MOVE key db`: 1 if moved; 0 if missing here or present there.
+pub(crate) fn move_key(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    let to = db_index(db, &a[2], None)?;
+    if to == db.index() {
+        return Err(Fail::new("ERR source and destination objects are the same"));
     }
+    Ok(Reply::Integer(i64::from(db.move_key(&a[1], to)?)))
+}
+
+/// `SWAPDB index1 index2`.
+pub(crate) fn swapdb(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    let first = int32(&a[1], None).map_err(|_| Fail::new("ERR invalid first DB index"))?;
+    let second = int32(&a[2], None).map_err(|_| Fail::new("ERR invalid second DB index"))?;
+    let valid = |n: i64| u32::try_from(n).ok().filter(|&n| n < db.databases());
+    let (Some(first), Some(second)) = (valid(first), valid(second)) else {
+        return Err(Fail::new("ERR DB index is out of range"));
+    };
+    db.swap_db(first, second)?;
+    Ok(Reply::ok())
+}
+
+/// The flush mode argument of FLUSHALL and FLUSHDB (both modes are O(1)
+/// here: the old keys are reclaimed in the background either way).
+fn flush_mode(a: &[Vec<u8>]) -> Result<(), Fail> {
+    match a.get(1) {
+        _ if a.len() > 2 => Err(Fail::new(ERR_SYNTAX)),
+        Some(opt) if !is(opt, "sync") && !is(opt, "async") => Err(Fail::new(ERR_SYNTAX)),
+        _ => Ok(()),
+    }
+}
+
+/// `FLUSHALL [ASYNC|SYNC]`: every database.
+pub(crate) fn flushall(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    flush_mode(a)?;
     db.flush_all()?;
     Ok(Reply::ok())
+}
+
+/// `FLUSHDB [ASYNC|SYNC]`: the selected database.
+pub(crate) fn flushdb(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    flush_mode(a)?;
+    db.flush_db()?;
+    Ok(Reply::ok())
+}
+
+/// `TOUCH key...`: how many exist (nothing else: access times are not
+/// tracked).
+pub(crate) fn touch(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    exists(db, a)
+}
+
+/// `RANDOMKEY`: a key of the database, nil if it is empty.
+pub(crate) fn randomkey(db: &Db, _a: &[Vec<u8>]) -> CmdResult {
+    Ok(Reply::Bulk(db.random_key()?))
+}
+
+/// `TIME`: Unix seconds and microseconds.
+pub(crate) fn time(_db: &Db, _a: &[Vec<u8>]) -> CmdResult {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    Ok(Reply::Array(vec![Reply::bulk(now.as_secs().to_string()), Reply::bulk(now.subsec_micros().to_string())]))
 }

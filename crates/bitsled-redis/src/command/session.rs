@@ -61,11 +61,16 @@ pub struct Session {
     pub(crate) proto: Proto,
     pub(crate) name: Option<Vec<u8>>,
     pub(crate) multi: Option<Multi>,
+    /// Keys watched (WATCH) since the last EXEC, DISCARD, UNWATCH or RESET.
+    pub(crate) watches: Vec<bitsled::Watch>,
     /// Whether a write command ran since [`Session::take_wrote`].
     wrote: bool,
     pub(crate) close: Option<Close>,
     /// Counters not yet handed to the server's statistics.
     pub(crate) stats: HashMap<&'static str, CommandStat>,
+    /// Error replies by their code (`ERR`, `WRONGTYPE`, ...) not yet handed
+    /// to the server's statistics (INFO errorstats).
+    pub(crate) errors: HashMap<String, u64>,
     pub(crate) last_cmd: &'static str,
 }
 
@@ -86,9 +91,11 @@ impl Session {
             proto: Proto::Resp2,
             name: None,
             multi: None,
+            watches: Vec::new(),
             wrote: false,
             close: None,
             stats: HashMap::new(),
+            errors: HashMap::new(),
             last_cmd: "NULL",
         }
     }
@@ -144,7 +151,15 @@ impl Session {
         if let Some(m) = &mut self.multi {
             m.dirty = true;
         }
-        Reply::Error(text.into())
+        let text = text.into();
+        self.count_error(&text);
+        Reply::Error(text)
+    }
+
+    /// Counts an error reply under its code, the text's first word.
+    fn count_error(&mut self, text: &[u8]) {
+        let code = text.split(|&b| b == b' ').next().unwrap_or_default();
+        *self.errors.entry(String::from_utf8_lossy(code).into_owned()).or_default() += 1;
     }
 
     /// Runs a resolved command; `in_exec` when EXEC runs it (and already
@@ -160,6 +175,9 @@ impl Session {
             Handler::Conn(f) => f(self, args),
         };
         let reply = reply.unwrap_or_else(|Fail(text)| Reply::Error(super::sanitize(text)));
+        if let Reply::Error(text) = &reply {
+            self.count_error(text);
+        }
         if spec.is_write() {
             self.wrote = true;
         }

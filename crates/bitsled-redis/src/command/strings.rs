@@ -1,25 +1,15 @@
-//! GET, SET, STRLEN, MGET, GETDEL, GETRANGE, SETRANGE, APPEND.
+//! GET, SET, SETNX, SETEX, PSETEX, GETSET, GETEX, MSET, MSETNX, STRLEN,
+//! MGET, GETDEL, GETRANGE, SETRANGE, APPEND, INCR, DECR, INCRBY, DECRBY,
+//! INCRBYFLOAT.
 
 use super::args::{int, MAX_STRING_BYTES};
-use super::{CmdResult, Fail, Reply};
-use bitsled::Db;
-use bitsled::Error;
+use super::expiry::{expiry_ms, string_options, TimeArg};
+use super::{longdouble, wrong_arity, CmdResult, Fail, Reply};
+use bitsled::{Current, Db, Error, GetExpiry, SetCondition, SetExpiry, SetOptions};
 
 /// `GET key`.
 pub(crate) fn get(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Bulk(db.get(&a[1])?))
-}
-
-/// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`.
-pub(crate) fn set(db: &Db, a: &[Vec<u8>]) -> CmdResult {
-    let (nx, xx, get, expiry) = super::expiry::set_options(db, &a[3..])?;
-    let old = if get { db.get(&a[1])? } else { None };
-    let found = if get { old.is_some() } else { db.exists(&a[1])? };
-    if (nx && found) || (xx && !found) {
-        return Ok(if get { Reply::Bulk(old) } else { Reply::Bulk(None) });
-    }
-    db.set_with_expiry(&a[1], &a[2], expiry)?;
-    Ok(if get { Reply::Bulk(old) } else { Reply::ok() })
 }
 
 /// `STRLEN key`.
@@ -76,4 +66,146 @@ pub(crate) fn setrange(db: &Db, a: &[Vec<u8>]) -> CmdResult {
 pub(crate) fn append(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     check_length(db.strlen(&a[1])?, a[2].len())?;
     Ok(Reply::Integer(i64::try_from(db.append(&a[1], &a[2])?).unwrap_or(i64::MAX)))
+}
+
+/// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`: the
+/// check, the write and the old value (GET) are one atomic step.
+pub(crate) fn set(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    let o = string_options(&a[3..], false)?;
+    let at = o.at(db, "set")?;
+    let condition = if o.nx {
+        SetCondition::IfAbsent
+    } else if o.xx {
+        SetCondition::IfPresent
+    } else {
+        SetCondition::Always
+    };
+    let expiry = match at {
+        Some(at) => SetExpiry::At(at),
+        None if o.keepttl => SetExpiry::Keep,
+        None => SetExpiry::Clear,
+    };
+    let out = db.set_with(&a[1], &a[2], SetOptions { condition, expiry, get: o.get })?;
+    Ok(match (o.get, out.written) {
+        (true, _) => Reply::Bulk(out.old),
+        (false, true) => Reply::ok(),
+        (false, false) => Reply::Bulk(None),
+    })
+}
+
+/// `SETNX key value`: 1 if it set the key, 0 if the key existed.
+pub(crate) fn setnx(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    let opts = SetOptions { condition: SetCondition::IfAbsent, ..SetOptions::default() };
+    Ok(Reply::Integer(i64::from(db.set_with(&a[1], &a[2], opts)?.written)))
+}
+
+fn setex_generic(db: &Db, a: &[Vec<u8>], unit: TimeArg, command: &str) -> CmdResult {
+    let at = expiry_ms(db, &a[2], unit, command)?;
+    db.set_with_expiry(&a[1], &a[3], SetExpiry::At(at))?;
+    Ok(Reply::ok())
+}
+
+/// `SETEX key seconds value`.
+pub(crate) fn setex(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    setex_generic(db, a, TimeArg::Seconds, "setex")
+}
+
+/// `PSETEX key milliseconds value`.
+pub(crate) fn psetex(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    setex_generic(db, a, TimeArg::Millis, "psetex")
+}
+
+/// `GETSET key value`: SET with GET.
+pub(crate) fn getset(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    let opts = SetOptions { get: true, ..SetOptions::default() };
+    Ok(Reply::Bulk(db.set_with(&a[1], &a[2], opts)?.old))
+}
+
+/// `GETEX key [EX s|PX ms|EXAT s|PXAT ms|PERSIST]`.
+pub(crate) fn getex(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    let o = string_options(&a[2..], true)?;
+    // Redis looks the key up before it checks the time.
+    match db.key_type(&a[1])? {
+        "none" => return Ok(Reply::Bulk(None)),
+        "string" => {}
+        _ => return Err(Error::WrongType.into()),
+    }
+    let expiry = match o.at(db, "getex")? {
+        Some(at) => GetExpiry::At(at),
+        None if o.persist => GetExpiry::Persist,
+        None => GetExpiry::Keep,
+    };
+    Ok(Reply::Bulk(db.get_ex(&a[1], expiry)?))
+}
+
+/// MSET and MSETNX: the pairs after the name, or the arity error for an
+/// odd count.
+/// (key, value) pairs.
+type Pairs<'a> = Vec<(&'a [u8], &'a [u8])>;
+
+fn pairs<'a>(a: &'a [Vec<u8>], command: &str) -> Result<Pairs<'a>, Fail> {
+    if a.len() % 2 == 0 {
+        return Err(Fail::new(wrong_arity(command)));
+    }
+    Ok(a[1..].chunks_exact(2).map(|p| (p[0].as_slice(), p[1].as_slice())).collect())
+}
+
+/// `MSET key value [key value ...]`, atomically.
+pub(crate) fn mset(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    db.set_many(&pairs(a, "mset")?, false)?;
+    Ok(Reply::ok())
+}
+
+/// `MSETNX key value [key value ...]`: all or none, 1 or 0.
+pub(crate) fn msetnx(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    Ok(Reply::Integer(i64::from(db.set_many(&pairs(a, "msetnx")?, true)?)))
+}
+
+fn incr_generic(db: &Db, key: &[u8], delta: i64) -> CmdResult {
+    Ok(Reply::Integer(db.incr_by(key, delta)?))
+}
+
+/// `INCR key`.
+pub(crate) fn incr(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    incr_generic(db, &a[1], 1)
+}
+
+/// `DECR key`.
+pub(crate) fn decr(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    incr_generic(db, &a[1], -1)
+}
+
+/// `INCRBY key increment`.
+pub(crate) fn incrby(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    incr_generic(db, &a[1], int(&a[2])?)
+}
+
+/// `DECRBY key decrement`.
+pub(crate) fn decrby(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    let d = int(&a[2])?;
+    let neg = d.checked_neg().ok_or_else(|| Fail::new("ERR decrement would overflow"))?;
+    incr_generic(db, &a[1], neg)
+}
+
+/// `INCRBYFLOAT key increment`, in Redis's `long double` arithmetic.
+pub(crate) fn incrbyfloat(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    const NOT_A_FLOAT: &str = "value is not a valid float";
+    let invalid = || Error::InvalidArgument(NOT_A_FLOAT.into());
+    let incr = &a[2];
+    let value = db.update_string(&a[1], 4096, |current| {
+        let value = match current {
+            Current::Missing => longdouble::parse(b"0"),
+            Current::Value(v) => longdouble::parse(v),
+            Current::TooLong => None,
+        };
+        let (Some(value), Some(incr)) = (value, longdouble::parse(incr)) else { return Err(invalid()) };
+        let sum = match (value, incr) {
+            (Ok(v), Ok(i)) => v.add(&i),
+            _ => None,
+        };
+        let sum = sum.ok_or_else(|| Error::InvalidArgument("increment would produce NaN or Infinity".into()))?;
+        let text = sum.to_human().into_bytes();
+        Ok((text.clone(), text))
+    })?;
+    Ok(Reply::Bulk(Some(value)))
 }

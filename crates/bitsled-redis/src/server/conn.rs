@@ -67,6 +67,7 @@ pub(crate) fn serve(shared: &Arc<Shared>, stream: TcpStream, id: u64) {
         last_cmd: parking_lot::Mutex::new("NULL"),
         last_active: parking_lot::Mutex::new(Instant::now()),
         resp: std::sync::atomic::AtomicUsize::new(2),
+        db: std::sync::atomic::AtomicU32::new(0),
         stream: clone,
     });
     shared.clients.lock().insert(id, Arc::clone(&info));
@@ -192,6 +193,12 @@ impl Conn<'_> {
             return;
         }
         let s = &self.shared.stats;
+        if !self.session.errors.is_empty() {
+            let mut errors = s.errors.lock();
+            for (code, n) in self.session.errors.drain() {
+                *errors.entry(code).or_default() += n;
+            }
+        }
         let mut all = s.commands.lock();
         for (name, st) in self.session.stats.drain() {
             s.commands_processed.fetch_add(st.calls, Ordering::Relaxed);

@@ -28,7 +28,7 @@ pub mod resp;
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -206,6 +206,8 @@ pub(crate) struct Stats {
     pub(crate) flush_failures: AtomicU64,
     /// Per command (its table name): calls, microseconds, failed calls.
     pub(crate) commands: Mutex<HashMap<&'static str, CommandStat>>,
+    /// Error replies by code (INFO errorstats).
+    pub(crate) errors: Mutex<HashMap<String, u64>>,
 }
 
 /// What CLIENT LIST shows about a connection, shared with other threads.
@@ -218,6 +220,8 @@ pub(crate) struct ClientInfo {
     pub(crate) last_cmd: Mutex<&'static str>,
     pub(crate) last_active: Mutex<Instant>,
     pub(crate) resp: AtomicUsize,
+    /// The selected database (SELECT).
+    pub(crate) db: AtomicU32,
     /// A clone of the connection's socket, to shut it down from outside.
     pub(crate) stream: TcpStream,
 }
