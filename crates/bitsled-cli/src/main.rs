@@ -1,7 +1,8 @@
 //! `bitsled`: run Redis bitmap commands against an on-disk bitsled database.
 //!
 //! ```text
-//! bitsled [--db DIR] CMD ARGS...     run one command, print the reply as redis-cli --no-raw
+//! bitsled [--db DIR] [-n N] CMD ARGS... run one command (in database N), print the reply as
+//!                                    redis-cli --no-raw
 //! bitsled [--db DIR] < script        run redis-cli-syntax lines from stdin
 //! bitsled [--db DIR]                 on a terminal: an interactive prompt
 //! bitsled [--db DIR] verify          check every record (exit code 1 on problems)
@@ -9,6 +10,8 @@
 //! bitsled [--db DIR] demo [--users N] [--days D] [--density P]
 //! bitsled [--db DIR] import FILE|-   load `key,offset[,bit]` CSV lines
 //! bitsled [--db DIR] compact         rewrite the database without its garbage
+//! bitsled [--db DIR] migrate [--from redis://HOST:PORT] [--resume] ...
+//!                                    copy a running Redis's string keys in
 //! bitsled [--db DIR] serve [--port 6380] [--requirepass PW] [--fsync always|everysec|no] ...
 //!                                    serve the Redis protocol (RESP2/RESP3) over TCP
 //! ```
@@ -16,6 +19,7 @@
 mod compact;
 mod demo;
 mod import;
+mod migrate;
 mod repl;
 mod script;
 mod serve;
@@ -43,6 +47,9 @@ struct Cli {
     /// Database directory (created if missing).
     #[arg(long, global = true, default_value = "./bitsled-data")]
     db: PathBuf,
+    /// Database number commands run in (as redis-cli's -n).
+    #[arg(short = 'n', global = true, default_value_t = 0)]
+    select: u32,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -80,6 +87,11 @@ enum Command {
     /// it in place of DIR (the old one goes through DIR.compact-old and is
     /// removed). Refuses if DIR.compact-tmp or DIR.compact-old exists.
     Compact,
+    /// Copy the string keys (bitmaps, HyperLogLogs, counters) of a running
+    /// Redis, with their TTLs, into this database (source database N into
+    /// database N), then compare every key's BITCOUNT and length with the
+    /// source. Resumable: progress is kept in DIR/migrate.state.
+    Migrate(migrate::MigrateArgs),
     /// Serve the database over the Redis protocol (RESP2, RESP3 after
     /// `HELLO 3`). SIGTERM/SIGINT or the SHUTDOWN command stop it: it stops
     /// accepting, finishes the requests it has received, flushes and exits
@@ -94,7 +106,7 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     let code = match cli.command {
         Some(Command::Redis(args)) => {
-            let db = open(&cli.db)?;
+            let db = open(&cli.db)?.select(cli.select)?;
             let args: Vec<Vec<u8>> = args.into_iter().map(OsString::into_encoded_bytes).collect();
             let reply = execute(&db, &args);
             std::io::Write::write_all(&mut std::io::stdout().lock(), &format_reply(&reply))?;
@@ -102,7 +114,7 @@ fn main() -> Result<()> {
             i32::from(matches!(reply, Reply::Error(_)))
         }
         None => {
-            let db = open(&cli.db)?;
+            let db = open(&cli.db)?.select(cli.select)?;
             if std::io::stdin().is_terminal() {
                 repl::repl(&db)?;
             } else {
@@ -113,7 +125,7 @@ fn main() -> Result<()> {
         }
         Some(Command::Verify) => verify::verify(&open(&cli.db)?)?,
         Some(Command::Stats { key }) => {
-            stats::stats(&open(&cli.db)?, key.map(OsString::into_encoded_bytes))?;
+            stats::stats(&open(&cli.db)?.select(cli.select)?, key.map(OsString::into_encoded_bytes))?;
             0
         }
         Some(Command::Demo { users, days, density }) => {
@@ -128,6 +140,7 @@ fn main() -> Result<()> {
             compact::compact(&cli.db)?;
             0
         }
+        Some(Command::Migrate(args)) => migrate::migrate(&open(&cli.db)?, &cli.db, &args)?,
         Some(Command::Serve(args)) => {
             serve::serve(&cli.db, args)?;
             0
