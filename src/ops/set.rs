@@ -262,6 +262,27 @@ impl Db {
         }
     }
 
+    /// The value of string `key`, deleting the key in the same atomic step
+    /// (Redis GETDEL); `None` if missing.
+    ///
+    /// # Errors
+    /// [`Error::WrongType`]; [`Error::TooLarge`] as [`Db::get`] (then the
+    /// key stays); [`Error::Poisoned`].
+    pub fn get_del(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let found = self.engine.write(self.index, &[key], |tx| {
+            let Some(meta) = tx.string(key)? else { return Ok(None) };
+            tx.value_len(key, &meta)?;
+            // The stream keeps the value readable after the delete.
+            let stream = last_page(meta.len).map(|last| tx.stream(key, &meta, 0, last)).transpose()?;
+            tx.delete(key)?;
+            Ok(Some((meta, stream)))
+        })?;
+        match found {
+            Some((meta, stream)) => Ok(Some(self.collect(key, &meta, stream)?)),
+            None => Ok(None),
+        }
+    }
+
     /// Reads string `key` and replaces it with what `f` computes from it,
     /// keeping its expiry, as one atomic step (the building block of INCR,
     /// INCRBYFLOAT and the like). `f` sees the value if it is at most

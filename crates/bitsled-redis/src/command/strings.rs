@@ -30,13 +30,9 @@ pub(crate) fn mget(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Array(out))
 }
 
-/// `GETDEL key`.
+/// `GETDEL key`, atomically.
 pub(crate) fn getdel(db: &Db, a: &[Vec<u8>]) -> CmdResult {
-    let v = db.get(&a[1])?;
-    if v.is_some() {
-        db.delete(&a[1])?;
-    }
-    Ok(Reply::Bulk(v))
+    Ok(Reply::Bulk(db.get_del(&a[1])?))
 }
 
 /// Redis's check that a string stays within 512 MiB.
