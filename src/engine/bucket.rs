@@ -32,7 +32,7 @@
 //! Varints are unsigned LEB128 (7 bits a byte, least significant first).
 
 use super::layout::key_hash;
-use super::record::{bad_meta, Body, Kind, Meta, INLINE_MAX};
+use super::record::{bad_meta, Body, Kind, Meta, INLINE_BYTES, INLINE_MAX};
 use crate::error::{Error, Result};
 use crate::le::read_u32;
 
@@ -50,29 +50,75 @@ const TAG_KIND: u8 = 0b11;
 const TAG_INLINE: u8 = 0b100;
 const TAG_EXPIRY: u8 = 0b1000;
 
-/// One key in a bucket.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Entry {
-    pub(crate) name: Box<[u8]>,
-    pub(crate) meta: Meta,
+/// An upper bound of the bytes an entry of a `name_len`-byte name with
+/// `meta` takes in a record (prefix compression only saves).
+pub(crate) fn record_bytes(name_len: usize, meta: &Meta) -> usize {
+    name_len + meta.inline_value().len() + 32
 }
 
-impl Entry {
-    /// Bytes the entry takes in a record, at most (prefix compression
-    /// only saves).
-    pub(crate) fn record_bytes(&self) -> usize {
-        self.name.len() + self.meta.inline_value().len() + 32
+/// One entry as a bucket keeps it in memory: where its name and inline
+/// bytes lie in the bucket's arena, and the rest of its metadata.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    name_at: u32,
+    name_len: u32,
+    inline_at: u32,
+    kind: Kind,
+    body: Body,
+    len: u64,
+    ones: u64,
+    expire_at_ms: u64,
+}
+
+impl Slot {
+    fn name_range(&self) -> std::ops::Range<usize> {
+        let at = self.name_at as usize;
+        at..at + self.name_len as usize
+    }
+
+    /// Bytes of the arena its inline value holds.
+    fn inline_room(&self) -> usize {
+        match self.body {
+            Body::Inline => usize::try_from(self.len).unwrap_or(0).min(INLINE_BYTES),
+            Body::Paged(_) => 0,
+        }
     }
 }
 
-/// A decoded bucket: its depth and its entries by name.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// An arena offset or length as stored in a slot: a bucket's record stays
+/// far below 4 GiB (a name is at most what the caller can hold in memory,
+/// and buckets split at a few KiB).
+fn arena_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// A decoded bucket: its depth and its entries.
+///
+/// In memory the entries are in no order: names and inline values live in
+/// one arena, the entries' metadata in one vector and their key hashes in
+/// another, so a lookup scans the hashes (contiguous, in cache) and
+/// compares a name only where the hash matches, a new entry is appended,
+/// and copying a bucket (copy-on-write after a write-back captured it)
+/// copies three buffers. Encoding sorts the entries by name.
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Bucket {
     pub(crate) depth: u8,
-    pub(crate) entries: Vec<Entry>,
-    /// Upper bound of the record's size (see [`Entry::record_bytes`]).
+    slots: Vec<Slot>,
+    hashes: Vec<u32>,
+    arena: Vec<u8>,
+    /// Arena bytes no entry uses any more (compacted past half).
+    garbage: usize,
+    /// Upper bound of the record's size (see [`record_bytes`]).
     pub(crate) bytes: usize,
 }
+
+impl PartialEq for Bucket {
+    fn eq(&self, other: &Bucket) -> bool {
+        self.depth == other.depth && self.sorted() == other.sorted()
+    }
+}
+
+impl Eq for Bucket {}
 
 /// The first hash of the bucket of depth `depth` holding hash `h`.
 pub(crate) fn bucket_start(h: u32, depth: u8) -> u32 {
@@ -91,32 +137,160 @@ pub(crate) fn covers(start: u32, depth: u8, h: u32) -> bool {
 impl Bucket {
     /// An empty bucket of `depth`.
     pub(crate) fn new(depth: u8) -> Bucket {
-        Bucket { depth, entries: Vec::new(), bytes: HEADER + 4 }
+        Bucket { depth, bytes: HEADER + 4, ..Bucket::default() }
     }
 
-    /// The position of `name`, or where it would go.
-    pub(crate) fn find(&self, name: &[u8]) -> std::result::Result<usize, usize> {
-        self.entries.binary_search_by(|e| (*e.name).cmp(name))
+    /// Number of entries.
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len()
     }
 
-    /// Inserts or replaces the entry of `e.name`.
-    pub(crate) fn put(&mut self, e: Entry) {
-        self.bytes += e.record_bytes();
-        match self.find(&e.name) {
-            Ok(i) => {
-                self.bytes -= self.entries[i].record_bytes();
-                self.entries[i] = e;
+    /// Bytes the bucket holds in memory (for the cache's budget).
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.arena.capacity() + self.slots.capacity() * std::mem::size_of::<Slot>() + self.hashes.capacity() * 4
+    }
+
+    fn name(&self, s: &Slot) -> &[u8] {
+        &self.arena[s.name_range()]
+    }
+
+    /// The metadata of a slot, its inline bytes filled in.
+    fn meta(&self, s: &Slot) -> Meta {
+        let mut meta = Meta::empty(s.kind);
+        meta.body = s.body;
+        meta.len = s.len;
+        meta.ones = s.ones;
+        meta.expire_at_ms = s.expire_at_ms;
+        let n = s.inline_room();
+        let at = s.inline_at as usize;
+        meta.inline[..n].copy_from_slice(&self.arena[at..at + n]);
+        meta
+    }
+
+    /// Every entry: name and metadata, in no particular order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], Meta)> + '_ {
+        self.slots.iter().map(|s| (self.name(s), self.meta(s)))
+    }
+
+    /// The entries sorted by name.
+    pub(crate) fn sorted(&self) -> Vec<(&[u8], Meta)> {
+        let mut all: Vec<(&[u8], Meta)> = self.iter().collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        all
+    }
+
+    /// The bitmap ids of the paged values.
+    pub(crate) fn ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.slots.iter().filter_map(|s| match s.body {
+            Body::Paged(id) => Some(id),
+            Body::Inline => None,
+        })
+    }
+
+    /// The index of `name` (whose hash is `h`), if it has an entry.
+    fn position(&self, name: &[u8], h: u32) -> Option<usize> {
+        self.hashes
+            .iter()
+            .enumerate()
+            .filter(|&(_, &x)| x == h)
+            .map(|(i, _)| i)
+            .find(|&i| self.name(&self.slots[i]) == name)
+    }
+
+    /// Whether `name` (whose hash is `h`) has an entry.
+    pub(crate) fn contains(&self, name: &[u8], h: u32) -> bool {
+        self.position(name, h).is_some()
+    }
+
+    /// The metadata of `name` (whose hash is `h`), if it has an entry.
+    pub(crate) fn get(&self, name: &[u8], h: u32) -> Option<Meta> {
+        self.position(name, h).map(|i| self.meta(&self.slots[i]))
+    }
+
+    /// Stores `meta` in slot `s`: its inline bytes in place when the old
+    /// ones had room, else at the end of the arena.
+    fn place(&mut self, s: &mut Slot, meta: &Meta) {
+        let had = s.inline_room();
+        let bytes = meta.inline_value();
+        if bytes.len() <= had {
+            let at = s.inline_at as usize;
+            self.arena[at..at + bytes.len()].copy_from_slice(bytes);
+            self.garbage += had - bytes.len();
+        } else {
+            self.garbage += had;
+            s.inline_at = arena_u32(self.arena.len());
+            self.arena.extend_from_slice(bytes);
+        }
+        s.kind = meta.kind;
+        s.body = meta.body;
+        s.len = meta.len;
+        s.ones = meta.ones;
+        s.expire_at_ms = meta.expire_at_ms;
+    }
+
+    /// Sets the metadata of `name` (whose hash is `h`), adding an entry if
+    /// it has none.
+    pub(crate) fn upsert(&mut self, name: &[u8], h: u32, meta: Meta) {
+        match self.position(name, h) {
+            Some(i) => {
+                let mut s = self.slots[i];
+                self.bytes -= record_bytes(name.len(), &self.meta(&s));
+                self.place(&mut s, &meta);
+                self.slots[i] = s;
             }
-            Err(i) => self.entries.insert(i, e),
+            None => {
+                let mut s = Slot {
+                    name_at: arena_u32(self.arena.len()),
+                    name_len: arena_u32(name.len()),
+                    inline_at: 0,
+                    kind: meta.kind,
+                    body: Body::Paged(0),
+                    len: 0,
+                    ones: 0,
+                    expire_at_ms: 0,
+                };
+                self.arena.extend_from_slice(name);
+                self.place(&mut s, &meta);
+                self.slots.push(s);
+                self.hashes.push(h);
+            }
+        }
+        self.bytes += record_bytes(name.len(), &meta);
+        self.compact_if_wasteful();
+    }
+
+    /// Compacts the arena once more than half of it is garbage.
+    fn compact_if_wasteful(&mut self) {
+        if self.garbage > 256 && self.garbage * 2 > self.arena.len() {
+            self.compact();
         }
     }
 
-    /// Removes the entry of `name`; returns it.
-    pub(crate) fn remove(&mut self, name: &[u8]) -> Option<Entry> {
-        let i = self.find(name).ok()?;
-        let e = self.entries.remove(i);
-        self.bytes -= e.record_bytes();
-        Some(e)
+    /// Sets the metadata of `name`, adding an entry if it has none.
+    pub(crate) fn put(&mut self, name: &[u8], meta: Meta) {
+        self.upsert(name, key_hash(name), meta);
+    }
+
+    /// Removes the entry of `name` (whose hash is `h`); returns its
+    /// metadata.
+    pub(crate) fn remove(&mut self, name: &[u8], h: u32) -> Option<Meta> {
+        let i = self.position(name, h)?;
+        let s = self.slots.swap_remove(i);
+        self.hashes.swap_remove(i);
+        let meta = self.meta(&s);
+        self.bytes -= record_bytes(name.len(), &meta);
+        self.garbage += name.len() + s.inline_room();
+        self.compact_if_wasteful();
+        Some(meta)
+    }
+
+    /// Rewrites the arena without its garbage.
+    fn compact(&mut self) {
+        let mut b = Bucket::new(self.depth);
+        for (s, &h) in self.slots.iter().zip(&self.hashes) {
+            b.upsert(self.name(s), h, self.meta(s));
+        }
+        *self = b;
     }
 
     /// Whether the bucket should split.
@@ -131,14 +305,9 @@ impl Bucket {
         let depth = self.depth + 1;
         let upper_start = start | (1u32 << (32 - u32::from(depth)));
         let (mut lo, mut hi) = (Bucket::new(depth), Bucket::new(depth));
-        for e in self.entries {
-            if covers(upper_start, depth, key_hash(&e.name)) {
-                hi.bytes += e.record_bytes();
-                hi.entries.push(e);
-            } else {
-                lo.bytes += e.record_bytes();
-                lo.entries.push(e);
-            }
+        for (s, &h) in self.slots.iter().zip(&self.hashes) {
+            let half = if covers(upper_start, depth, h) { &mut hi } else { &mut lo };
+            half.upsert(self.name(s), h, self.meta(s));
         }
         (lo, upper_start, hi)
     }
@@ -165,14 +334,13 @@ impl Bucket {
         let mut b = Vec::with_capacity(self.bytes);
         b.push(VERSION);
         b.push(self.depth);
-        b.extend_from_slice(&u32::try_from(self.entries.len()).unwrap_or(u32::MAX).to_le_bytes());
+        b.extend_from_slice(&u32::try_from(self.slots.len()).unwrap_or(u32::MAX).to_le_bytes());
         let mut prev: &[u8] = &[];
-        for e in &self.entries {
-            let shared = prev.iter().zip(e.name.iter()).take_while(|(a, b)| a == b).count();
+        for (name, m) in self.sorted() {
+            let shared = prev.iter().zip(name.iter()).take_while(|(a, b)| a == b).count();
             put_varint(&mut b, shared as u64);
-            put_varint(&mut b, (e.name.len() - shared) as u64);
-            b.extend_from_slice(&e.name[shared..]);
-            let m = &e.meta;
+            put_varint(&mut b, (name.len() - shared) as u64);
+            b.extend_from_slice(&name[shared..]);
             let mut tag = m.kind as u8;
             if m.body == Body::Inline {
                 tag |= TAG_INLINE;
@@ -192,7 +360,7 @@ impl Bucket {
                     put_varint(&mut b, m.ones);
                 }
             }
-            prev = &e.name;
+            prev = name;
         }
         let crc = crc32fast::hash(&b);
         b.extend_from_slice(&crc.to_le_bytes());
@@ -238,7 +406,7 @@ impl Bucket {
             }
             let mut name = prev[..shared].to_vec();
             name.extend_from_slice(r.take(rest, &bad)?);
-            if !bucket.entries.is_empty() && name <= prev {
+            if bucket.len() > 0 && name <= prev {
                 return Err(bad("names not in increasing order".into()));
             }
             if !covers(start, depth, key_hash(&name)) {
@@ -281,10 +449,8 @@ impl Bucket {
                 }
                 Meta::paged(kind, id, len, ones, expire_at_ms)
             };
-            prev.clone_from(&name);
-            let e = Entry { name: name.into_boxed_slice(), meta };
-            bucket.bytes += e.record_bytes();
-            bucket.entries.push(e);
+            bucket.upsert(&name, key_hash(&name), meta);
+            prev = name;
         }
         if r.at != body.len() {
             return Err(bad(format!("{} bytes after the last entry", body.len() - r.at)));
@@ -344,23 +510,19 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
 
-    fn entry(name: &str, meta: Meta) -> Entry {
-        Entry { name: name.as_bytes().into(), meta }
-    }
-
     /// A bucket holding `names`: the depth-8 bucket of the first, with
     /// every name that falls in it.
     fn sample() -> (u32, Bucket) {
         let start = bucket_start(key_hash(b"k0"), MIN_DEPTH);
         let mut b = Bucket::new(MIN_DEPTH);
         let mut i = 0;
-        while b.entries.len() < 12 {
+        while b.len() < 12 {
             let name = format!("k{i}");
             i += 1;
             if !covers(start, MIN_DEPTH, key_hash(name.as_bytes())) {
                 continue;
             }
-            let meta = match b.entries.len() % 3 {
+            let meta = match b.len() % 3 {
                 0 => {
                     let mut m = Meta::empty(Kind::String);
                     m.inline[..2].copy_from_slice(&[0xff, 0x01]);
@@ -371,7 +533,7 @@ mod tests {
                 1 => Meta::paged(Kind::String, 77, 1 << 20, 5, 12345),
                 _ => Meta::paged(Kind::Bloom, 9, 8192, 0, 0),
             };
-            b.put(entry(&name, meta));
+            b.put(name.as_bytes(), meta);
         }
         (start, b)
     }
@@ -408,13 +570,54 @@ mod tests {
     #[test]
     fn split_partitions_by_the_next_bit() {
         let (start, b) = sample();
-        let all = b.entries.clone();
+        let all = b.len();
         let (lo, upper, hi) = b.split(start);
         assert_eq!((lo.depth, hi.depth), (MIN_DEPTH + 1, MIN_DEPTH + 1));
-        assert_eq!(lo.entries.len() + hi.entries.len(), all.len());
-        assert!(lo.entries.iter().all(|e| covers(start, lo.depth, key_hash(&e.name))));
-        assert!(hi.entries.iter().all(|e| covers(upper, hi.depth, key_hash(&e.name))));
+        assert_eq!(lo.len() + hi.len(), all);
+        assert!(lo.iter().all(|(name, _)| covers(start, lo.depth, key_hash(name))));
+        assert!(hi.iter().all(|(name, _)| covers(upper, hi.depth, key_hash(name))));
         assert_eq!(Bucket::decode(0, upper, &hi.encode()).unwrap(), hi);
+    }
+
+    /// Updates in place, growing inline values, removals and the arena's
+    /// compaction keep exactly the entries a map of them keeps.
+    #[test]
+    fn updates_match_a_map() {
+        use std::collections::BTreeMap;
+        let mut b = Bucket::new(MIN_DEPTH);
+        let mut model: BTreeMap<Vec<u8>, Meta> = BTreeMap::new();
+        let mut x = 12345u64;
+        for step in 0..5000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let name = format!("key{}", x % 40).into_bytes();
+            let h = key_hash(&name);
+            match step % 4 {
+                0 => {
+                    assert_eq!(b.remove(&name, h), model.remove(&name));
+                }
+                1 => {
+                    let meta = Meta::paged(Kind::String, x % 1000, x % 5000, 0, 0);
+                    b.upsert(&name, h, meta);
+                    model.insert(name, meta);
+                }
+                _ => {
+                    let mut meta = Meta::empty(Kind::String);
+                    let n = usize::try_from(x % 65).unwrap();
+                    for (i, byte) in meta.inline[..n].iter_mut().enumerate() {
+                        *byte = (i.to_le_bytes()[0]) ^ x.to_le_bytes()[0];
+                    }
+                    meta.len = n as u64;
+                    meta.ones = meta.inline[..n].iter().map(|v| u64::from(v.count_ones())).sum();
+                    b.upsert(&name, h, meta);
+                    model.insert(name, meta);
+                }
+            }
+            assert!(b.garbage * 2 <= b.arena.len().max(512), "the arena stays compact");
+        }
+        let want: Vec<(&[u8], Meta)> = model.iter().map(|(k, m)| (k.as_slice(), *m)).collect();
+        assert_eq!(b.sorted(), want);
     }
 
     #[test]

@@ -144,7 +144,7 @@ impl Engine {
             let mut present = false;
             for k in std::iter::once(ks).chain(other) {
                 let start = g.locate(k, h, &*self.store)?;
-                present |= g.get(k, start).is_some_and(|l| l.bucket.find(&name).is_ok());
+                present |= g.get(k, start).is_some_and(|l| l.bucket.contains(&name, h));
             }
             drop(g);
             if present {

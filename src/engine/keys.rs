@@ -57,11 +57,11 @@ impl Engine {
         while let Ok(h) = u32::try_from(pos) {
             let (n, end) = self.with_bucket_at(ks, h, |b, start| {
                 let mut n = 0;
-                for e in &b.entries {
-                    if (start == h || key_hash(&e.name) >= h) && live(&e.meta, now) {
+                for (name, meta) in b.iter() {
+                    if (start == h || key_hash(name) >= h) && live(&meta, now) {
                         n += 1;
-                        if keep(&e.name) {
-                            out.push(e.name.to_vec());
+                        if keep(name) {
+                            out.push(name.to_vec());
                         }
                     }
                 }
@@ -111,7 +111,7 @@ impl Engine {
             let pos = u32::try_from(next() >> 32).unwrap_or(0);
             let r = next();
             let (pick, _) = self.with_bucket_at(ks, pos, |b, _| {
-                let live: Vec<&[u8]> = b.entries.iter().filter(|e| live(&e.meta, now)).map(|e| &*e.name).collect();
+                let live: Vec<&[u8]> = b.iter().filter(|(_, m)| live(m, now)).map(|(name, _)| name).collect();
                 let n = u64::try_from(live.len()).unwrap_or(u64::MAX);
                 (n > 0).then(|| live[usize::try_from(r % n).unwrap_or(0)].to_vec())
             })?;

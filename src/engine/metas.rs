@@ -33,7 +33,6 @@ pub(crate) const SHARDS: usize = 1 << MIN_DEPTH;
 /// Bookkeeping bytes charged per cached bucket and per entry on top of the
 /// record's size.
 const BUCKET_OVERHEAD: usize = 96;
-const ENTRY_OVERHEAD: usize = 96;
 
 /// The shard (and so the lock) of a key with hash `h`.
 pub(crate) fn shard_of(h: u32) -> usize {
@@ -55,7 +54,7 @@ struct Slot {
 }
 
 fn slot_bytes(b: &Bucket) -> usize {
-    BUCKET_OVERHEAD + b.bytes + ENTRY_OVERHEAD * b.entries.len()
+    BUCKET_OVERHEAD + b.memory_bytes()
 }
 
 /// One shard: its cached buckets by (keyspace, first hash).
@@ -77,9 +76,9 @@ pub(crate) struct MetaCache {
     shards: Box<[Mutex<MetaShard>]>,
     seq: AtomicU64,
     bytes: AtomicUsize,
-    /// Number of dirty buckets.
-    dirty: AtomicUsize,
-    capacity: usize,
+    /// Bytes of the dirty buckets (as [`slot_bytes`] counts them).
+    dirty_bytes: AtomicUsize,
+    capacity: AtomicUsize,
 }
 
 impl MetaCache {
@@ -88,8 +87,8 @@ impl MetaCache {
             shards: (0..SHARDS).map(|_| Mutex::new(MetaShard::default())).collect(),
             seq: AtomicU64::new(0),
             bytes: AtomicUsize::new(0),
-            dirty: AtomicUsize::new(0),
-            capacity: capacity_bytes.max(1 << 20),
+            dirty_bytes: AtomicUsize::new(0),
+            capacity: AtomicUsize::new(capacity_bytes),
         }
     }
 
@@ -99,9 +98,18 @@ impl MetaCache {
         MetaGuard { cache: self, shard: self.shards[shard].lock() }
     }
 
-    /// Number of dirty buckets waiting for a write-back.
-    pub(crate) fn dirty_buckets(&self) -> usize {
-        self.dirty.load(Ordering::Relaxed)
+    /// Bytes of the dirty buckets waiting for a write-back.
+    pub(crate) fn dirty_bytes(&self) -> usize {
+        self.dirty_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Notes that a slot of `bytes` became dirty (`true`) or clean.
+    fn count_dirty(&self, bytes: usize, dirty: bool) {
+        if dirty {
+            self.dirty_bytes.fetch_add(bytes, Ordering::Relaxed);
+        } else {
+            self.dirty_bytes.fetch_sub(bytes, Ordering::Relaxed);
+        }
     }
 
     /// Bytes the cache holds, clean and dirty.
@@ -130,7 +138,7 @@ impl MetaCache {
             if let Some(slot) = shard.map.get_mut(&(w.ks, w.start)) {
                 if slot.dirty == w.seq {
                     slot.dirty = 0;
-                    self.dirty.fetch_sub(1, Ordering::Relaxed);
+                    self.count_dirty(slot.bytes, false);
                     if slot.doomed {
                         self.bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
                         shard.map.remove(&(w.ks, w.start));
@@ -162,13 +170,19 @@ impl MetaCache {
         }
     }
 
+    /// Sets the bytes the cache may hold before it evicts.
+    pub(crate) fn set_capacity(&self, bytes: usize) {
+        self.capacity.store(bytes, Ordering::Relaxed);
+    }
+
     /// Drops clean buckets not used since the last sweep until the cache is
     /// below 7/8 of its capacity (or nothing more can go).
     pub(crate) fn evict_if_needed(&self) {
-        if self.bytes() <= self.capacity {
+        let capacity = self.capacity.load(Ordering::Relaxed);
+        if self.bytes() <= capacity {
             return;
         }
-        let target = self.capacity / 8 * 7;
+        let target = capacity / 8 * 7;
         for _pass in 0..3 {
             for shard in self.shards.iter() {
                 if self.bytes() <= target {
@@ -254,14 +268,14 @@ impl MetaGuard<'_> {
     }
 
     fn insert(&mut self, ks: u32, start: u32, bucket: Bucket, dirty: Seq) {
-        if dirty == 0 && self.cache.bytes() > self.cache.capacity {
+        if dirty == 0 && self.cache.bytes() > self.cache.capacity.load(Ordering::Relaxed) {
             // Readers fill the cache too: make room in this shard first.
             sweep(&mut self.shard.map, &self.cache.bytes);
         }
         let bytes = slot_bytes(&bucket);
         self.cache.bytes.fetch_add(bytes, Ordering::Relaxed);
         if dirty != 0 {
-            self.cache.dirty.fetch_add(1, Ordering::Relaxed);
+            self.cache.count_dirty(bytes, true);
         }
         let old = self
             .shard
@@ -270,7 +284,7 @@ impl MetaGuard<'_> {
         if let Some(old) = old {
             self.cache.bytes.fetch_sub(old.bytes, Ordering::Relaxed);
             if old.dirty != 0 {
-                self.cache.dirty.fetch_sub(1, Ordering::Relaxed);
+                self.cache.count_dirty(old.bytes, false);
             }
         }
     }
@@ -289,10 +303,11 @@ impl MetaGuard<'_> {
         let bytes = slot_bytes(&slot.bucket);
         self.cache.bytes.fetch_add(bytes, Ordering::Relaxed);
         self.cache.bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
-        slot.bytes = bytes;
-        if slot.dirty == 0 {
-            self.cache.dirty.fetch_add(1, Ordering::Relaxed);
+        if slot.dirty != 0 {
+            self.cache.count_dirty(slot.bytes, false);
         }
+        self.cache.count_dirty(bytes, true);
+        slot.bytes = bytes;
         slot.dirty = seq;
         slot.hot = true;
         if slot.bucket.wants_split() {
@@ -307,7 +322,7 @@ impl MetaGuard<'_> {
         let Some(slot) = self.shard.map.remove(&(ks, start)) else { return };
         self.cache.bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
         if slot.dirty != 0 {
-            self.cache.dirty.fetch_sub(1, Ordering::Relaxed);
+            self.cache.count_dirty(slot.bytes, false);
         }
         // Every part is dirty: the upper ones are new records, the lowest
         // replaces the old record with a deeper bucket.

@@ -77,8 +77,8 @@ use pages::PageCache;
 use store::{SledStore, Store};
 use watch::Watches;
 
-/// Dirty pages and metadata entries past which a writer asks the background
-/// thread for an early write-back (see [`Engine::after_change`]).
+/// Dirty pages past which a writer asks the background thread for an early
+/// write-back (see [`Engine::after_change`]).
 const DIRTY_RECORDS: usize = 16_384;
 
 /// Expired keys deleted per background tick (and per round at open).
@@ -148,8 +148,9 @@ impl Engine {
             sequence: AtomicU64::new(opened.sequence),
             side_sequence: Mutex::new(opened.acked),
             store,
+            // The two caches share `cache_bytes` (see `balance_caches`).
             pages: PageCache::new(cache_bytes),
-            metas: MetaCache::new(cache_bytes / 8),
+            metas: MetaCache::new(cache_bytes),
             keyspaces: Keyspaces::from_catalog(&opened.catalog),
             watches: Watches::default(),
             // A directory entry costs 8 bytes; allow an eighth of the budget.
@@ -228,12 +229,12 @@ impl Engine {
     /// there is none), writes back itself. Trims the cache.
     fn after_change(&self) -> Result<()> {
         let budget = usize::try_from(self.config.dirty_bytes).unwrap_or(usize::MAX);
-        let dirty = self.pages.dirty_bytes();
+        let dirty = self.pages.dirty_bytes() + self.metas.dirty_bytes();
         let background = self.config.flush_interval.is_some();
         // sled applies a batch under its process-wide write lock, so every
         // store read waits for a write-back's batch: keep batches short in
-        // records too (many tiny keys fill no byte budget).
-        let records = self.pages.dirty_pages() + self.metas.dirty_buckets();
+        // records too (many tiny pages fill no byte budget).
+        let records = self.pages.dirty_pages();
         if dirty > budget.saturating_mul(2) || (dirty > budget && !background) {
             self.write_back()?;
         } else if dirty > budget || (background && records > DIRTY_RECORDS) {
@@ -243,8 +244,20 @@ impl Engine {
                 self.signal.1.notify_all();
             }
         }
-        self.pages.evict_if_needed();
+        self.balance_caches();
         Ok(())
+    }
+
+    /// Shares the cache budget between pages and metadata buckets: each may
+    /// take what the other leaves, but at least an eighth; then evicts
+    /// from whichever is over.
+    pub(super) fn balance_caches(&self) {
+        let total = usize::try_from(self.config.cache_bytes).unwrap_or(usize::MAX);
+        let floor = total / 8;
+        self.pages.set_capacity(total.saturating_sub(self.metas.bytes()).max(floor));
+        self.metas.set_capacity(total.saturating_sub(self.pages.bytes()).max(floor));
+        self.pages.evict_if_needed();
+        self.metas.evict_if_needed();
     }
 
     /// Reads and decodes a page from the store.
@@ -349,8 +362,7 @@ pub(crate) fn check_record_decode(data: &[u8]) {
     for bytes in [rest, &sealed[..]] {
         if let Ok(b) = bucket::Bucket::decode(ks, start, bytes) {
             let again = bucket::Bucket::decode(ks, start, &b.encode()).expect("an encoded bucket decodes");
-            assert_eq!(again.entries, b.entries, "bucket round trip");
-            assert_eq!(again.depth, b.depth, "bucket round trip");
+            assert_eq!(again, b, "bucket round trip");
         }
         if let Ok(c) = record::Catalog::decode(bytes) {
             assert_eq!(record::Catalog::decode(&c.encode()).expect("an encoded catalog decodes"), c);

@@ -70,7 +70,7 @@ pub(crate) struct PageCache {
     dirty_pages: AtomicUsize,
     epoch: AtomicU64,
     seq: AtomicU64,
-    capacity: usize,
+    capacity: AtomicUsize,
     evicting: Mutex<()>,
 }
 
@@ -84,7 +84,7 @@ impl PageCache {
             dirty_pages: AtomicUsize::new(0),
             epoch: AtomicU64::new(0),
             seq: AtomicU64::new(0),
-            capacity,
+            capacity: AtomicUsize::new(capacity),
             evicting: Mutex::new(()),
         }
     }
@@ -275,14 +275,20 @@ impl PageCache {
         }
     }
 
+    /// Sets the bytes the cache may hold before it evicts.
+    pub(crate) fn set_capacity(&self, bytes: usize) {
+        self.capacity.store(bytes, Ordering::Relaxed);
+    }
+
     /// Drops clean pages that were not used since the last sweep until the
     /// cache is below 7/8 of its capacity (or nothing more can go).
     pub(crate) fn evict_if_needed(&self) {
-        if self.bytes() <= self.capacity {
+        let capacity = self.capacity.load(Ordering::Relaxed);
+        if self.bytes() <= capacity {
             return;
         }
         let Some(_one) = self.evicting.try_lock() else { return };
-        let target = self.capacity / 8 * 7;
+        let target = capacity / 8 * 7;
         for _pass in 0..3 {
             for shard in self.shards.iter() {
                 if self.bytes() <= target {

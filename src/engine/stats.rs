@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::bucket::Entry;
+use super::bucket::record_bytes;
 use super::layout;
 use super::Engine;
 use crate::error::{Error, Result};
@@ -47,7 +47,7 @@ impl Engine {
         let Some(meta) = self.read(db, &[key], |tx| tx.meta(key))? else { return Ok(None) };
         let mut st = KeyStats { len: meta.len, ones: meta.ones, ..KeyStats::default() };
         // The key's share of its bucket record: its entry.
-        st.stored_bytes += Entry { name: key.into(), meta }.record_bytes() as u64;
+        st.stored_bytes += record_bytes(key.len(), &meta) as u64;
         let Some(id) = meta.id() else {
             st.inline = true;
             return Ok(Some(st));
@@ -87,7 +87,7 @@ impl Engine {
             Ok(Some((meta, stream)))
         })?;
         let Some((meta, stream)) = found else { return Ok(None) };
-        let mut bytes = Entry { name: key.into(), meta }.record_bytes() as u64;
+        let mut bytes = record_bytes(key.len(), &meta) as u64;
         if let Some(mut stream) = stream {
             while let Some((_, page)) = stream.next_page()? {
                 bytes += (layout::PAGE_KEY_LEN + page.encode().len()) as u64;
@@ -106,6 +106,8 @@ pub struct MemoryStats {
     pub dirty_page_bytes: u64,
     /// Cached metadata buckets, clean and dirty.
     pub metadata_cache_bytes: u64,
+    /// Of those, buckets waiting for a write-back.
+    pub dirty_metadata_bytes: u64,
     /// The configured budget: cache, dirty and store cache bytes together.
     pub budget_bytes: u64,
 }
@@ -118,6 +120,7 @@ impl Engine {
             page_cache_bytes: self.pages.bytes() as u64,
             dirty_page_bytes: self.pages.dirty_bytes() as u64,
             metadata_cache_bytes: self.metas.bytes() as u64,
+            dirty_metadata_bytes: self.metas.dirty_bytes() as u64,
             budget_bytes: c.cache_bytes.saturating_add(c.dirty_bytes).saturating_add(c.store_cache_bytes),
         }
     }

@@ -20,7 +20,6 @@
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use super::bucket::Entry;
 use super::keyspaces::Counts;
 use super::layout::{self, key_hash};
 use super::metas::{shard_of, MetaGuard};
@@ -28,7 +27,7 @@ use super::record::{Body, Kind, Meta, INLINE_BYTES, INLINE_MAX};
 use super::stream::PageStream;
 use super::Engine;
 use crate::error::{Error, Result};
-use crate::geometry::{PAGE_BITS, PAGE_LEN};
+use crate::geometry::{locate, PAGE_BITS, PAGE_LEN};
 use crate::page::Page;
 
 /// The database a transaction works in: by index (what operations name),
@@ -213,7 +212,7 @@ impl<'e> ReadTx<'e> {
             },
             e => e,
         })?;
-        let meta = g.get(ks, start).and_then(|b| b.bucket.find(key).ok().map(|i| b.bucket.entries[i].meta));
+        let meta = g.get(ks, start).and_then(|b| b.bucket.get(key, h));
         Ok((start, meta))
     }
 
@@ -272,6 +271,20 @@ impl<'e> ReadTx<'e> {
             Body::Paged(id) => self.engine.page(key, id, page),
             Body::Inline => Ok(inline_page(meta, page).map(Arc::new)),
         }
+    }
+
+    /// Bit `offset` of the value `meta` describes, the value of `key`
+    /// (locked by this transaction): one page read, or none for an inline
+    /// value.
+    ///
+    /// # Errors
+    /// [`Error::Corrupted`] if the stored page does not decode.
+    pub(crate) fn bit(&self, key: &[u8], meta: &Meta, offset: u64) -> Result<bool> {
+        if meta.body == Body::Inline {
+            return Ok(inline_bit(offset).is_some_and(|(i, mask)| meta.inline[i] & mask != 0));
+        }
+        let at = locate(offset);
+        Ok(self.page(key, meta, at.page)?.is_some_and(|p| p.get(at.bit)))
     }
 
     /// A stream over pages `from ..= to` of the value `meta` describes, the
@@ -350,9 +363,9 @@ impl<'e> ReadTx<'e> {
         }
         let g = self.guard(key, h)?;
         g.update(ks, start, |b| match meta {
-            Some(m) => b.put(Entry { name: key.into(), meta: m }),
+            Some(m) => b.upsert(key, h, m),
             None => {
-                b.remove(key);
+                b.remove(key, h);
             }
         });
         self.counts.change(old.map(|m| m.expire_at_ms), meta.map(|m| m.expire_at_ms));
@@ -371,6 +384,13 @@ impl<'e> ReadTx<'e> {
     pub(crate) fn now_ms(&self) -> u64 {
         self.engine.now_ms()
     }
+}
+
+/// The byte index and mask of bit `offset` in an inline value's bytes, if
+/// it falls inside them.
+fn inline_bit(offset: u64) -> Option<(usize, u8)> {
+    let i = usize::try_from(offset / 8).ok().filter(|&i| i < INLINE_BYTES)?;
+    Some((i, 0x80 >> (offset % 8)))
 }
 
 /// Page `page` of an inline value: page 0 holds it all. All its bytes
@@ -459,6 +479,28 @@ impl WriteTx<'_> {
         let engine = self.engine;
         let Body::Paged(id) = meta.body else { return Err(Error::InvalidArgument("internal: inline page".into())) };
         engine.pages.update((id, page), |_| engine.fetch_page(key, id, page), f)
+    }
+
+    /// Sets bit `offset` of the value `meta` describes (the value of `key`)
+    /// to `value`, in place for an inline value; the caller then records
+    /// `meta` with its new count (and length) with [`WriteTx::set`].
+    ///
+    /// # Errors
+    /// As [`WriteTx::update_page`].
+    pub(crate) fn put_bit(&mut self, key: &[u8], meta: &mut Meta, offset: u64, value: bool) -> Result<()> {
+        if meta.body == Body::Inline {
+            if let Some((i, mask)) = inline_bit(offset) {
+                if value {
+                    meta.inline[i] |= mask;
+                } else {
+                    meta.inline[i] &= !mask;
+                }
+                return Ok(());
+            }
+        }
+        let at = locate(offset);
+        self.update_page(key, meta, at.page, |p| p.set(at.bit, value))?;
+        Ok(())
     }
 
     /// Records `meta` as the metadata of `key`, whose value it describes

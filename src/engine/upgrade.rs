@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 
-use super::bucket::{bucket_start, Bucket, Entry, MIN_DEPTH};
+use super::bucket::{bucket_start, Bucket, MIN_DEPTH};
 use super::layout::{self, key_hash};
 use super::record::{self, decode_meta_v1, Catalog, DbRecord};
 use super::store::{Store, Write};
@@ -74,7 +74,7 @@ pub(super) fn from_v1(store: &dyn Store, databases: u16) -> Result<()> {
             expiries.push((layout::expiry_key(meta.expire_at_ms, 0, name), Some(Vec::new())));
         }
         let region = bucket_start(key_hash(name), MIN_DEPTH);
-        regions.entry(region).or_insert_with(|| Bucket::new(MIN_DEPTH)).put(Entry { name: name.into(), meta });
+        regions.entry(region).or_insert_with(|| Bucket::new(MIN_DEPTH)).put(name, meta);
     }
     let buckets = regions
         .into_iter()

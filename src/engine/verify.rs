@@ -123,7 +123,7 @@ impl Engine {
             };
             if dead.contains(&ks) {
                 // A flushed keyspace waiting for reclamation.
-                reclaimable.extend(bucket.entries.iter().filter_map(|e| e.meta.id()));
+                reclaimable.extend(bucket.ids());
                 continue;
             }
             if !live.contains_key(&ks) {
@@ -135,18 +135,18 @@ impl Engine {
                 report.problems.push(problem(None, None, format!("bucket {ks}/{start:#010x} overlaps the one before")));
             }
             let c = counted.entry(ks).or_default();
-            for e in &bucket.entries {
+            for (name, meta) in bucket.iter() {
                 report.keys += 1;
                 c.keys += 1;
-                if e.meta.expire_at_ms != 0 {
+                if meta.expire_at_ms != 0 {
                     c.expires += 1;
-                    c.expire_secs += e.meta.expire_at_ms / 1000;
+                    c.expire_secs += meta.expire_at_ms / 1000;
                 }
-                let Some(id) = e.meta.id() else { continue };
-                let tally = Tally { name: e.name.to_vec(), meta: e.meta, ones: 0, header_seen: false };
+                let Some(id) = meta.id() else { continue };
+                let tally = Tally { name: name.to_vec(), meta, ones: 0, header_seen: false };
                 if let Some(other) = by_id.insert(id, tally) {
                     report.problems.push(problem(
-                        Some(&e.name),
+                        Some(name),
                         None,
                         format!("shares bitmap id {id} with key {:?}", String::from_utf8_lossy(&other.name)),
                     ));

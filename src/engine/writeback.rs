@@ -214,7 +214,7 @@ impl Engine {
         self.metas.mark_clean(&buckets);
         self.journal.mark_clean(&journal);
         self.reclaim_step(flush_lock, RECLAIM_BUDGET).inspect_err(|e| self.poison(e))?;
-        self.pages.evict_if_needed();
+        self.balance_caches();
         Ok(())
     }
 
@@ -310,7 +310,7 @@ impl Engine {
                     // A damaged bucket's values cannot be found; they are
                     // reported by verify as pages of no key.
                     if let Ok(bucket) = Bucket::decode(ks, start, &v) {
-                        for id in bucket.entries.iter().filter_map(|e| e.meta.id()) {
+                        for id in bucket.ids() {
                             batch.push((layout::reclaim_key(id), Some(Vec::new())));
                         }
                     }

@@ -37,12 +37,11 @@ impl Db {
         }
         self.engine.write(self.index, &[key], |tx| {
             let mut meta = tx.string_or_new(key)?;
-            let at = locate(offset);
             let byte_len = offset / 8 + 1;
-            let current = tx.page(key, &meta, at.page)?.is_some_and(|p| p.get(at.bit));
+            let current = tx.bit(key, &meta, offset)?;
             let mut changed = false;
             if current != value {
-                tx.update_page(key, &mut meta, at.page, |p| p.set(at.bit, value))?;
+                tx.put_bit(key, &mut meta, offset, value)?;
                 if value {
                     meta.ones += 1;
                 } else {
@@ -75,8 +74,7 @@ impl Db {
         // cannot be replaced (and its pages discarded) in between.
         self.engine.read(self.index, &[key], |tx| {
             let Some(meta) = tx.string(key)? else { return Ok(false) };
-            let at = locate(offset);
-            Ok(tx.page(key, &meta, at.page)?.is_some_and(|p| p.get(at.bit)))
+            tx.bit(key, &meta, offset)
         })
     }
 

@@ -57,6 +57,10 @@ const BITS: u32 = page_bit(PAGE_BITS - 1) + 1;
 /// [`Page::set`].
 pub(crate) const SPARSE_MAX: u32 = 2048;
 
+/// Values up to this many bytes become pages through their positions
+/// rather than a page of words (so an inline value's page is cheap).
+const SHORT_BYTES: usize = 128;
+
 /// A dense page whose popcount drops below this through [`Page::set`] (or
 /// [`Page::truncate`]) converts to sparse.
 pub(crate) const SPARSE_BACK: u32 = 1024;
@@ -190,6 +194,20 @@ impl Page {
     /// A page from its Redis bytes: at most 4,096 are used, fewer are padded
     /// with zeros.
     pub(crate) fn from_bytes(bytes: &[u8]) -> Page {
+        if bytes.len() <= SHORT_BYTES {
+            // A short value (an inline one): its positions directly, without
+            // a page of words.
+            let mut positions = Vec::new();
+            for (i, &b) in bytes.iter().enumerate() {
+                let mut rest = b;
+                while rest != 0 {
+                    let lz = rest.leading_zeros();
+                    positions.push(position(page_bit((i * 8) as u64 + u64::from(lz))));
+                    rest ^= 0x80 >> lz;
+                }
+            }
+            return Page::sparse(positions);
+        }
         let mut words = [0u64; PAGE_WORDS];
         let bytes = &bytes[..bytes.len().min(PAGE_WORDS * 8)];
         for (word, chunk) in words.iter_mut().zip(bytes.chunks(8)) {

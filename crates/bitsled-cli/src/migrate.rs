@@ -214,6 +214,9 @@ fn copy_batch(con: &mut Connection, db: &Db, keys: &[Vec<u8>], chunk: usize, tot
     for k in keys {
         p.cmd("TYPE").arg(k).cmd("PTTL").arg(k);
     }
+    // TTLs count from before they were read: a copy never outlives its
+    // source.
+    let now = db.now_ms();
     let meta: Vec<RedisResult<redis::Value>> = p.ignore_errors().query(con)?;
     let mut strings: Vec<(&[u8], i64)> = Vec::new();
     for (k, pair) in keys.iter().zip(meta.chunks(2)) {
@@ -242,7 +245,7 @@ fn copy_batch(con: &mut Connection, db: &Db, keys: &[Vec<u8>], chunk: usize, tot
     for ((k, ttl), len) in strings.iter().zip(lens) {
         match len {
             Ok(len) if len <= SHORT => short.push((k, *ttl)),
-            Ok(len) => copy_long(con, db, k, len, chunk, *ttl, totals)?,
+            Ok(len) => copy_long(con, db, k, len, chunk, expiry(now, *ttl), totals)?,
             Err(_) => totals.vanished += 1,
         }
     }
@@ -251,7 +254,6 @@ fn copy_batch(con: &mut Connection, db: &Db, keys: &[Vec<u8>], chunk: usize, tot
         p.cmd("GET").arg(*k);
     }
     let values: Vec<RedisResult<Option<Vec<u8>>>> = p.ignore_errors().query(con)?;
-    let now = db.now_ms();
     for ((k, ttl), v) in short.iter().zip(values) {
         let Ok(Some(v)) = v else {
             totals.vanished += 1;
@@ -280,7 +282,7 @@ fn copy_long(
     key: &[u8],
     len: u64,
     chunk: usize,
-    ttl: i64,
+    expiry: SetExpiry,
     totals: &mut Totals,
 ) -> Result<()> {
     db.delete(key)?;
@@ -312,7 +314,7 @@ fn copy_long(
     if db.strlen(key)? < len {
         db.setrange(key, len - 1, &[0])?;
     }
-    if let SetExpiry::At(t) = expiry(db.now_ms(), ttl) {
+    if let SetExpiry::At(t) = expiry {
         db.expire_at(key, t, ExpireCondition::Always)?;
     }
     totals.keys += 1;

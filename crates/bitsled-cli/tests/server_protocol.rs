@@ -363,7 +363,7 @@ fn inline_and_connection_commands() {
     expect(&mut s, b"PING\r\nSET a \"b c\"\nGET a\r\n\r\n", b"+PONG\r\n+OK\r\n$3\r\nb c\r\n");
     expect(
         &mut s,
-        b"SELECT 0\r\nSELECT 1\r\nSELECT x\r\n",
+        b"SELECT 0\r\nSELECT 16\r\nSELECT x\r\n",
         b"+OK\r\n-ERR DB index is out of range\r\n-ERR value is not an integer or out of range\r\n",
     );
     expect(&mut s, b"CLIENT GETNAME\r\nCLIENT SETNAME x\r\nCLIENT GETNAME\r\n", b"$-1\r\n+OK\r\n$1\r\nx\r\n");
