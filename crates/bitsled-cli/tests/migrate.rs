@@ -64,12 +64,13 @@ fn migrate_copies_a_redis_dataset_and_verifies_it() {
     p.query::<()>(&mut con).unwrap();
 
     let dir = tempfile::tempdir().unwrap();
-    let (code, out) = bitsled(dir.path(), &["migrate", "--from", &url, "--batch", "500", "--max-batches", "1"]);
-    assert_eq!(code, 0, "{out}");
-    assert!(out.contains("--resume"), "an interrupted run says how to continue: {out}");
+    let (code, first) = bitsled(dir.path(), &["migrate", "--from", &url, "--batch", "500", "--max-batches", "1"]);
+    assert_eq!(code, 0, "{first}");
+    assert!(first.contains("--resume"), "an interrupted run says how to continue: {first}");
     let (code, out) = bitsled(dir.path(), &["migrate", "--from", &url, "--batch", "500", "--resume"]);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("left 1 keys of type hash"), "{out}");
+    // The hash is met in whichever run's batches SCAN puts it.
+    assert!((first.clone() + &out).contains("left 1 keys of type hash"), "{first}\n{out}");
     assert!(out.contains(" 0 mismatches"), "{out}");
 
     let db = Config::new(dir.path()).open().unwrap();
