@@ -7,49 +7,174 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use bitsled::Config;
 
-/// Options of `bitsled serve`.
-#[derive(clap::Args, Debug)]
+/// Options of `bitsled serve`. Each may also come from `--config FILE`;
+/// one given on the command line wins over the file.
+#[derive(clap::Args, Debug, Default)]
 pub(crate) struct ServeArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1")]
-    bind: std::net::IpAddr,
-    /// TCP port (0: any free port, printed at start).
-    #[arg(long, default_value_t = 6380)]
-    port: u16,
+    /// A configuration file in redis.conf syntax (one `directive value`
+    /// per line, `#` comments): bind, port, requirepass, maxclients,
+    /// appendfsync, timeout, protected-mode, maxmemory, databases; `save`,
+    /// `appendonly`, `daemonize no` and `loglevel` are accepted and
+    /// ignored.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1].
+    #[arg(long)]
+    bind: Option<std::net::IpAddr>,
+    /// TCP port (0: any free port, printed at start) [default: 6380].
+    #[arg(long)]
+    port: Option<u16>,
     /// Password clients must give with AUTH (or HELLO ... AUTH).
     #[arg(long)]
     requirepass: Option<OsString>,
-    /// Most simultaneous clients.
-    #[arg(long, default_value_t = bitsled_redis::server::DEFAULT_MAX_CLIENTS)]
-    maxclients: usize,
+    /// Most simultaneous clients [default: 10000].
+    #[arg(long)]
+    maxclients: Option<usize>,
     /// When writes become durable: `always` (before the reply; group
-    /// commit), `everysec` (within about a second), `no` (within 30 s).
-    #[arg(long, default_value = "everysec")]
-    fsync: bitsled_redis::server::Fsync,
-    /// Disconnect clients idle for this many seconds (0: never).
-    #[arg(long, default_value_t = 0)]
-    timeout: u64,
-    /// `no` allows listening on a non-loopback address without a password.
-    #[arg(long, default_value = "yes", value_parser = ["yes", "no"])]
-    protected_mode: String,
+    /// commit), `everysec` (within about a second), `no` (within 30 s)
+    /// [default: everysec].
+    #[arg(long)]
+    fsync: Option<bitsled_redis::server::Fsync>,
+    /// Disconnect clients idle for this many seconds (0: never) [default: 0].
+    #[arg(long)]
+    timeout: Option<u64>,
+    /// `no` allows listening on a non-loopback address without a password
+    /// [default: yes].
+    #[arg(long, value_parser = ["yes", "no"])]
+    protected_mode: Option<String>,
+    /// Memory budget, as redis.conf writes sizes (`256mb`, `2gb`, bytes):
+    /// three quarters for the page and metadata caches, an eighth for
+    /// changes waiting to be written, an eighth for the store's cache
+    /// [default: 640mb].
+    #[arg(long, value_parser = parse_memory)]
+    maxmemory: Option<u64>,
+    /// Number of databases (SELECT 0 .. N-1) [default: 16].
+    #[arg(long)]
+    databases: Option<u16>,
+}
+
+/// A size as redis.conf writes it: a number, optionally followed by `k`,
+/// `m`, `g` (powers of 1000) or `kb`, `mb`, `gb` (powers of 1024), in any
+/// case.
+fn parse_memory(s: &str) -> std::result::Result<u64, String> {
+    let lower = s.to_ascii_lowercase();
+    let split = lower.find(|c: char| !c.is_ascii_digit()).unwrap_or(lower.len());
+    let (num, unit) = lower.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("{s:?} is not a size (e.g. 256mb)"))?;
+    let mult: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1 << 10,
+        "m" => 1_000_000,
+        "mb" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" => 1 << 30,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (k, kb, m, mb, g, gb)")),
+    };
+    n.checked_mul(mult).ok_or_else(|| format!("{s:?} is too large"))
+}
+
+impl ServeArgs {
+    /// Fills the options not given on the command line from the
+    /// configuration file, if there is one.
+    fn merge_config_file(mut self) -> Result<ServeArgs> {
+        let Some(path) = self.config.clone() else { return Ok(self) };
+        let text = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        let file = parse_config(&text).with_context(|| format!("in {}", path.display()))?;
+        self.bind = self.bind.or(file.bind);
+        self.port = self.port.or(file.port);
+        self.requirepass = self.requirepass.or(file.requirepass);
+        self.maxclients = self.maxclients.or(file.maxclients);
+        self.fsync = self.fsync.or(file.fsync);
+        self.timeout = self.timeout.or(file.timeout);
+        self.protected_mode = self.protected_mode.or(file.protected_mode);
+        self.maxmemory = self.maxmemory.or(file.maxmemory);
+        self.databases = self.databases.or(file.databases);
+        Ok(self)
+    }
+}
+
+/// The options a configuration file in redis.conf syntax sets.
+fn parse_config(text: &[u8]) -> Result<ServeArgs> {
+    use anyhow::bail;
+    let mut out = ServeArgs::default();
+    for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+        let n = i + 1;
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let trimmed = line.trim_ascii_start();
+        if trimmed.is_empty() || trimmed.starts_with(b"#") {
+            continue;
+        }
+        let Some(args) = bitsled_redis::command::cli_syntax::split_args(trimmed) else {
+            bail!("line {n}: unbalanced quotes");
+        };
+        let words: Vec<String> = args.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        let (name, values) = match words.split_first() {
+            Some((name, values)) => (name.to_ascii_lowercase(), values),
+            None => continue,
+        };
+        let one = || -> Result<&String> {
+            match values {
+                [v] => Ok(v),
+                _ => bail!("line {n}: {name} takes one value"),
+            }
+        };
+        let bad = |e: &dyn std::fmt::Display| anyhow::anyhow!("line {n}: {name}: {e}");
+        match name.as_str() {
+            // Redis accepts several addresses; the first is the one served.
+            "bind" => {
+                let first = values.first().ok_or_else(|| bad(&"needs an address"))?;
+                out.bind = Some(first.parse().map_err(|e| bad(&e))?);
+            }
+            "port" => out.port = Some(one()?.parse().map_err(|e| bad(&e))?),
+            "requirepass" => out.requirepass = Some(OsString::from(one()?)),
+            "maxclients" => out.maxclients = Some(one()?.parse().map_err(|e| bad(&e))?),
+            "appendfsync" => out.fsync = Some(one()?.parse().map_err(|e: String| bad(&e))?),
+            "timeout" => out.timeout = Some(one()?.parse().map_err(|e| bad(&e))?),
+            "protected-mode" => match one()?.as_str() {
+                v @ ("yes" | "no") => out.protected_mode = Some(v.to_string()),
+                v => bail!("line {n}: protected-mode is yes or no, not {v:?}"),
+            },
+            "maxmemory" => out.maxmemory = Some(parse_memory(one()?).map_err(|e| bad(&e))?),
+            "databases" => out.databases = Some(one()?.parse().map_err(|e| bad(&e))?),
+            // Snapshots and the AOF have no counterpart (every write goes to
+            // the store); the server does not daemonize or keep a log file.
+            "save" | "appendonly" | "loglevel" => {}
+            "daemonize" if one()?.eq_ignore_ascii_case("no") => {}
+            other => bail!("line {n}: unsupported directive {other:?}"),
+        }
+    }
+    Ok(out)
+}
+
+/// The database configuration a memory budget of `bytes` gives.
+fn with_budget(config: Config, bytes: u64) -> Config {
+    let eighth = bytes / 8;
+    config.cache_bytes(bytes - 2 * eighth).dirty_bytes(eighth).store_cache_bytes(eighth)
 }
 
 /// `bitsled serve`: runs the server until a signal or SHUTDOWN.
 pub(crate) fn serve(dir: &PathBuf, args: ServeArgs) -> Result<()> {
     use bitsled_redis::server::{Server, ServerConfig};
     use signal_hook::consts::{SIGINT, SIGTERM};
+    let args = args.merge_config_file()?;
+    let fsync = args.fsync.unwrap_or(bitsled_redis::server::Fsync::EverySec);
     let config = ServerConfig::new()
-        .bind(args.bind)
-        .port(args.port)
+        .bind(args.bind.unwrap_or(std::net::IpAddr::from([127, 0, 0, 1])))
+        .port(args.port.unwrap_or(6380))
         .requirepass(args.requirepass.map(OsString::into_encoded_bytes))
-        .max_clients(args.maxclients)
-        .fsync(args.fsync)
-        .timeout(Some(Duration::from_secs(args.timeout)))
-        .protected_mode(args.protected_mode == "yes");
-    let db = config
-        .db_config(Config::new(dir))
-        .open()
-        .with_context(|| format!("opening the database in {}", dir.display()))?;
+        .max_clients(args.maxclients.unwrap_or(bitsled_redis::server::DEFAULT_MAX_CLIENTS))
+        .fsync(fsync)
+        .timeout(Some(Duration::from_secs(args.timeout.unwrap_or(0))))
+        .protected_mode(args.protected_mode.as_deref() != Some("no"));
+    let mut db_config = config.db_config(Config::new(dir)).databases(args.databases.unwrap_or(16));
+    if let Some(bytes) = args.maxmemory {
+        if bytes < 16 << 20 {
+            anyhow::bail!("--maxmemory {bytes}: at least 16mb");
+        }
+        db_config = with_budget(db_config, bytes);
+    }
+    let db = db_config.open().with_context(|| format!("opening the database in {}", dir.display()))?;
     let server = Server::bind(db, config).context("starting the server")?;
     let stop = server.shutdown_handle();
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).context("installing signal handlers")?;
@@ -68,10 +193,48 @@ pub(crate) fn serve(dir: &PathBuf, args: ServeArgs) -> Result<()> {
     eprintln!(
         "bitsled serve: listening on {} (fsync {}), database {}",
         server.local_addr(),
-        args.fsync.name(),
+        fsync.name(),
         dir.display()
     );
     server.run().context("serving")?;
     eprintln!("bitsled serve: stopped, database flushed");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_as_redis_conf_writes_them() {
+        assert_eq!(parse_memory("256mb"), Ok(256 << 20));
+        assert_eq!(parse_memory("1GB"), Ok(1 << 30));
+        assert_eq!(parse_memory("5k"), Ok(5000));
+        assert_eq!(parse_memory("123"), Ok(123));
+        assert!(parse_memory("12x").is_err() && parse_memory("mb").is_err() && parse_memory("").is_err());
+    }
+
+    #[test]
+    fn config_files_set_options_and_refuse_unknown_directives() {
+        let conf = b"# a comment\nport 7000\nbind 127.0.0.1 ::1\nmaxmemory 256mb\nappendfsync always\n\
+                     requirepass \"s3cret pw\"\nsave \"\"\ndatabases 4\nprotected-mode no\n";
+        let a = parse_config(conf).unwrap();
+        assert_eq!(a.port, Some(7000));
+        assert_eq!(a.bind, Some(std::net::IpAddr::from([127, 0, 0, 1])));
+        assert_eq!(a.maxmemory, Some(256 << 20));
+        assert_eq!(a.fsync, Some(bitsled_redis::server::Fsync::Always));
+        assert_eq!(a.requirepass, Some(OsString::from("s3cret pw")));
+        assert_eq!((a.databases, a.protected_mode.as_deref()), (Some(4), Some("no")));
+        let err = parse_config(b"port 1\ncluster-enabled yes\n").unwrap_err();
+        assert!(format!("{err:#}").contains("line 2: unsupported directive \"cluster-enabled\""), "{err:#}");
+        assert!(parse_config(b"port x\n").is_err());
+        assert!(parse_config(b"port 1 2\n").is_err());
+    }
+
+    #[test]
+    fn a_budget_splits_into_caches() {
+        let c = with_budget(Config::new("x"), 256 << 20);
+        let s = format!("{c:?}");
+        assert!(s.contains("cache_bytes: 201326592") && s.contains("dirty_bytes: 33554432"), "{s}");
+    }
 }

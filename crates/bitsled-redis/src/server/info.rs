@@ -247,6 +247,8 @@ pub(crate) fn config_get(shared: &Shared, patterns: &[Vec<u8>]) -> Vec<(Reply, R
         ("bind", cfg.bind.to_string()),
         ("databases", shared.db.databases().to_string()),
         ("maxclients", cfg.max_clients.to_string()),
+        ("maxmemory", shared.db.memory_stats().budget_bytes.to_string()),
+        ("maxmemory-policy", "noeviction".into()),
         ("port", shared.local_addr.port().to_string()),
         ("proto-max-bulk-len", super::resp::MAX_BULK_LEN.to_string()),
         ("protected-mode", if cfg.protected_mode { "yes" } else { "no" }.into()),
