@@ -86,14 +86,16 @@ impl Config {
         }
     }
 
-    /// Byte budget of decoded pages kept in memory (clean ones are evicted
-    /// past it). Default [`DEFAULT_CACHE_BYTES`].
+    /// Byte budget of decoded pages and key metadata kept in memory (clean
+    /// ones are evicted past it; pages and metadata share it). Default
+    /// [`DEFAULT_CACHE_BYTES`].
     pub fn cache_bytes(mut self, bytes: u64) -> Config {
         self.cache_bytes = bytes;
         self
     }
 
-    /// Byte budget of changed pages held in memory. Past it, the background
+    /// Byte budget of changed pages and key metadata held in memory (part
+    /// of the cache budget's usage too). Past it, the background
     /// thread writes them back to the store (without a durability barrier);
     /// past twice the budget, or without a background thread, the writing
     /// operation does it itself. Default [`DEFAULT_DIRTY_BYTES`].
@@ -102,7 +104,7 @@ impl Config {
         self
     }
 
-    /// Byte budget of sled's own cache of encoded pages. Default
+    /// Byte budget of sled's own cache of encoded records. Default
     /// [`DEFAULT_STORE_CACHE_BYTES`].
     pub fn store_cache_bytes(mut self, bytes: u64) -> Config {
         self.store_cache_bytes = bytes;

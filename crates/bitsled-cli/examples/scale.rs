@@ -1,0 +1,498 @@
+//! The scale runner: bitsled's server and Redis side by side on millions of
+//! small keys, and bitsled alone on data many times its memory budget.
+//!
+//! ```text
+//! cargo build --release -p bitsled-cli
+//! cargo run --release -p bitsled-cli --example scale -- [--quick] [--keys N] [--big] [--out DIR]
+//! ```
+//!
+//! Needs `redis-server`, `redis-cli` and `redis-benchmark` on the PATH and
+//! the release `bitsled` binary (built by the first command). For `--keys
+//! N` (default 10^6) monthly sign-in keys `uid:sign:<uid>:202611` with
+//! three SETBITs each, loaded with `redis-cli --pipe` into each server:
+//!
+//! - load time, resident memory after the load (and Redis's `used_memory`),
+//!   bytes per key on disk for bitsled after a graceful stop;
+//! - DBSIZE and default INFO round trips at that size (median of 50);
+//! - SIGTERM to exit at that size;
+//! - SETBIT latency from `redis-benchmark` with 50 clients, no pipelining,
+//!   on up to 10^6 other keys (one 4 KiB page each) of database 1;
+//! - FLUSHALL time, and how many keys a kill -9 two seconds after
+//!   FLUSHALL's reply brings back (must be 0; `--fsync everysec`);
+//! - embedded: `Db::set_bits` per key for the same keys (keys per second).
+//!
+//! `--quick` (the CI smoke run) uses 10^5 keys and 5 x 10^4 SETBITs.
+//! `--big` adds bitsled alone with a 256 MiB `--maxmemory`-style budget:
+//! 32 keys of 10^9 bits at 50% density (4 GB of bits) loaded whole, then a
+//! cold BITOP OR of all 32: rates and peak resident memory.
+//!
+//! Prints the table and writes it to `DIR/scale.md` (default
+//! `bench-results/`).
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+struct Opts {
+    keys: u64,
+    requests: u64,
+    big: bool,
+    out: PathBuf,
+}
+
+fn parse_opts() -> Res<Opts> {
+    let mut o = Opts { keys: 1_000_000, requests: 500_000, big: false, out: PathBuf::from("bench-results") };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--keys" => o.keys = args.next().ok_or("--keys N")?.parse()?,
+            "--big" => o.big = true,
+            "--quick" => {
+                o.keys = 100_000;
+                o.requests = 50_000;
+            }
+            "--out" => o.out = PathBuf::from(args.next().ok_or("--out DIR")?),
+            other => {
+                return Err(format!(
+                    "unknown argument {other:?}; usage: scale [--quick] [--keys N] [--big] [--out DIR]"
+                )
+                .into())
+            }
+        }
+    }
+    Ok(o)
+}
+
+/// A server process (Redis or bitsled) on a loopback port.
+struct Proc {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proc {
+    fn rss(&self) -> u64 {
+        status_kb(self.child.id(), "VmRSS") * 1024
+    }
+
+    fn hwm(&self) -> u64 {
+        status_kb(self.child.id(), "VmHWM") * 1024
+    }
+
+    fn con(&self) -> Res<redis::Connection> {
+        Ok(redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))?.get_connection()?)
+    }
+
+    /// SIGTERM (or another signal), then the seconds until the process exits.
+    fn signal_and_wait(&mut self, sig: &str) -> Res<f64> {
+        let t = Instant::now();
+        Command::new("kill").args([sig, &self.child.id().to_string()]).status()?;
+        self.child.wait()?;
+        Ok(t.elapsed().as_secs_f64())
+    }
+}
+
+fn status_kb(pid: u32, field: &str) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    text.lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn free_port() -> Res<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn wait_ready(p: &Proc) -> Res<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if let Ok(mut c) = p.con() {
+            if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                return Ok(());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(format!("no server answered on port {}", p.port).into())
+}
+
+fn start_redis(dir: &Path) -> Res<Proc> {
+    let port = free_port()?;
+    let child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let p = Proc { child, port };
+    wait_ready(&p)?;
+    Ok(p)
+}
+
+/// The release `bitsled` binary: beside this example's directory.
+fn bitsled_bin() -> Res<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let bin = exe.parent().and_then(Path::parent).map(|d| d.join("bitsled")).ok_or("no target directory")?;
+    if !bin.exists() {
+        return Err(format!("{} not found: run `cargo build --release -p bitsled-cli` first", bin.display()).into());
+    }
+    Ok(bin)
+}
+
+fn start_bitsled(db: &Path, extra: &[&str]) -> Res<Proc> {
+    let port = free_port()?;
+    let child = Command::new(bitsled_bin()?)
+        .arg("--db")
+        .arg(db)
+        .args(["serve", "--port", &port.to_string()])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let p = Proc { child, port };
+    wait_ready(&p)?;
+    Ok(p)
+}
+
+/// The sign-in workload as RESP: three SETBITs per key.
+fn signin_file(path: &Path, keys: u64) -> Res<u64> {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut r = rand::rngs::StdRng::seed_from_u64(1);
+    let mut n = 0;
+    for uid in 0..keys {
+        let k = format!("uid:sign:{uid}:202611");
+        for _ in 0..3 {
+            let d = r.gen_range(0..30).to_string();
+            write!(f, "*4\r\n$6\r\nSETBIT\r\n${}\r\n{k}\r\n${}\r\n{d}\r\n$1\r\n1\r\n", k.len(), d.len())?;
+            n += 1;
+        }
+    }
+    f.flush()?;
+    Ok(n)
+}
+
+/// `redis-cli --pipe` of `file` into `port`: seconds.
+fn pipe(port: u16, file: &Path) -> Res<f64> {
+    let t = Instant::now();
+    let out = Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "--pipe"])
+        .stdin(std::fs::File::open(file)?)
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || !text.contains("errors: 0") {
+        return Err(format!("redis-cli --pipe failed: {text}").into());
+    }
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// Median round trip of `cmd` over 50 calls, in milliseconds.
+fn round_trip(con: &mut redis::Connection, cmd: &str) -> Res<f64> {
+    let mut v = Vec::new();
+    for _ in 0..50 {
+        let t = Instant::now();
+        redis::cmd(cmd).query::<redis::Value>(con)?;
+        v.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    v.sort_by(f64::total_cmp);
+    Ok(v[v.len() / 2])
+}
+
+/// `redis-benchmark` SETBIT with 50 clients: (requests/s, p50 ms, p99 ms).
+fn setbit_latency(port: u16, requests: u64) -> Res<(f64, f64, f64)> {
+    let out = Command::new("redis-benchmark")
+        .args([
+            "-p",
+            &port.to_string(),
+            "--dbnum",
+            "1",
+            "-c",
+            "50",
+            "-n",
+            &requests.to_string(),
+            "-r",
+            "1000000",
+            "--csv",
+        ])
+        .args(["SETBIT", "bench:__rand_int__", "100000", "1"])
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().ok_or("no redis-benchmark output")?;
+    let f: Vec<f64> = line.split(',').skip(1).filter_map(|x| x.trim_matches('"').parse().ok()).collect();
+    match f[..] {
+        [rps, _avg, _min, p50, _p95, p99, _max] => Ok((rps, p50, p99)),
+        _ => Err(format!("unexpected redis-benchmark output: {line}").into()),
+    }
+}
+
+fn du(path: &Path) -> u64 {
+    fn walk(p: &Path) -> u64 {
+        match std::fs::metadata(p) {
+            Ok(m) if m.is_dir() => {
+                std::fs::read_dir(p).map(|rd| rd.filter_map(Result::ok).map(|e| walk(&e.path())).sum()).unwrap_or(0)
+            }
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        }
+    }
+    walk(path)
+}
+
+/// A table row: a name and the bitsled and Redis figures as text.
+struct Row(String, String, String, String);
+
+fn ratio(a: f64, b: f64) -> String {
+    if b > 0.0 {
+        format!("{:.2}x", a / b)
+    } else {
+        "-".into()
+    }
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.0} MiB", b as f64 / f64::from(1 << 20))
+}
+
+fn main() -> Res<()> {
+    if let Ok(phase) = std::env::var("SCALE_BIG_CHILD") {
+        return big_child(&phase, Path::new(&std::env::var("SCALE_BIG_DIR")?));
+    }
+    let o = parse_opts()?;
+    let tmp = tempfile::tempdir()?;
+    let mut rows: Vec<Row> = Vec::new();
+    let n = o.keys;
+    eprintln!("scale: {n} sign-in keys");
+    let file = tmp.path().join("signin.resp");
+    let commands = signin_file(&file, n)?;
+
+    // Redis.
+    let rdir = tempfile::tempdir()?;
+    let mut redis = start_redis(rdir.path())?;
+    let r_load = pipe(redis.port, &file)?;
+    let mut rc = redis.con()?;
+    let info: String = redis::cmd("INFO").arg("memory").query(&mut rc)?;
+    let used: u64 =
+        info.lines().find_map(|l| l.strip_prefix("used_memory:")).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+    let r_rss = redis.rss();
+    let r_dbsize = round_trip(&mut rc, "DBSIZE")?;
+    let r_info = round_trip(&mut rc, "INFO")?;
+    let r_bench = setbit_latency(redis.port, o.requests)?;
+    let t = Instant::now();
+    redis::cmd("FLUSHALL").query::<()>(&mut rc)?;
+    let r_flush = t.elapsed().as_secs_f64();
+    drop(rc);
+    let r_stop = redis.signal_and_wait("-TERM")?;
+
+    // bitsled: the load, its figures, a graceful stop (then the disk), the
+    // latency run on a restarted server, FLUSHALL and a kill -9 after it.
+    let bdir = tmp.path().join("bitsled-data");
+    let mut b = start_bitsled(&bdir, &[])?;
+    let b_load = pipe(b.port, &file)?;
+    let b_rss = b.rss();
+    let mut bc = b.con()?;
+    let b_dbsize = round_trip(&mut bc, "DBSIZE")?;
+    let b_info = round_trip(&mut bc, "INFO")?;
+    drop(bc);
+    let b_hwm = b.hwm();
+    let b_stop = b.signal_and_wait("-TERM")?;
+    let disk = du(&bdir);
+    let mut b = start_bitsled(&bdir, &[])?;
+    let b_bench = setbit_latency(b.port, o.requests)?;
+    let mut bc = b.con()?;
+    let t = Instant::now();
+    redis::cmd("FLUSHALL").query::<()>(&mut bc)?;
+    let b_flush = t.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_secs(2));
+    b.signal_and_wait("-KILL")?;
+    let b2 = start_bitsled(&bdir, &[])?;
+    let back: u64 = redis::cmd("DBSIZE").query(&mut b2.con()?)?;
+    drop(b2);
+
+    let keys_per_s =
+        |s: f64| format!("{s:.2} s ({:.0}k keys/s, {:.0}k cmds/s)", n as f64 / s / 1e3, commands as f64 / s / 1e3);
+    rows.push(Row(
+        format!("load {n} sign-in keys with redis-cli --pipe"),
+        keys_per_s(b_load),
+        keys_per_s(r_load),
+        ratio(b_load, r_load),
+    ));
+    rows.push(Row(
+        "resident memory after the load".into(),
+        mib(b_rss),
+        format!("{} (used_memory {})", mib(r_rss), mib(used)),
+        ratio(b_rss as f64, r_rss as f64),
+    ));
+    rows.push(Row(
+        "on disk after a graceful stop".into(),
+        format!("{} ({:.1} B/key)", mib(disk), disk as f64 / n as f64),
+        format!("in memory: {:.1} B/key (used_memory)", used as f64 / n as f64),
+        ratio(disk as f64, used as f64),
+    ));
+    rows.push(Row(
+        format!("DBSIZE round trip at {n} keys"),
+        format!("{b_dbsize:.3} ms"),
+        format!("{r_dbsize:.3} ms"),
+        ratio(b_dbsize, r_dbsize),
+    ));
+    rows.push(Row(
+        format!("INFO round trip at {n} keys"),
+        format!("{b_info:.3} ms"),
+        format!("{r_info:.3} ms"),
+        ratio(b_info, r_info),
+    ));
+    let bench = |x: (f64, f64, f64)| format!("{:.0} req/s, p50 {:.3} ms, p99 {:.3} ms", x.0, x.1, x.2);
+    rows.push(Row(
+        format!("SETBIT, 50 clients, {} requests on paged keys (redis-benchmark)", o.requests),
+        bench(b_bench),
+        bench(r_bench),
+        format!("p99 {}", ratio(b_bench.2, r_bench.2)),
+    ));
+    rows.push(Row(
+        format!("SIGTERM to exit at {n} keys"),
+        format!("{b_stop:.2} s (peak RSS until then: {})", mib(b_hwm)),
+        format!("{r_stop:.2} s (after its latency run)"),
+        ratio(b_stop, r_stop),
+    ));
+    rows.push(Row(
+        format!("FLUSHALL at {n}+ keys"),
+        format!("{:.1} ms; kill -9 2 s later brings back {back} keys", b_flush * 1e3),
+        format!("{:.1} ms", r_flush * 1e3),
+        ratio(b_flush, r_flush),
+    ));
+    if back != 0 {
+        return Err(format!("{back} flushed keys came back after kill -9").into());
+    }
+
+    // Embedded: set_bits per key.
+    {
+        let dir = tempfile::tempdir()?;
+        let db = bitsled::Db::open(dir.path())?;
+        let mut r = rand::rngs::StdRng::seed_from_u64(1);
+        let t = Instant::now();
+        for uid in 0..n {
+            let k = format!("uid:sign:{uid}:202611");
+            let days = [r.gen_range(0..30), r.gen_range(0..30), r.gen_range(0..30)];
+            db.set_bits(k.as_bytes(), &days, true)?;
+        }
+        let load = t.elapsed().as_secs_f64();
+        db.flush()?;
+        let all = t.elapsed().as_secs_f64();
+        rows.push(Row(
+            format!("embedded Db::set_bits, one call per key, {n} keys"),
+            format!("{:.0}k keys/s ({:.0}k incl. the final flush)", n as f64 / load / 1e3, n as f64 / all / 1e3),
+            "-".into(),
+            "-".into(),
+        ));
+    }
+
+    if o.big {
+        big_section(&mut rows, tmp.path())?;
+    }
+
+    let mut md = String::from("| measurement | bitsled | Redis 7 | bitsled / Redis |\n|---|---|---|---|\n");
+    for Row(name, b, r, q) in &rows {
+        md.push_str(&format!("| {name} | {b} | {r} | {q} |\n"));
+    }
+    println!("{md}");
+    std::fs::create_dir_all(&o.out)?;
+    std::fs::write(o.out.join("scale.md"), &md)?;
+    Ok(())
+}
+
+/// 32 keys of 10^9 bits at 50% with a 256 MiB budget: load and a cold OR.
+fn big_section(rows: &mut Vec<Row>, tmp: &Path) -> Res<()> {
+    // A child process per phase, so each peak RSS is its own.
+    let dir = tmp.join("big");
+    let exe = std::env::current_exe()?;
+    for phase in ["load", "or"] {
+        let mut child = Command::new(&exe)
+            .stdout(Stdio::piped())
+            .env("SCALE_BIG_CHILD", phase)
+            .env("SCALE_BIG_DIR", &dir)
+            .spawn()?;
+        let mut text = String::new();
+        child.stdout.take().ok_or("stdout")?.read_to_string(&mut text)?;
+        if !child.wait()?.success() {
+            return Err(format!("big {phase} failed: {text}").into());
+        }
+        let f: HashMap<&str, f64> = text
+            .split_whitespace()
+            .filter_map(|kv| kv.split_once('='))
+            .filter_map(|(k, v)| Some((k, v.parse().ok()?)))
+            .collect();
+        let gbs = f.get("bytes").copied().unwrap_or(0.0) / f.get("secs").copied().unwrap_or(1.0) / 1e9;
+        rows.push(Row(
+            format!(
+                "32 x 10^9-bit keys at 50% (4 GB), 256 MiB budget: {}",
+                if phase == "load" { "whole-value load incl. flush" } else { "cold BITOP OR of all 32" }
+            ),
+            format!(
+                "{:.2} s, {gbs:.2} GB/s, peak RSS {}",
+                f.get("secs").copied().unwrap_or(0.0),
+                mib(f.get("hwm").copied().unwrap_or(0.0) as u64)
+            ),
+            "- (would hold 4 GB in RAM)".into(),
+            "-".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Keys of the big section.
+const BIG_KEYS: usize = 32;
+/// Bytes per big key: 10^9 bits.
+const BIG_BYTES: usize = 125_000_000;
+
+/// One phase of the big section in its own process; prints `secs=`,
+/// `bytes=` and `hwm=` (peak resident bytes).
+fn big_child(phase: &str, dir: &Path) -> Res<()> {
+    let budget: u64 = 256 << 20;
+    let db = bitsled::Config::new(dir)
+        .cache_bytes(budget / 4 * 3)
+        .dirty_bytes(budget / 8)
+        .store_cache_bytes(budget / 8)
+        .open()?;
+    let keys: Vec<Vec<u8>> = (0..BIG_KEYS).map(|i| format!("big:{i}").into_bytes()).collect();
+    let mut secs = 0.0;
+    if phase == "load" {
+        let mut value = vec![0u8; BIG_BYTES];
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for k in &keys {
+            for chunk in value.chunks_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+            }
+            let t = Instant::now();
+            db.set(k, &value)?;
+            secs += t.elapsed().as_secs_f64();
+        }
+        let t = Instant::now();
+        db.flush()?;
+        secs += t.elapsed().as_secs_f64();
+    } else {
+        let srcs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let t = Instant::now();
+        db.bitop(bitsled::BitOp::Or, b"big:or", &srcs)?;
+        db.flush()?;
+        secs = t.elapsed().as_secs_f64();
+    }
+    let hwm = status_kb(std::process::id(), "VmHWM") * 1024;
+    println!("secs={secs} bytes={} hwm={hwm}", BIG_KEYS * BIG_BYTES);
+    Ok(())
+}
