@@ -94,11 +94,12 @@ impl Config {
         self
     }
 
-    /// Byte budget of changed pages and key metadata held in memory (part
-    /// of the cache budget's usage too). Past it, the background
-    /// thread writes them back to the store (without a durability barrier);
-    /// past twice the budget, or without a background thread, the writing
-    /// operation does it itself. Default [`DEFAULT_DIRTY_BYTES`].
+    /// Byte budget of changed pages held in memory (part of the cache
+    /// budget's usage too). Past it, the background thread writes them back
+    /// to the store (without a durability barrier); past twice the budget,
+    /// or without a background thread, the writing operation does it
+    /// itself. Changed key metadata has a budget of half the cache budget,
+    /// and at least this one. Default [`DEFAULT_DIRTY_BYTES`].
     pub fn dirty_bytes(mut self, bytes: u64) -> Config {
         self.dirty_bytes = bytes;
         self

@@ -224,20 +224,32 @@ impl Engine {
         }
     }
 
-    /// Past the dirty budget, asks the background thread for a write-back;
-    /// past twice the budget (the background thread cannot keep up, or
-    /// there is none), writes back itself. Trims the cache.
+    /// Past a dirty budget, asks the background thread for a write-back;
+    /// past twice it (the background thread cannot keep up, or there is
+    /// none), writes back itself. Trims the cache.
+    ///
+    /// Dirty pages are bounded by `dirty_bytes`. Dirty metadata buckets may
+    /// take up to half the cache budget (at least `dirty_bytes`): a bucket
+    /// occupies its cache slot whether it is dirty or not, and every
+    /// write-back rewrites each dirty bucket whole, so early write-backs of
+    /// a few keys per bucket multiply the bytes written (see DESIGN.md,
+    /// write-back).
     fn after_change(&self) -> Result<()> {
-        let budget = usize::try_from(self.config.dirty_bytes).unwrap_or(usize::MAX);
-        let dirty = self.pages.dirty_bytes() + self.metas.dirty_bytes();
+        let page_budget = usize::try_from(self.config.dirty_bytes).unwrap_or(usize::MAX);
+        let meta_budget = page_budget.max(usize::try_from(self.config.cache_bytes / 2).unwrap_or(usize::MAX));
+        let (pages, metas) = (self.pages.dirty_bytes(), self.metas.dirty_bytes());
         let background = self.config.flush_interval.is_some();
         // sled applies a batch under its process-wide write lock, so every
         // store read waits for a write-back's batch: keep batches short in
         // records too (many tiny pages fill no byte budget).
         let records = self.pages.dirty_pages();
-        if dirty > budget.saturating_mul(2) || (dirty > budget && !background) {
+        let over = pages > page_budget || metas > meta_budget;
+        if pages > page_budget.saturating_mul(2)
+            || metas > meta_budget.saturating_add(page_budget)
+            || (over && !background)
+        {
             self.write_back()?;
-        } else if dirty > budget || (background && records > DIRTY_RECORDS) {
+        } else if over || (background && records > DIRTY_RECORDS) {
             let mut s = self.signal.0.lock();
             if !s.kick {
                 s.kick = true;

@@ -27,7 +27,7 @@
 //! cold BITOP OR of all 32: rates and peak resident memory.
 //!
 //! Prints the table and writes it to `DIR/scale.md` (default
-//! `bench-results/`).
+//! `bench-results/`, or `target/scale-quick/` with `--quick`).
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -49,6 +49,7 @@ struct Opts {
 
 fn parse_opts() -> Res<Opts> {
     let mut o = Opts { keys: 1_000_000, requests: 500_000, big: false, out: PathBuf::from("bench-results") };
+    let mut out_given = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -57,8 +58,14 @@ fn parse_opts() -> Res<Opts> {
             "--quick" => {
                 o.keys = 100_000;
                 o.requests = 50_000;
+                if !out_given {
+                    o.out = PathBuf::from("target/scale-quick");
+                }
             }
-            "--out" => o.out = PathBuf::from(args.next().ok_or("--out DIR")?),
+            "--out" => {
+                o.out = PathBuf::from(args.next().ok_or("--out DIR")?);
+                out_given = true;
+            }
             other => {
                 return Err(format!(
                     "unknown argument {other:?}; usage: scale [--quick] [--keys N] [--big] [--out DIR]"
