@@ -9,7 +9,7 @@ use crate::ops::range::{clamp, span_bits, to_bits, total_units, Span, Unit};
 
 /// The page-relative bounds `[lo, hi)` of the inclusive bit range
 /// `first ..= last` within page `page`.
-fn page_bounds(page: u64, first: u64, last: u64) -> (u32, u32) {
+pub(super) fn page_bounds(page: u64, first: u64, last: u64) -> (u32, u32) {
     let lo = if page == first / PAGE_BITS { first % PAGE_BITS } else { 0 };
     let hi = if page == last / PAGE_BITS { last % PAGE_BITS + 1 } else { PAGE_BITS };
     // Both are at most PAGE_BITS (32,768).

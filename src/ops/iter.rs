@@ -1,6 +1,6 @@
 //! Iteration over the set positions of a bitmap ("list the uids").
 
-use std::ops::{Bound, RangeBounds};
+use std::ops::RangeBounds;
 use std::sync::Arc;
 
 use crate::db::Db;
@@ -8,6 +8,7 @@ use crate::engine::Meta;
 use crate::engine::PageStream;
 use crate::error::Result;
 use crate::geometry::PAGE_BITS;
+use crate::ops::range::bit_range;
 use crate::page::Page;
 
 /// An iterator over the set bit offsets of a bitmap, ascending; see
@@ -49,22 +50,8 @@ impl Db {
     /// # Ok(()) }
     /// ```
     pub fn ones(&self, key: &[u8], range: impl RangeBounds<u64>) -> Result<Ones> {
-        let first = match range.start_bound() {
-            Bound::Included(&s) => Some(s),
-            Bound::Excluded(&s) => s.checked_add(1),
-            Bound::Unbounded => Some(0),
-        };
-        let last = match range.end_bound() {
-            Bound::Included(&e) => Some(e),
-            Bound::Excluded(&e) => e.checked_sub(1),
-            Bound::Unbounded => Some(u64::MAX),
-        };
         // The inclusive bit range listed, clipped to the key's length.
-        let bounds = |m: &Meta| {
-            let last = last?.min(m.len.checked_mul(8)?.checked_sub(1)?);
-            let first = first?;
-            (first <= last).then_some((first, last))
-        };
+        let bounds = |m: &Meta| bit_range(&range, m.len);
         let (meta, stream) = self.string_and_stream(key, |m| bounds(m).map(|(f, l)| (f / PAGE_BITS, l / PAGE_BITS)))?;
         let (Some((first, last)), Some(stream)) = (meta.as_ref().and_then(bounds), stream) else {
             return Ok(Ones { stream: None, current: None, next_bit: 0, first: 0, last: 0 });

@@ -11,6 +11,7 @@ pub(crate) mod hll;
 pub(crate) mod iter;
 pub(crate) mod keys;
 pub(crate) mod range;
+pub(crate) mod rank;
 pub(crate) mod set;
 pub(crate) mod strings;
 pub(crate) mod value;

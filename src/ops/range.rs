@@ -96,6 +96,24 @@ pub(crate) fn span_bits(span: Span, len: u64) -> Option<(u64, u64)> {
     Some(to_bits(first, last, span.unit))
 }
 
+/// The bits of a bitmap `len` bytes long that `range` (bit offsets) covers,
+/// as an inclusive pair, or `None` when it covers none of them.
+pub(crate) fn bit_range(range: &impl std::ops::RangeBounds<u64>, len: u64) -> Option<(u64, u64)> {
+    use std::ops::Bound;
+    let first = match range.start_bound() {
+        Bound::Included(&s) => s,
+        Bound::Excluded(&s) => s.checked_add(1)?,
+        Bound::Unbounded => 0,
+    };
+    let last = match range.end_bound() {
+        Bound::Included(&e) => e,
+        Bound::Excluded(&e) => e.checked_sub(1)?,
+        Bound::Unbounded => u64::MAX,
+    };
+    let last = last.min(len.checked_mul(8)?.checked_sub(1)?);
+    (first <= last).then_some((first, last))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
