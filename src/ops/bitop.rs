@@ -89,51 +89,106 @@ impl Db {
         // destination is claimed first, so its writers wait until then.
         let _claim = sources.contains(&dest).then(|| self.engine.claim(dest));
         self.engine.check_writable()?;
-        let mut metas = Vec::with_capacity(sources.len());
-        let mut streams: Vec<Option<PageStream>> = Vec::with_capacity(sources.len());
-        for name in sources {
-            let (meta, stream) = self.string_and_stream(name, |_| Some((0, u64::MAX)))?;
-            metas.push(meta);
-            streams.push(stream);
-        }
-        let len = metas.iter().flatten().map(|m| m.len).max().unwrap_or(0);
+        let (len, streams) = self.source_streams(sources)?;
         let build = self.engine.begin_build(self.index)?;
         if len == 0 {
             build.publish(dest, None)?;
             return Ok(0);
         }
-        // Lengths are at most u64::MAX / 8 (offsets are limited so).
-        let bits = len * 8;
-        let last_page = (bits - 1) / PAGE_BITS;
         let mut ones = 0u64;
-        let mut scratch = Scratch::new();
-        let mut column: Column = vec![None; sources.len()];
-        let mut next = 0u64;
-        while let Some(page) = next_page(op, &mut streams, next, last_page)? {
-            for (slot, s) in column.iter_mut().zip(streams.iter_mut()) {
-                *slot = match s {
-                    Some(s) => take_at(s, page)?,
-                    None => None,
-                };
-            }
-            if let Some(mut result) = combine(op, &column, &mut scratch) {
-                if page == last_page {
-                    // NOT (and nothing else) can set bits past the length.
-                    let tail = bits - page * PAGE_BITS;
-                    if tail < PAGE_BITS {
-                        // Below PAGE_BITS, so it fits in u32.
-                        result.truncate(tail as u32);
-                    }
-                }
-                ones += u64::from(result.count_ones());
-                build.put(page, result)?;
-            }
-            next = page + 1;
-        }
+        each_result_page(op, streams, len, |page, result| {
+            ones += u64::from(result.count_ones());
+            build.put(page, result)
+        })?;
         let meta = build.meta(Kind::String, len, ones, 0);
         build.publish(dest, Some(meta))?;
         Ok(len)
     }
+
+    /// The number of set bits BITOP `op` over `sources` would give, without
+    /// storing the result: "BITOP then BITCOUNT" when the destination is not
+    /// needed (the `BITOP.COUNT` server extension). Returns the result's
+    /// length in bytes and its count.
+    ///
+    /// Cost: as [`Db::bitop`]'s reading side; nothing is written, so memory
+    /// is one page per source and one result page.
+    ///
+    /// # Errors
+    /// As [`Db::bitop`].
+    ///
+    /// ```
+    /// # fn main() -> bitsled::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// use bitsled::BitOp;
+    /// let db = bitsled::Db::open(dir.path())?;
+    /// db.set_bits(b"mon", &[1, 2, 3], true)?;
+    /// db.set_bits(b"tue", &[2, 3, 4], true)?;
+    /// assert_eq!(db.bitop_count(BitOp::And, &[b"mon", b"tue"])?, (1, 2));
+    /// assert!(!db.exists(b"both")?);
+    /// # Ok(()) }
+    /// ```
+    pub fn bitop_count(&self, op: BitOp, sources: &[&[u8]]) -> Result<(u64, u64)> {
+        check_arity(op, sources.len())?;
+        let (len, streams) = self.source_streams(sources)?;
+        let mut ones = 0u64;
+        if len > 0 {
+            each_result_page(op, streams, len, |_, result| {
+                ones += u64::from(result.count_ones());
+                Ok(())
+            })?;
+        }
+        Ok((len, ones))
+    }
+
+    /// Streams over the sources (`None` for a missing one) and the longest
+    /// source's length in bytes.
+    fn source_streams(&self, sources: &[&[u8]]) -> Result<(u64, Vec<Option<PageStream>>)> {
+        let mut len = 0;
+        let mut streams = Vec::with_capacity(sources.len());
+        for name in sources {
+            let (meta, stream) = self.string_and_stream(name, |_| Some((0, u64::MAX)))?;
+            len = meta.map_or(len, |m| m.len.max(len));
+            streams.push(stream);
+        }
+        Ok((len, streams))
+    }
+}
+
+/// Calls `f` with each non-zero page of the result of `op` over `streams`
+/// (a result `len` bytes long, `len > 0`), in page order.
+fn each_result_page(
+    op: BitOp,
+    mut streams: Vec<Option<PageStream>>,
+    len: u64,
+    mut f: impl FnMut(u64, Page) -> Result<()>,
+) -> Result<()> {
+    // Lengths are at most u64::MAX / 8 (offsets are limited so).
+    let bits = len * 8;
+    let last_page = (bits - 1) / PAGE_BITS;
+    let mut scratch = Scratch::new();
+    let mut column: Column = vec![None; streams.len()];
+    let mut next = 0u64;
+    while let Some(page) = next_page(op, &mut streams, next, last_page)? {
+        for (slot, s) in column.iter_mut().zip(streams.iter_mut()) {
+            *slot = match s {
+                Some(s) => take_at(s, page)?,
+                None => None,
+            };
+        }
+        if let Some(mut result) = combine(op, &column, &mut scratch) {
+            if page == last_page {
+                // NOT (and nothing else) can set bits past the length.
+                let tail = bits - page * PAGE_BITS;
+                if tail < PAGE_BITS {
+                    // Below PAGE_BITS, so it fits in u32.
+                    result.truncate(tail as u32);
+                }
+            }
+            f(page, result)?;
+        }
+        next = page + 1;
+    }
+    Ok(())
 }
 
 fn check_arity(op: BitOp, n: usize) -> Result<()> {

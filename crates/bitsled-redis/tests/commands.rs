@@ -357,9 +357,32 @@ fn redis82_cases() -> Vec<(&'static str, Reply)> {
     ]
 }
 
+/// Rows for the `BITOP.COUNT` extension (no Redis counterpart): each count
+/// is the BITCOUNT of the matching `BITOP` row's result above, and nothing
+/// is stored.
+fn extension_cases() -> Vec<(&'static str, Reply)> {
+    vec![
+        (r#"bitop.count diff x a1 a2"#, int(2)),
+        (r#"bitop.count DIFF1 x a1 a2"#, int(9)),
+        (r#"bitop.count andor x a1 a2"#, int(6)),
+        (r#"bitop.count one x a1 a2"#, int(9)),
+        (r#"bitop.count or x a1 a2"#, int(17)),
+        (r#"bitop.count and x a2"#, int(4)),
+        (r#"bitop.count not a1"#, int(4)),
+        (r#"bitop.count and nokey"#, int(0)),
+        (r#"exists nokey"#, int(0)),
+        (r#"bitop.count nand x"#, err("ERR syntax error")),
+        (r#"bitop.count not x a1"#, err("ERR BITOP NOT must be called with a single source key.")),
+        (r#"bitop.count and"#, err("ERR wrong number of arguments for 'bitop.count' command")),
+        (r#"bf.add bf item"#, int(1)),
+        (r#"bitop.count xor bf"#, err("WRONGTYPE Operation against a key holding the wrong kind of value")),
+    ]
+}
+
 fn all_cases() -> Vec<(&'static str, Reply)> {
     let mut cases = redis7_cases();
     cases.extend(redis82_cases());
+    cases.extend(extension_cases());
     cases
 }
 

@@ -85,9 +85,22 @@ pub(crate) fn bitpos(db: &Db, a: &[Vec<u8>]) -> CmdResult {
 }
 
 /// `BITOP op dest src...` with the 8.2 operations (DIFF, DIFF1, ANDOR, ONE).
-pub(crate) fn bitop(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+/// The BITOP operation named `name`.
+fn bitop_named(name: &[u8]) -> Result<BitOp, Fail> {
     let ops = [BitOp::And, BitOp::Or, BitOp::Xor, BitOp::Not, BitOp::Diff, BitOp::Diff1, BitOp::AndOr, BitOp::One];
-    let Some(op) = ops.into_iter().find(|op| is(&a[1], op.name())) else { return Err(Fail::new(ERR_SYNTAX)) };
+    ops.into_iter().find(|op| is(name, op.name())).ok_or_else(|| Fail::new(ERR_SYNTAX))
+}
+
+pub(crate) fn bitop(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    let op = bitop_named(&a[1])?;
     let sources = slices(&a[3..]);
     Ok(to_int(db.bitop(op, &a[2], &sources)?))
+}
+
+/// `BITOP.COUNT op key [key ...]` (an extension): the number of set bits
+/// `BITOP op dest key...` would store, without storing anything.
+pub(crate) fn bitop_count(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    let op = bitop_named(&a[1])?;
+    let sources = slices(&a[2..]);
+    Ok(to_int(db.bitop_count(op, &sources)?.1))
 }

@@ -112,6 +112,23 @@ pub static COMMANDS: &[Spec] = &[
         subcommands: &[],
         run: Data(bitmaps::bitop),
     },
+    // Extension: BITOP's count without a destination.
+    Spec {
+        name: "bitop.count",
+        arity: -3,
+        flags: fl(READONLY),
+        keys: (2, -1, 1),
+        acl: &["@read", "@bitmap", "@slow"],
+        tips: &[],
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RO", "access"],
+            begin: Begin::Index(2),
+            find: Find::Range(-1, 1, 0),
+        }],
+        subcommands: &[],
+        run: Data(bitmaps::bitop_count),
+    },
     Spec {
         name: "bitfield",
         arity: -2,

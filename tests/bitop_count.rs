@@ -1,0 +1,55 @@
+//! Invariant: `Db::bitop_count(op, sources)` answers exactly what
+//! `Db::bitop(op, dest, sources)` followed by BITCOUNT of `dest` gives
+//! (length and count), for every operation and source shape, and writes
+//! nothing.
+
+use bitsled::{BitOp, Config};
+use proptest::prelude::*;
+
+const PAGE: u64 = 32_768;
+
+/// A source: absent, or set offsets over a few pages (sparse, dense, runs).
+fn source() -> impl Strategy<Value = Option<Vec<u64>>> {
+    let offsets = prop::collection::vec((0u64..6, 0u64..PAGE, 1u64..3000), 0..6).prop_map(|runs| {
+        runs.into_iter()
+            .flat_map(|(page, start, n)| (start..(start + n).min(PAGE)).map(move |b| page * PAGE + b))
+            .collect()
+    });
+    prop::option::weighted(0.85, offsets)
+}
+
+const OPS: [BitOp; 8] =
+    [BitOp::And, BitOp::Or, BitOp::Xor, BitOp::Not, BitOp::Diff, BitOp::Diff1, BitOp::AndOr, BitOp::One];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    #[test]
+    fn count_only_equals_bitop_then_bitcount(sources in prop::collection::vec(source(), 1..5)) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Config::new(dir.path()).flush_interval(None).open().unwrap();
+        let names: Vec<Vec<u8>> = (0..sources.len()).map(|i| format!("src:{i}").into_bytes()).collect();
+        for (name, offsets) in names.iter().zip(&sources) {
+            if let Some(offsets) = offsets {
+                db.set_bits(name, offsets, true).unwrap();
+            }
+        }
+        let refs: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
+        for op in OPS {
+            let counted = db.bitop_count(op, &refs);
+            let before = db.dbsize().unwrap();
+            match db.bitop(op, b"dest", &refs) {
+                Ok(len) => {
+                    let (clen, cones) = counted.unwrap();
+                    prop_assert_eq!(clen, len, "{:?}", op);
+                    prop_assert_eq!(cones, db.bitcount(b"dest", None).unwrap(), "{:?}", op);
+                    db.delete(b"dest").unwrap();
+                }
+                Err(e) => prop_assert_eq!(counted.unwrap_err().to_string(), e.to_string()),
+            }
+            // bitop_count itself created nothing.
+            let again = db.bitop_count(op, &refs).map(|_| ());
+            prop_assert_eq!(db.dbsize().unwrap(), before, "{:?} {:?}", op, again);
+        }
+    }
+}
