@@ -50,6 +50,8 @@ pub use db::{Db, Watch};
 pub use engine::{DbCounts, KeyStats, MemoryStats, Problem, VerifyReport};
 pub use error::{Error, Result};
 pub use geometry::MAX_OFFSET;
+#[cfg(feature = "roaring")]
+pub use ops::roaring::RoaringFormat;
 pub use ops::CompactReport;
 pub use ops::{
     parse_integer, BitOp, BitfieldOp, BitfieldType, Bloom, Current, ExpireCondition, Expiry, GetExpiry, Hll, Ones,

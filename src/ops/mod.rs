@@ -12,6 +12,8 @@ pub(crate) mod iter;
 pub(crate) mod keys;
 pub(crate) mod range;
 pub(crate) mod rank;
+#[cfg(feature = "roaring")]
+pub(crate) mod roaring;
 pub(crate) mod set;
 pub(crate) mod strings;
 pub(crate) mod value;

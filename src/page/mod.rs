@@ -177,9 +177,11 @@ impl Page {
         Page::compact_words(words, ones)
     }
 
-    #[cfg(any(test, feature = "testing"))]
+    #[cfg(any(test, feature = "testing", feature = "roaring"))]
     /// A page with these bits set. `positions` must be strictly increasing
-    /// and below 32,768. Takes the smallest representation.
+    /// and below 32,768 (checked in debug builds; the Roaring import checks
+    /// its values' order before it calls this). Takes the smallest
+    /// representation.
     pub(crate) fn from_positions(positions: &[u16]) -> Page {
         debug_assert!(sparse::is_valid(positions), "positions must be strictly increasing and below 32768");
         let sparse = Page {

@@ -1,12 +1,13 @@
-//! `bitsled import`: bulk-load `key,offset[,bit]` CSV lines.
+//! `bitsled import`: bulk-load `key,offset[,bit]` CSV lines, or
+//! (`--roaring`) replace a key with a serialized Roaring bitmap.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use bitsled::Db;
+use bitsled::{Db, RoaringFormat};
 use indicatif::ProgressBar;
 
 use crate::{ms, style};
@@ -48,6 +49,31 @@ pub(crate) fn import(db: &Db, file: &PathBuf) -> Result<()> {
     db.flush()?;
     bar.finish_and_clear();
     println!("imported {lines} lines, {changed} bits changed, in {:.1} ms", ms(t));
+    Ok(())
+}
+
+/// Replaces `key` with the Roaring bitmap in `file` (stdin for `-`),
+/// serialized in `format`, and flushes. A file that is not such a bitmap
+/// changes nothing.
+pub(crate) fn import_roaring(db: &Db, file: &Path, key: &[u8], format: RoaringFormat) -> Result<()> {
+    let t = Instant::now();
+    let bytes = if file.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        std::io::stdin().lock().read_to_end(&mut bytes).context("reading stdin")?;
+        bytes
+    } else {
+        std::fs::read(file).with_context(|| format!("reading {}", file.display()))?
+    };
+    let name = String::from_utf8_lossy(key);
+    let what = match format {
+        RoaringFormat::Bits32 => "a 32-bit Roaring bitmap (--bits64 reads a 64-bit RoaringTreemap)",
+        _ => "a 64-bit RoaringTreemap",
+    };
+    let bits = db
+        .import_roaring(key, format, &bytes)
+        .with_context(|| format!("importing {} into key {name:?} as {what}", file.display()))?;
+    db.flush()?;
+    println!("imported {bits} bits into {name:?} from {} bytes in {:.1} ms", bytes.len(), ms(t));
     Ok(())
 }
 

@@ -9,6 +9,10 @@
 //! bitsled [--db DIR] stats [KEY]     how keys are stored
 //! bitsled [--db DIR] demo [--users N] [--days D] [--density P]
 //! bitsled [--db DIR] import FILE|-   load `key,offset[,bit]` CSV lines
+//! bitsled [--db DIR] import --roaring [--bits64] FILE|- KEY
+//!                                    replace KEY with a serialized Roaring bitmap
+//! bitsled [--db DIR] export --roaring [--bits64] KEY FILE|-
+//!                                    write KEY's set bits as a serialized Roaring bitmap
 //! bitsled [--db DIR] compact         rewrite the database without its garbage
 //! bitsled [--db DIR] migrate [--from redis://HOST:PORT] [--resume] ...
 //!                                    copy a running Redis's string keys in
@@ -18,6 +22,7 @@
 
 mod compact;
 mod demo;
+mod export;
 mod import;
 mod migrate;
 mod repl;
@@ -78,9 +83,40 @@ enum Command {
         density: f64,
     },
     /// Load CSV lines `key,offset` or `key,offset,bit` (bit 1 when omitted)
-    /// from FILE, or stdin for `-`. Keys must not contain commas.
+    /// from FILE, or stdin for `-`. Keys must not contain commas. With
+    /// `--roaring FILE KEY`: replace KEY with the Roaring bitmap in FILE.
     Import {
-        /// The CSV file, or `-` for stdin.
+        /// The CSV file (with --roaring, the bitmap file), or `-` for stdin.
+        file: PathBuf,
+        /// With --roaring: the key to replace.
+        #[arg(requires = "roaring")]
+        key: Option<OsString>,
+        /// Read FILE as a serialized Roaring bitmap (the portable format of
+        /// roaring-rs, CRoaring, Java and Go) and replace KEY with the string
+        /// whose set bits are its values (value v is bit offset v, as
+        /// SETBIT numbers bits); an empty bitmap deletes KEY.
+        #[arg(long, requires = "key")]
+        roaring: bool,
+        /// With --roaring: FILE is a 64-bit RoaringTreemap (roaring-rs's
+        /// serialization) instead of a 32-bit RoaringBitmap.
+        #[arg(long, requires = "roaring")]
+        bits64: bool,
+    },
+    /// Write the set bits of KEY to FILE (stdout for `-`) as a serialized
+    /// Roaring bitmap: bit offset v becomes value v. A missing key gives an
+    /// empty bitmap.
+    Export {
+        /// Write a Roaring bitmap, in the portable format of roaring-rs,
+        /// CRoaring, Java and Go (the only export format).
+        #[arg(long, required = true)]
+        roaring: bool,
+        /// Write a 64-bit RoaringTreemap (roaring-rs's serialization), which
+        /// holds offsets of 2^32 and above, instead of a 32-bit RoaringBitmap.
+        #[arg(long)]
+        bits64: bool,
+        /// The key to export.
+        key: OsString,
+        /// The file to write (replaced), or `-` for stdout.
         file: PathBuf,
     },
     /// Copy every live key into a fresh database (DIR.compact-tmp), then swap
@@ -132,8 +168,18 @@ fn main() -> Result<()> {
             demo::demo(&open(&cli.db)?, users, days, density)?;
             0
         }
-        Some(Command::Import { file }) => {
+        Some(Command::Import { file, key: Some(key), roaring: true, bits64 }) => {
+            let db = open(&cli.db)?.select(cli.select)?;
+            import::import_roaring(&db, &file, &key.into_encoded_bytes(), roaring_format(bits64))?;
+            0
+        }
+        Some(Command::Import { file, .. }) => {
             import::import(&open(&cli.db)?, &file)?;
+            0
+        }
+        Some(Command::Export { roaring: _, bits64, key, file }) => {
+            let db = open(&cli.db)?.select(cli.select)?;
+            export::export_roaring(&db, &key.into_encoded_bytes(), &file, roaring_format(bits64))?;
             0
         }
         Some(Command::Compact) => {
@@ -147,6 +193,15 @@ fn main() -> Result<()> {
         }
     };
     std::process::exit(code);
+}
+
+/// The Roaring serialization `--bits64` asks for.
+fn roaring_format(bits64: bool) -> bitsled::RoaringFormat {
+    if bits64 {
+        bitsled::RoaringFormat::Bits64
+    } else {
+        bitsled::RoaringFormat::Bits32
+    }
 }
 
 fn open(dir: &std::path::Path) -> Result<Db> {

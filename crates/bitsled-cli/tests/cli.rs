@@ -168,3 +168,84 @@ fn one_command_mode() {
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("ok"), "{text}");
 }
+
+/// `import --roaring FILE KEY` and `export --roaring KEY FILE` (and their
+/// `--bits64` forms) round trip a Roaring bitmap through files: the key
+/// holds the bitmap's values as bit offsets, and the exported file has
+/// roaring-rs's bytes for the set. Unreadable files, bad data and a wrong
+/// type fail with exit code 1 and a message naming the problem, leaving
+/// the key (and an existing output file) unchanged.
+#[test]
+fn roaring_import_export_round_trip_through_files() {
+    use roaring::{RoaringBitmap, RoaringTreemap};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_bitsled")).arg("--db").arg(&db).args(args).output().unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (text(&out.stdout), text(&out.stderr), out.status.code())
+    };
+    let path = |name: &str| dir.path().join(name);
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+
+    let bitmap: RoaringBitmap =
+        (0..200_000u32).filter(|v| v % 7 == 0).chain(1_000_000..1_070_000).chain([u32::MAX]).collect();
+    let mut bytes = Vec::new();
+    bitmap.serialize_into(&mut bytes).unwrap();
+    std::fs::write(path("in.roar"), &bytes).unwrap();
+    let (out, err, code) = run(&[os("import"), os("--roaring"), path("in.roar").as_os_str(), os("k")]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains(&format!("imported {} bits", bitmap.len())), "{out}");
+    assert_eq!(run(&[os("BITCOUNT"), os("k")]).0, format!("(integer) {}\n", bitmap.len()));
+    assert_eq!(run(&[os("GETBIT"), os("k"), os("4294967295")]).0, "(integer) 1\n");
+    assert_eq!(run(&[os("GETBIT"), os("k"), os("8")]).0, "(integer) 0\n");
+    assert_eq!(run(&[os("STRLEN"), os("k")]).0, "(integer) 536870912\n");
+    let (out, err, code) = run(&[os("export"), os("--roaring"), os("k"), path("out.roar").as_os_str()]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(std::fs::read(path("out.roar")).unwrap() == bytes, "the exported file differs from roaring-rs's bytes");
+
+    // The 64-bit form, with offsets no Redis command can reach.
+    let treemap: RoaringTreemap = [3u64, 1 << 33, (1 << 40) + 5].into_iter().collect();
+    let mut wide = Vec::new();
+    treemap.serialize_into(&mut wide).unwrap();
+    std::fs::write(path("in64.roar"), &wide).unwrap();
+    let (out, err, code) =
+        run(&[os("import"), os("--roaring"), os("--bits64"), path("in64.roar").as_os_str(), os("w")]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(run(&[os("BITCOUNT"), os("w")]).0, "(integer) 3\n");
+    let (out, err, code) =
+        run(&[os("export"), os("--roaring"), os("--bits64"), os("w"), path("out64.roar").as_os_str()]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(std::fs::read(path("out64.roar")).unwrap(), wide);
+
+    // A 32-bit export of that key fails and leaves the file alone.
+    let (_, err, code) = run(&[os("export"), os("--roaring"), os("w"), path("out.roar").as_os_str()]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("32-bit") && err.contains("out of range"), "{err}");
+    assert!(std::fs::read(path("out.roar")).unwrap() == bytes, "a failed export changed the file");
+
+    // Failures name their cause and change nothing.
+    let (_, err, code) = run(&[os("import"), os("--roaring"), path("missing.roar").as_os_str(), os("k")]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("reading") && err.contains("missing.roar"), "{err}");
+    std::fs::write(path("bad.roar"), &bytes[..bytes.len() - 3]).unwrap();
+    let (_, err, code) = run(&[os("import"), os("--roaring"), path("bad.roar").as_os_str(), os("k")]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("malformed roaring bitmap: truncated input"), "{err}");
+    std::fs::write(path("csv.txt"), "k,5\n").unwrap();
+    let (_, err, code) = run(&[os("import"), os("--roaring"), path("csv.txt").as_os_str(), os("k")]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("malformed roaring bitmap"), "{err}");
+    assert_eq!(run(&[os("BITCOUNT"), os("k")]).0, format!("(integer) {}\n", bitmap.len()));
+    assert_eq!(run(&[os("BF.RESERVE"), os("bf"), os("0.01"), os("100")]).0, "OK\n");
+    let (_, err, code) = run(&[os("export"), os("--roaring"), os("bf"), path("bf.roar").as_os_str()]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("WRONGTYPE"), "{err}");
+    assert!(!path("bf.roar").exists());
+    let (_, err, code) = run(&[os("export"), os("k"), path("x").as_os_str()]);
+    assert_eq!(code, Some(2), "clap refuses an export without a format: {err}");
+
+    let (text, _, code) = run(&[os("verify")]);
+    assert_eq!(code, Some(0), "{text}");
+}
