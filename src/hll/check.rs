@@ -49,10 +49,12 @@ fn check_one(seed: u8, value: &[u8]) {
         Err(HllError::NotHll) => assert!(header.is_err(), "add refused a good header"),
         Err(HllError::Corrupt) => assert!(before.is_err(), "add found corruption in a valid sketch"),
     }
-    // PFCOUNT, twice: the second answer comes from the cache.
+    // PFCOUNT, twice: the second answer comes from the cache, unless the
+    // count has bit 63 set (an estimate past i64 range): that bit is the
+    // cache's "invalid" flag, so Redis, and bitsled, recount every time.
     let mut v = value.to_vec();
     if let Ok((c, _)) = count(&mut v) {
-        assert_eq!(count(&mut v), Ok((c, false)), "a count is cached");
+        assert_eq!(count(&mut v), Ok((c, c >> 63 == 1)), "a count is cached unless it sets the invalid flag");
     }
     // PFCOUNT of several and PFMERGE.
     let mut max = [0u8; REGISTERS];
