@@ -23,6 +23,14 @@ pub fn check_hll_value(data: &[u8]) {
     crate::hll::check::check_hll_value(data);
 }
 
+/// Reads arbitrary bytes as a serialized Roaring bitmap of both formats:
+/// must never panic, and a 32-bit bitmap accepted must be the one the
+/// `roaring` crate reads. Panics only on a bug.
+#[cfg(feature = "roaring")]
+pub fn check_roaring_parse(data: &[u8]) {
+    crate::ops::roaring::check_parse(data);
+}
+
 /// Decodes arbitrary bytes as a metadata bucket and as a keyspace
 /// catalog; must never panic, and what decodes must round trip.
 pub fn check_record_decode(data: &[u8]) {

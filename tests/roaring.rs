@@ -558,3 +558,29 @@ fn empty_bitmaps_and_missing_keys() {
         assert_eq!(db.expiry(key).unwrap(), Expiry::Never, "{key:?}");
     }
 }
+
+/// Invariant: every input of the `roaring_parse` fuzz corpus passes the
+/// parser's check (no panic; what bitsled accepts, the `roaring` crate
+/// reads the same), and the valid seeds import with the crate's count.
+#[test]
+fn fuzz_corpus_replays() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/roaring_parse");
+    let db_dir = tempfile::tempdir().unwrap();
+    let db = bitsled::Db::open(db_dir.path()).unwrap();
+    let (mut seen, mut imported) = (0, 0);
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let data = std::fs::read(&path).unwrap();
+        bitsled::testing::check_roaring_parse(&data);
+        if let Ok(expected) = roaring::RoaringBitmap::deserialize_from(&data[..]) {
+            let n = db.import_roaring(b"seed", bitsled::RoaringFormat::Bits32, &data);
+            if let Ok(n) = n {
+                assert_eq!(n, expected.len(), "{}", path.display());
+                assert_eq!(db.bitcount(b"seed", None).unwrap(), expected.len());
+                imported += 1;
+            }
+        }
+        seen += 1;
+    }
+    assert!(seen >= 4 && imported >= 3, "the corpus has its seeds ({seen} read, {imported} imported)");
+}

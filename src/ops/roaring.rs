@@ -120,10 +120,15 @@ impl<'a> Bitmaps<'a> {
             self.input = rest;
             high = u64::from(u32::from_le_bytes(*bits)) << 32;
         }
-        check_container_keys(self.input)?;
+        let declared = check_header(self.input)?;
         // Validating: containers must hold sorted, distinct values and
         // bitset containers their stated cardinality.
         let bitmap = RoaringBitmap::deserialize_from(&mut self.input).map_err(|e| parse_error(&e))?;
+        // The crate does not compare a run container's runs with its
+        // declared cardinality (it accepts one with no runs at all).
+        if declared.is_some_and(|d| d != bitmap.len()) {
+            return Err(malformed("container cardinalities differ from their contents"));
+        }
         Ok((high, bitmap))
     }
 }
@@ -152,31 +157,35 @@ impl Iterator for Bitmaps<'_> {
 /// Checks that the container keys in the descriptive header of the 32-bit
 /// portable bitmap at the start of `input` strictly ascend, as the format
 /// requires and the `roaring` crate does not check (it would accept two
-/// containers for the same 2^16 values). Leaves everything else, a
-/// truncated header included, to the crate.
-fn check_container_keys(input: &[u8]) -> Result<()> {
-    let Some((cookie, rest)) = input.split_first_chunk::<4>() else { return Ok(()) };
+/// containers for the same 2^16 values), and returns the total of the
+/// cardinalities the header declares (`None` if the header is cut short).
+/// Leaves everything else, a truncated header included, to the crate.
+fn check_header(input: &[u8]) -> Result<Option<u64>> {
+    let Some((cookie, rest)) = input.split_first_chunk::<4>() else { return Ok(None) };
     let count = |n: u32| usize::try_from(n).unwrap_or(usize::MAX);
     let cookie = u32::from_le_bytes(*cookie);
     let (size, descriptions) = if cookie == COOKIE_NO_RUNS {
-        let Some((size, rest)) = rest.split_first_chunk::<4>() else { return Ok(()) };
+        let Some((size, rest)) = rest.split_first_chunk::<4>() else { return Ok(None) };
         (count(u32::from_le_bytes(*size)), rest)
     } else if cookie & 0xFFFF == COOKIE_RUNS {
         // The run-container flags, one bit per container, come first.
         let size = count(cookie >> 16) + 1;
         (size, rest.get(size.div_ceil(8)..).unwrap_or_default())
     } else {
-        return Ok(());
+        return Ok(None);
     };
     let mut previous: Option<u16> = None;
+    let (mut declared, mut seen) = (0u64, 0usize);
     for description in descriptions.chunks_exact(4).take(size) {
         let key = u16::from_le_bytes([description[0], description[1]]);
         if previous.is_some_and(|p| key <= p) {
             return Err(malformed("container keys are not in ascending order"));
         }
         previous = Some(key);
+        declared += u64::from(u16::from_le_bytes([description[2], description[3]])) + 1;
+        seen += 1;
     }
-    Ok(())
+    Ok((seen == size).then_some(declared))
 }
 
 impl Db {
@@ -248,6 +257,10 @@ impl Db {
         let mut last: Option<u64> = None;
         for bitmap in Bitmaps::new(format, bytes)? {
             let (high, bitmap) = bitmap?;
+            // The crate counts a run container by its runs' lengths, so
+            // overlapping runs (which the format forbids) show as a count
+            // above the values listed.
+            let (expected, before) = (bitmap.len(), ones);
             for low in bitmap {
                 let v = high | u64::from(low);
                 if last.is_some_and(|l| v <= l) {
@@ -265,6 +278,9 @@ impl Db {
                 positions.push(position(at.bit));
                 ones += 1;
                 last = Some(v);
+            }
+            if ones - before != expected {
+                return Err(malformed("runs overlap"));
             }
         }
         // A value of at most INLINE_MAX bytes has all its bits in page 0,
@@ -395,6 +411,36 @@ fn until_error<'a, T>(
     failed: &'a mut Option<Error>,
 ) -> impl Iterator<Item = T> + 'a {
     items.map_while(move |r| r.map_err(|e| *failed = Some(e)).ok())
+}
+
+/// Fuzzing support: reads arbitrary bytes as both formats. Each read must
+/// end in `Ok` or an `InvalidArgument` error without panicking, and a
+/// 32-bit bitmap it accepts must be the one the `roaring` crate reads. (A
+/// round trip through the crate's serialization is not checked: for some
+/// malformed run containers the crate keeps a bitset of at most 4,096
+/// values and writes it where the format expects an array.)
+#[cfg(feature = "testing")]
+pub(crate) fn check_parse(data: &[u8]) {
+    for format in [RoaringFormat::Bits32, RoaringFormat::Bits64] {
+        let Ok(bitmaps) = Bitmaps::new(format, data) else { continue };
+        let mut accepted = Vec::new();
+        for bitmap in bitmaps {
+            match bitmap {
+                Ok((high, b)) => accepted.push((high, b)),
+                Err(Error::InvalidArgument(_)) => {
+                    accepted.clear();
+                    break;
+                }
+                Err(e) => panic!("a parse failure must be InvalidArgument, not {e:?}"),
+            }
+        }
+        if format == RoaringFormat::Bits32 {
+            if let [(_, ours)] = &accepted[..] {
+                let theirs = RoaringBitmap::deserialize_from(data).expect("the crate reads what bitsled accepts");
+                assert_eq!(ours, &theirs, "bitsled and the crate read the same bitmap");
+            }
+        }
+    }
 }
 
 #[cfg(test)]
