@@ -584,3 +584,20 @@ fn fuzz_corpus_replays() {
     }
     assert!(seen >= 4 && imported >= 3, "the corpus has its seeds ({seen} read, {imported} imported)");
 }
+
+/// Invariant: a run container whose header declares values its runs do not
+/// hold (here: no runs at all), which the `roaring` crate accepts, is
+/// refused as malformed and leaves the key alone.
+#[test]
+fn declared_cardinality_must_match_the_runs() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus/roaring_parse/run_container_without_runs.bin");
+    let data = std::fs::read(path).unwrap();
+    assert!(RoaringBitmap::deserialize_from(&data[..]).is_ok(), "the crate accepts it");
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    db.set(b"k", b"kept").unwrap();
+    let got = db.import_roaring(b"k", RoaringFormat::Bits32, &data);
+    assert!(matches!(got, Err(Error::InvalidArgument(ref m)) if m.contains("cardinalities")), "{got:?}");
+    assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"kept"[..]));
+}
