@@ -55,7 +55,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-pub(crate) use build::NewValue;
+pub(crate) use build::{Build, NewValue};
 pub(crate) use claims::Claim;
 pub use databases::DbCounts;
 pub(crate) use databases::WatchSet;

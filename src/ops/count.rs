@@ -16,6 +16,18 @@ pub(super) fn page_bounds(page: u64, first: u64, last: u64) -> (u32, u32) {
     (lo as u32, hi as u32)
 }
 
+/// The set bits in `first ..= last` of the bitmap, given a stream over the
+/// pages of that range: the edge pages count a sub-range, the others use
+/// their cached popcount.
+pub(super) fn count_pages(stream: &mut PageStream, first: u64, last: u64) -> Result<u64> {
+    let mut total = 0u64;
+    while let Some((page, p)) = stream.next_page()? {
+        let (lo, hi) = page_bounds(page, first, last);
+        total += u64::from(if lo == 0 && u64::from(hi) == PAGE_BITS { p.count_ones() } else { p.count_range(lo, hi) });
+    }
+    Ok(total)
+}
+
 impl Db {
     /// Counts the set bits of `key` (Redis BITCOUNT), within `span` if given.
     ///
@@ -51,12 +63,7 @@ impl Db {
         let (Some((first, last)), Some(mut stream)) = (partial(&meta), stream) else {
             return Ok(if span.is_some_and(|s| span_bits(s, meta.len).is_none()) { 0 } else { meta.ones });
         };
-        let mut total = 0u64;
-        while let Some((page, p)) = stream.next_page()? {
-            let (lo, hi) = page_bounds(page, first, last);
-            total += u64::from(if lo == 0 && hi as u64 == PAGE_BITS { p.count_ones() } else { p.count_range(lo, hi) });
-        }
-        Ok(total)
+        count_pages(&mut stream, first, last)
     }
 
     /// The position of the first bit equal to `bit` in `key` (Redis BITPOS),

@@ -5,7 +5,7 @@ use std::ops::RangeBounds;
 use crate::db::Db;
 use crate::error::Result;
 use crate::geometry::{page_bit, PAGE_BITS};
-use crate::ops::count::page_bounds;
+use crate::ops::count::count_pages;
 use crate::ops::range::bit_range;
 
 impl Db {
@@ -44,13 +44,7 @@ impl Db {
         let (Some((first, last)), Some(mut stream)) = (partial(meta.len), stream) else {
             return Ok(if bit_range(&range, meta.len).is_some() { meta.ones } else { 0 });
         };
-        let mut total = 0u64;
-        while let Some((page, p)) = stream.next_page()? {
-            let (lo, hi) = page_bounds(page, first, last);
-            total +=
-                u64::from(if lo == 0 && u64::from(hi) == PAGE_BITS { p.count_ones() } else { p.count_range(lo, hi) });
-        }
-        Ok(total)
+        count_pages(&mut stream, first, last)
     }
 
     /// The rank of `offset` in `key`: how many bits are set at offsets

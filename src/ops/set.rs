@@ -7,7 +7,7 @@
 //! transaction (see the engine's builds).
 
 use crate::db::Db;
-use crate::engine::{Kind, Meta, NewValue, PageStream, WriteTx, INLINE_MAX};
+use crate::engine::{Build, Kind, Meta, NewValue, PageStream, WriteTx, INLINE_MAX};
 use crate::error::{Error, Result};
 use crate::geometry::{PAGE_BITS, PAGE_LEN};
 use crate::ops::SetExpiry;
@@ -158,14 +158,7 @@ impl Db {
                 None => Ok(false),
             })?
         } else {
-            let build = self.engine.begin_build(self.index)?;
-            let mut ones = 0u64;
-            for (i, chunk) in value.chunks(PAGE_LEN).enumerate() {
-                let page = Page::from_bytes(chunk);
-                ones += u64::from(page.count_ones());
-                build.put(i as u64, page)?;
-            }
-            let meta = build.meta(Kind::String, value.len() as u64, ones, 0);
+            let (build, meta) = self.build_string(value)?;
             build.publish_if(key, |tx, key| {
                 Ok(decide(tx, key, &mut old)?.map(|expire_at_ms| {
                     let mut meta = meta;
@@ -215,14 +208,7 @@ impl Db {
                 items.push((key, NewValue::Short(value)));
                 continue;
             }
-            let build = self.engine.begin_build(self.index)?;
-            let mut ones = 0u64;
-            for (i, chunk) in value.chunks(PAGE_LEN).enumerate() {
-                let page = Page::from_bytes(chunk);
-                ones += u64::from(page.count_ones());
-                build.put(i as u64, page)?;
-            }
-            let meta = build.meta(Kind::String, value.len() as u64, ones, 0);
+            let (build, meta) = self.build_string(value)?;
             items.push((key, NewValue::Built(build, meta)));
         }
         self.engine.publish_all(self.index, items, only_if_none_exist)
@@ -376,6 +362,22 @@ impl Db {
             p.write_bytes(&mut out[start..end]);
         }
         Ok(out)
+    }
+}
+
+impl Db {
+    /// Builds the string `value` page by page under a fresh id, unpublished:
+    /// the build and the metadata (no expiry) to publish it with.
+    fn build_string(&self, value: &[u8]) -> Result<(Build<'_>, Meta)> {
+        let build = self.engine.begin_build(self.index)?;
+        let mut ones = 0u64;
+        for (i, chunk) in value.chunks(PAGE_LEN).enumerate() {
+            let page = Page::from_bytes(chunk);
+            ones += u64::from(page.count_ones());
+            build.put(i as u64, page)?;
+        }
+        let meta = build.meta(Kind::String, value.len() as u64, ones, 0);
+        Ok((build, meta))
     }
 }
 

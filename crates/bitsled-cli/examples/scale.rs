@@ -140,12 +140,16 @@ fn wait_ready(p: &Proc) -> Res<()> {
 
 fn start_redis(dir: &Path) -> Res<Proc> {
     let port = free_port()?;
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir"])
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
+    let mut cmd = Command::new("redis-server");
+    cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir"])
+        .arg(dir);
+    spawn_server(cmd, port)
+}
+
+/// Starts `cmd`, a server that will listen on `port`, and waits until it
+/// answers.
+fn spawn_server(mut cmd: Command, port: u16) -> Res<Proc> {
+    let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn()?;
     let p = Proc { child, port };
     wait_ready(&p)?;
     Ok(p)
@@ -163,17 +167,9 @@ fn bitsled_bin() -> Res<PathBuf> {
 
 fn start_bitsled(db: &Path, extra: &[&str]) -> Res<Proc> {
     let port = free_port()?;
-    let child = Command::new(bitsled_bin()?)
-        .arg("--db")
-        .arg(db)
-        .args(["serve", "--port", &port.to_string()])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let p = Proc { child, port };
-    wait_ready(&p)?;
-    Ok(p)
+    let mut cmd = Command::new(bitsled_bin()?);
+    cmd.arg("--db").arg(db).args(["serve", "--port", &port.to_string()]).args(extra);
+    spawn_server(cmd, port)
 }
 
 /// The sign-in workload as RESP: three SETBITs per key.

@@ -142,22 +142,30 @@ fn exponent(s: &[u8]) -> Option<i64> {
     Some(if neg { -v } else { v })
 }
 
-fn parse_decimal(neg: bool, s: &[u8]) -> Option<Rounded> {
-    let (int, n_int) = digits(s, 10);
+/// The parts of `int[.frac][<marker>exp]` with digits in `radix`: the
+/// integer digits, the fraction digits and how many there are, and the
+/// exponent; `None` without any digit or with anything else after them.
+fn split_number(s: &[u8], radix: u32, markers: [u8; 2]) -> Option<(BigUint, BigUint, usize, i64)> {
+    let (int, n_int) = digits(s, radix);
     let mut rest = &s[n_int..];
     let (mut frac, mut n_frac) = (BigUint::zero(), 0);
     if let Some(after) = rest.strip_prefix(b".") {
-        (frac, n_frac) = digits(after, 10);
+        (frac, n_frac) = digits(after, radix);
         rest = &after[n_frac..];
     }
     if n_int + n_frac == 0 {
         return None;
     }
-    let exp10 = match rest {
+    let exp = match rest {
         [] => 0,
-        [b'e' | b'E', e @ ..] => exponent(e)?,
+        [m, e @ ..] if markers.contains(m) => exponent(e)?,
         _ => return None,
     };
+    Some((int, frac, n_frac, exp))
+}
+
+fn parse_decimal(neg: bool, s: &[u8]) -> Option<Rounded> {
+    let (int, frac, n_frac, exp10) = split_number(s, 10, *b"eE")?;
     let scale = BigUint::from(10u32).pow(u32::try_from(n_frac).ok()?);
     let mantissa = int * &scale + frac;
     let exp10 = exp10 - i64::try_from(n_frac).ok()?;
@@ -175,21 +183,7 @@ fn parse_decimal(neg: bool, s: &[u8]) -> Option<Rounded> {
 }
 
 fn parse_hex(neg: bool, s: &[u8]) -> Option<Rounded> {
-    let (int, n_int) = digits(s, 16);
-    let mut rest = &s[n_int..];
-    let (mut frac, mut n_frac) = (BigUint::zero(), 0);
-    if let Some(after) = rest.strip_prefix(b".") {
-        (frac, n_frac) = digits(after, 16);
-        rest = &after[n_frac..];
-    }
-    if n_int + n_frac == 0 {
-        return None;
-    }
-    let exp2 = match rest {
-        [] => 0,
-        [b'p' | b'P', e @ ..] => exponent(e)?,
-        _ => return None,
-    };
+    let (int, frac, n_frac, exp2) = split_number(s, 16, *b"pP")?;
     let mantissa = (int << (4 * n_frac)) + frac;
     let exp2 = exp2 - 4 * i64::try_from(n_frac).ok()?;
     Some(round(neg, &mantissa, &BigUint::one(), exp2))
