@@ -332,6 +332,11 @@ fn density_section(o: &Opts, pat: Pattern, idx: usize, con: Option<&mut Connecti
     let mut or = Row::new(format!("{label}: {DAYS}-day BITOP OR + BITCOUNT"), Kind::Time);
     and.chart = Some(format!("AND7 {short}"));
     or.chart = Some(format!("OR{DAYS} {short}"));
+    // The count alone, which bitsled computes without storing a result
+    // (BITOP.COUNT); Redis has no such command, so its cells repeat BITOP +
+    // BITCOUNT, and roaring and the loop repeat the rows above.
+    let mut and_only = Row::new(format!("{label}: 7-day AND, count only (bitsled BITOP.COUNT)"), Kind::Time);
+    let mut or_only = Row::new(format!("{label}: {DAYS}-day OR, count only (bitsled BITOP.COUNT)"), Kind::Time);
     let mut whole = Row::new(format!("whole-key BITCOUNT, {n} bits at {label}"), Kind::Time);
     if idx == 0 {
         whole.chart = Some("BITCOUNT".into());
@@ -379,6 +384,10 @@ fn density_section(o: &Opts, pat: Pattern, idx: usize, con: Option<&mut Connecti
             db.bitop(BitOp::Or, b"dest:or", &kb)?;
             check("bitsled OR", db.bitcount(b"dest:or", None)?, want_or)
         })?);
+        and_only.cells[BITSLED] =
+            Some(time(o.repeats, || check("bitsled AND count", db.bitop_count(BitOp::And, &kb[..7])?.1, want_and))?);
+        or_only.cells[BITSLED] =
+            Some(time(o.repeats, || check("bitsled OR count", db.bitop_count(BitOp::Or, &kb)?.1, want_or))?);
         whole.cells[BITSLED] = Some(time(o.repeats, || check("bitsled count", db.bitcount(kb[0], None)?, want_day0))?);
         db.flush()?;
     }
@@ -461,10 +470,18 @@ fn density_section(o: &Opts, pat: Pattern, idx: usize, con: Option<&mut Connecti
         redis::cmd("FLUSHALL").query::<()>(c)?;
     }
 
+    for (only, full) in [(&mut and_only, &and), (&mut or_only, &or)] {
+        for cell in [REDIS, ROARING, LIMIT] {
+            only.cells[cell] = full.cells[cell].clone();
+        }
+        only.note = "Redis: BITOP + BITCOUNT (no count-only command); roaring and the loop: as the row above".into();
+    }
     rep.push(load);
     rep.push(size);
     rep.push(and);
     rep.push(or);
+    rep.push(and_only);
+    rep.push(or_only);
     if idx == 0 {
         rep.push(whole);
     }

@@ -231,4 +231,30 @@ impl BenchPage {
     pub fn or(&self, other: &BenchPage) -> BenchPage {
         BenchPage(self.0.or(&other.0))
     }
+
+    /// The page of these words in its smallest representation (what a
+    /// computed BITOP result page costs to encode in memory).
+    pub fn from_words(words: &[u64; PAGE_WORDS]) -> BenchPage {
+        BenchPage(Page::from_words(words))
+    }
+}
+
+/// The AND of a column of pages into `out`, returning its set bits: with
+/// `fused`, the dense pages are read side by side in one pass (BITOP's
+/// kernel); otherwise the first page is copied and each other page is
+/// applied in its own pass over `out`.
+pub fn and_column(pages: &[&BenchPage], fused: bool, out: &mut [u64; PAGE_WORDS]) -> u32 {
+    if fused {
+        let dense: Vec<&[u64; PAGE_WORDS]> = pages.iter().filter_map(|p| p.0.dense_words()).collect();
+        crate::page::fold_dense(crate::page::Fold::And, &dense, out);
+        for p in pages.iter().filter(|p| p.0.dense_words().is_none()) {
+            p.0.and_into(out);
+        }
+    } else if let Some((first, rest)) = pages.split_first() {
+        first.0.to_words(out);
+        for p in rest {
+            p.0.and_into(out);
+        }
+    }
+    crate::page::Census::of(out).ones
 }

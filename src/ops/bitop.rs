@@ -10,8 +10,8 @@ use std::sync::Arc;
 use crate::db::Db;
 use crate::engine::{Kind, PageStream};
 use crate::error::{Error, Result};
-use crate::geometry::{PAGE_BITS, PAGE_WORDS};
-use crate::page::{Encoding, Page};
+use crate::geometry::{page_bit, PAGE_BITS, PAGE_WORDS};
+use crate::page::{self, Census, Encoding, Fold, Page};
 
 /// A BITOP operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,8 +97,8 @@ impl Db {
         }
         let mut ones = 0u64;
         each_result_page(op, streams, len, |page, result| {
-            ones += u64::from(result.count_ones());
-            build.put(page, result)
+            ones += u64::from(result.ones());
+            build.put(page, result.into_page())
         })?;
         let meta = build.meta(Kind::String, len, ones, 0);
         build.publish(dest, Some(meta))?;
@@ -132,8 +132,9 @@ impl Db {
         let (len, streams) = self.source_streams(sources)?;
         let mut ones = 0u64;
         if len > 0 {
+            // Only the counts: no result page is ever encoded.
             each_result_page(op, streams, len, |_, result| {
-                ones += u64::from(result.count_ones());
+                ones += u64::from(result.ones());
                 Ok(())
             })?;
         }
@@ -160,7 +161,7 @@ fn each_result_page(
     op: BitOp,
     mut streams: Vec<Option<PageStream>>,
     len: u64,
-    mut f: impl FnMut(u64, Page) -> Result<()>,
+    mut f: impl FnMut(u64, ResultPage<'_>) -> Result<()>,
 ) -> Result<()> {
     // Lengths are at most u64::MAX / 8 (offsets are limited so).
     let bits = len * 8;
@@ -175,20 +176,69 @@ fn each_result_page(
                 None => None,
             };
         }
-        if let Some(mut result) = combine(op, &column, &mut scratch) {
-            if page == last_page {
-                // NOT (and nothing else) can set bits past the length.
-                let tail = bits - page * PAGE_BITS;
-                if tail < PAGE_BITS {
-                    // Below PAGE_BITS, so it fits in u32.
-                    result.truncate(tail as u32);
+        // Bits past the length come from NOT, and from a source page read
+        // after a concurrent write extended its key beyond the length taken
+        // when the streams opened: the last page is cut at the length.
+        let tail = (page == last_page).then(|| bits - page * PAGE_BITS).filter(|&t| t < PAGE_BITS).map(page_bit);
+        let result = match combine(op, &column, &mut scratch) {
+            None => None,
+            Some(Combined::Words) => {
+                if let Some(t) = tail {
+                    page::truncate_words(&mut scratch.acc, t);
                 }
+                let census = Census::of(&scratch.acc);
+                (census.ones > 0).then_some(ResultPage::Words(&scratch.acc, census))
             }
+            Some(Combined::Page(mut p)) => {
+                if let Some(t) = tail {
+                    p.truncate(t);
+                }
+                (!p.is_empty()).then_some(ResultPage::Page(p))
+            }
+            Some(Combined::Shared(p)) => match tail {
+                None => Some(ResultPage::Shared(p)),
+                Some(t) => {
+                    let mut p = Arc::unwrap_or_clone(p);
+                    p.truncate(t);
+                    (!p.is_empty()).then_some(ResultPage::Page(p))
+                }
+            },
+        };
+        if let Some(result) = result {
             f(page, result)?;
         }
         next = page + 1;
     }
     Ok(())
+}
+
+/// One non-zero page of a result. Counting it never encodes it.
+enum ResultPage<'a> {
+    /// Words computed in the scratch buffer, with their census.
+    Words(&'a [u64; PAGE_WORDS], Census),
+    /// A page computed whole.
+    Page(Page),
+    /// A source page that is the result as it is.
+    Shared(Arc<Page>),
+}
+
+impl ResultPage<'_> {
+    fn ones(&self) -> u32 {
+        match self {
+            ResultPage::Words(_, census) => census.ones,
+            ResultPage::Page(p) => p.count_ones(),
+            ResultPage::Shared(p) => p.count_ones(),
+        }
+    }
+
+    /// The page in its smallest representation.
+    fn into_page(self) -> Page {
+        match self {
+            ResultPage::Words(words, census) => Page::from_census(words, census),
+            ResultPage::Page(p) => p,
+            ResultPage::Shared(p) => Arc::unwrap_or_clone(p),
+        }
+    }
 }
 
 fn check_arity(op: BitOp, n: usize) -> Result<()> {
@@ -304,10 +354,56 @@ impl Scratch {
     }
 }
 
-/// The result page of `op` over one column, or `None` if it is all zero.
-fn combine(op: BitOp, col: &Column, s: &mut Scratch) -> Option<Page> {
+/// `acc = op` over the present pages of `col` (zeros if none): the dense
+/// pages in one fused pass ([`page::fold_dense`]), then the others one by
+/// one. For AND every page of `col` is present.
+fn fold_column(op: Fold, col: &Column, acc: &mut [u64; PAGE_WORDS]) {
+    let mut dense = Vec::with_capacity(col.len());
+    dense.extend(col.iter().flatten().filter_map(|p| p.dense_words()));
+    let others = || col.iter().flatten().filter(|p| p.dense_words().is_none());
+    if dense.is_empty() {
+        // Start from a page itself: AND needs its bits, not zeros. A column
+        // may hold no page at all (candidates that turned out all zero).
+        let mut rest = others();
+        match rest.next() {
+            Some(first) => first.to_words(acc),
+            None => acc.fill(0),
+        }
+        for p in rest {
+            apply(op, p, acc);
+        }
+        return;
+    }
+    page::fold_dense(op, &dense, acc);
+    for p in others() {
+        apply(op, p, acc);
+    }
+}
+
+/// `acc = acc op page`.
+fn apply(op: Fold, page: &Page, acc: &mut [u64; PAGE_WORDS]) {
+    match op {
+        Fold::And => page.and_into(acc),
+        Fold::Or => page.or_into(acc),
+        Fold::Xor => page.xor_into(acc),
+    }
+}
+
+/// How [`combine`] left a result page.
+enum Combined {
+    /// In the scratch buffer `acc`.
+    Words,
+    /// Computed whole.
+    Page(Page),
+    /// One source page, unchanged.
+    Shared(Arc<Page>),
+}
+
+/// The result page of `op` over one column, or `None` if it is known to be
+/// all zero without computing it.
+fn combine(op: BitOp, col: &Column, s: &mut Scratch) -> Option<Combined> {
     let present = || col.iter().flatten();
-    let page = match op {
+    let combined = match op {
         BitOp::And => {
             if col.iter().any(Option::is_none) {
                 return None;
@@ -323,32 +419,22 @@ fn combine(op: BitOp, col: &Column, s: &mut Scratch) -> Option<Page> {
                         return None;
                     }
                 }
-                return Some(result);
+                return Some(Combined::Page(result));
             }
-            smallest.to_words(&mut s.acc);
-            for p in others() {
-                p.and_into(&mut s.acc);
-            }
-            Page::from_words(&s.acc)
+            fold_column(Fold::And, col, &mut s.acc);
+            Combined::Words
         }
         BitOp::Or => {
-            let mut it = present();
-            let first = it.next()?;
+            let first = present().next()?;
             if present().count() == 1 {
-                return Some((**first).clone());
+                return Some(Combined::Shared(Arc::clone(first)));
             }
-            first.to_words(&mut s.acc);
-            for p in it {
-                p.or_into(&mut s.acc);
-            }
-            Page::from_words(&s.acc)
+            fold_column(Fold::Or, col, &mut s.acc);
+            Combined::Words
         }
         BitOp::Xor => {
-            s.acc.fill(0);
-            for p in present() {
-                p.xor_into(&mut s.acc);
-            }
-            Page::from_words(&s.acc)
+            fold_column(Fold::Xor, col, &mut s.acc);
+            Combined::Words
         }
         BitOp::One => {
             s.acc.fill(0);
@@ -363,12 +449,12 @@ fn combine(op: BitOp, col: &Column, s: &mut Scratch) -> Option<Page> {
             for (seen, twice) in s.acc.iter_mut().zip(s.twice.iter()) {
                 *seen &= !twice;
             }
-            Page::from_words(&s.acc)
+            Combined::Words
         }
-        BitOp::Not => match &col[0] {
+        BitOp::Not => Combined::Page(match &col[0] {
             Some(p) => p.not(),
             None => Page::full(),
-        },
+        }),
         BitOp::Diff | BitOp::AndOr | BitOp::Diff1 => {
             // s.acc = A1 | A2 | ...
             s.acc.fill(0);
@@ -377,32 +463,28 @@ fn combine(op: BitOp, col: &Column, s: &mut Scratch) -> Option<Page> {
                 p.or_into(&mut s.acc);
                 any = true;
             }
-            let x = col[0].as_deref();
+            let x = col[0].as_ref();
             match op {
                 BitOp::Diff => {
                     let x = x?;
                     if !any {
-                        return Some(x.clone());
+                        return Some(Combined::Shared(Arc::clone(x)));
                     }
                     x.to_words(&mut s.other);
                     for (o, a) in s.other.iter_mut().zip(s.acc.iter()) {
                         *o &= !a;
                     }
-                    Page::from_words(&s.other)
+                    std::mem::swap(&mut s.acc, &mut s.other);
                 }
-                BitOp::AndOr => {
-                    let x = x?;
-                    x.and_into(&mut s.acc);
-                    Page::from_words(&s.acc)
-                }
+                BitOp::AndOr => x?.and_into(&mut s.acc),
                 _ => {
                     if let Some(x) = x {
                         x.andnot_into(&mut s.acc);
                     }
-                    Page::from_words(&s.acc)
                 }
             }
+            Combined::Words
         }
     };
-    (!page.is_empty()).then_some(page)
+    Some(combined)
 }

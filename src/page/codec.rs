@@ -7,7 +7,7 @@
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
-use super::{dense, ewah, smallest, sparse, Encoding, Page, PageError, Repr, BITS};
+use super::{choose, dense, ewah, sparse, Census, Encoding, Page, PageError, Repr, BITS};
 use crate::geometry::PAGE_WORDS;
 
 /// The page format version this build reads and writes.
@@ -171,8 +171,8 @@ pub(super) fn decode(bytes: &[u8]) -> Result<Page, PageError> {
 pub(super) fn encode_smallest(page: &Page) -> Vec<u8> {
     let mut words = [0u64; PAGE_WORDS];
     page.to_words(&mut words);
-    let ewah_len = ewah::stream_len(&words);
-    match smallest(page.ones, ewah_len) {
+    let (encoding, ewah_len) = choose(&words, Census::of(&words));
+    match encoding {
         Encoding::Sparse => match &page.repr {
             Repr::Sparse(pos) => write(Encoding::Sparse, page.ones, pos.len(), |out| write_sparse(pos, out)),
             _ => {

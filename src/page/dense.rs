@@ -8,6 +8,46 @@ pub(super) fn popcount(words: &[u64]) -> u32 {
     words.iter().map(|w| w.count_ones()).sum()
 }
 
+/// Set bits and dirty words (neither 0 nor all ones), in one pass.
+pub(super) fn census(words: &[u64; PAGE_WORDS]) -> (u32, u32) {
+    // Sums of at most 512 per word and 512 words: far below u32::MAX.
+    words.iter().fold((0u32, 0u32), |(ones, dirty), &w| {
+        // w + 1 wraps all ones to 0 and maps 0 to 1; every dirty word lands
+        // at 2 or above.
+        (ones + w.count_ones(), dirty + u32::from(w.wrapping_add(1) >= 2))
+    })
+}
+
+/// Words per block of [`fold`]: one cache line.
+const BLOCK: usize = 8;
+/// Pages [`fold`] reads side by side: more streams than the hardware
+/// prefetchers follow would make it slower than page by page (30 sources
+/// at once measured 1.3x slower than one at a time).
+const GROUP: usize = 8;
+
+/// `out = sources[0] op sources[1] op ...`, a block of words at a time
+/// across up to [`GROUP`] sources at once (all zero for no sources).
+pub(super) fn fold(sources: &[&[u64; PAGE_WORDS]], out: &mut [u64; PAGE_WORDS], op: impl Fn(u64, u64) -> u64) {
+    let Some((first, rest)) = sources.split_first() else {
+        out.fill(0);
+        return;
+    };
+    out.copy_from_slice(&first[..]);
+    for group in rest.chunks(GROUP) {
+        for (b, block) in out.chunks_exact_mut(BLOCK).enumerate() {
+            let at = b * BLOCK;
+            let mut acc = [0u64; BLOCK];
+            acc.copy_from_slice(block);
+            for s in group {
+                for (a, &w) in acc.iter_mut().zip(&s[at..at + BLOCK]) {
+                    *a = op(*a, w);
+                }
+            }
+            block.copy_from_slice(&acc);
+        }
+    }
+}
+
 /// Mask of the bits of word `w` that lie in page bits `[from, to)`.
 pub(super) fn range_mask(w: usize, from: u32, to: u32) -> u64 {
     let base = word_start(w);
@@ -98,19 +138,69 @@ impl Iterator for WordBits {
 }
 
 /// The set positions of a whole page with `ones` set bits.
+///
+/// Two passes, neither of which branches on the data for most words: the
+/// first lists the non-zero words (every word is written to the list, the
+/// list only advances past non-zero ones), the second writes each listed
+/// word's first positions unconditionally. Encoding a page of 0.8% density
+/// (`column/encode_and7_result` in benches/pages.rs) takes 1.8 µs this way
+/// against 3.1 µs with a loop that branches on each word and bit, whose
+/// branches mispredict.
 pub(super) fn positions(words: &[u64; PAGE_WORDS], ones: u32) -> Vec<u16> {
-    let mut out = Vec::with_capacity(ones as usize);
+    let mut nonzero = [0u16; PAGE_WORDS];
+    let mut listed = 0usize;
     for (w, &word) in words.iter().enumerate() {
-        let mut rest = word;
-        // A plain loop: most words of a sparse page hold 0 or 1 bit.
-        let base = word_start(w);
-        while rest != 0 {
-            let lz = rest.leading_zeros();
-            out.push(position(base + lz));
-            rest ^= 1u64 << (63 - lz);
-        }
+        // w < 512.
+        nonzero[listed] = u16::try_from(w).unwrap_or(0);
+        listed += usize::from(word != 0);
     }
+    // Each word writes its first FIRST positions unconditionally: slots past
+    // the word's bits hold junk that the next word overwrites. That needs
+    // up to 64 slots of room; the last words, within 64 slots of the end,
+    // take a plain loop instead, so the list is allocated at its exact size.
+    const FIRST: usize = 2;
+    const ROOM: usize = WORD_BITS as usize;
+    let mut out = vec![0u16; ones as usize];
+    let mut n = 0usize;
+    for &w in &nonzero[..listed] {
+        let w = usize::from(w);
+        let base = word_start(w);
+        let Some(dst) = out.get_mut(n..n + ROOM) else {
+            for p in WordBits::new(w, words[w]) {
+                // Past the end only if `ones` undercounted the words.
+                match out.get_mut(n) {
+                    Some(slot) => *slot = position(p),
+                    None => out.push(position(p)),
+                }
+                n += 1;
+            }
+            continue;
+        };
+        // Reversed, the page's bit order runs from the low end, so each
+        // step clears the lowest bit (a short dependency chain).
+        let mut rest = words[w].reverse_bits();
+        let mut count = 0;
+        for slot in &mut dst[..FIRST] {
+            *slot = junk_or_position(base + rest.trailing_zeros());
+            count += usize::from(rest != 0);
+            rest &= rest.wrapping_sub(1);
+        }
+        while rest != 0 {
+            dst[count] = junk_or_position(base + rest.trailing_zeros());
+            count += 1;
+            rest &= rest.wrapping_sub(1);
+        }
+        n += count;
+    }
+    // Shorter only if `ones` overcounted the words.
+    out.truncate(n);
     out
+}
+
+/// A page position, or for a slot past a word's bits a junk value (at most
+/// 32,704 + 64) that is overwritten or dropped later.
+fn junk_or_position(value: u32) -> u16 {
+    u16::try_from(value).unwrap_or(u16::MAX)
 }
 
 /// Writes the Redis (big-endian) bytes of `words` into `out`, which may be

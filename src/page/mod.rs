@@ -144,6 +144,75 @@ impl PartialEq for Page {
 
 impl Eq for Page {}
 
+/// The encoding with the smallest encoded size for the page `words`, which
+/// has `census.ones` set bits, and the length of its canonical EWAH stream
+/// if that had to be measured (0 if not). Ties prefer sparse, then EWAH, then
+/// dense.
+///
+/// Every dirty word (neither all zeros nor all ones) is a literal of the
+/// EWAH stream, which also starts with a marker: so the stream has at least
+/// `dirty + 1` words, and when sparse or dense beats that floor the stream is
+/// not measured at all (the common case for random data).
+fn choose(words: &[u64; PAGE_WORDS], census: Census) -> (Encoding, usize) {
+    let sparse = encoded_len(Encoding::Sparse, census.ones as usize);
+    let dense = encoded_len(Encoding::Dense, PAGE_WORDS);
+    let ewah_floor = encoded_len(Encoding::Ewah, census.dirty as usize + 1);
+    if sparse <= dense && sparse <= ewah_floor {
+        return (Encoding::Sparse, 0);
+    }
+    if dense < sparse && dense < ewah_floor {
+        return (Encoding::Dense, 0);
+    }
+    let ewah_len = ewah::stream_len(words);
+    (smallest(census.ones, ewah_len), ewah_len)
+}
+
+/// A bitwise operation [`fold_dense`] applies across pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fold {
+    /// `a & b`.
+    And,
+    /// `a | b`.
+    Or,
+    /// `a ^ b`.
+    Xor,
+}
+
+/// `out = sources[0] op sources[1] op ...`, word by word across all the
+/// sources at once: one pass that reads the k pages side by side (k memory
+/// streams in flight) and writes `out` once, instead of k passes over `out`.
+/// `out` is left all zero for no sources.
+pub(crate) fn fold_dense(op: Fold, sources: &[&[u64; PAGE_WORDS]], out: &mut [u64; PAGE_WORDS]) {
+    match op {
+        Fold::And => dense::fold(sources, out, |a, b| a & b),
+        Fold::Or => dense::fold(sources, out, |a, b| a | b),
+        Fold::Xor => dense::fold(sources, out, |a, b| a ^ b),
+    }
+}
+
+/// Clears every bit of `words` at or past page bit `bits` (below 32,768).
+pub(crate) fn truncate_words(words: &mut [u64; PAGE_WORDS], bits: u32) {
+    dense::truncate(words, bits);
+}
+
+/// The set bits and the dirty words (neither 0 nor all ones) of a page's
+/// words, counted in one pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Census {
+    /// Set bits.
+    pub(crate) ones: u32,
+    /// Words that are neither 0 nor `u64::MAX`.
+    pub(crate) dirty: u32,
+}
+
+impl Census {
+    /// Counts `words`.
+    pub(crate) fn of(words: &[u64; PAGE_WORDS]) -> Census {
+        let (ones, dirty) = dense::census(words);
+        Census { ones, dirty }
+    }
+}
+
 /// The encoding with the smallest encoded size for a page with `ones` set bits
 /// whose canonical EWAH stream has `ewah_words` words. Ties prefer sparse,
 /// then EWAH, then dense.
@@ -173,8 +242,27 @@ impl Page {
 
     /// A page with these words, in its smallest representation.
     pub(crate) fn from_words(words: &[u64; PAGE_WORDS]) -> Page {
-        let ones = dense::popcount(words);
-        Page::compact_words(words, ones)
+        Page::from_census(words, Census::of(words))
+    }
+
+    /// A page with these words, whose [`Census`] the caller has taken, in
+    /// its smallest representation.
+    pub(crate) fn from_census(words: &[u64; PAGE_WORDS], census: Census) -> Page {
+        debug_assert_eq!(census, Census::of(words), "the census describes the words");
+        if census.ones == 0 {
+            return Page::zeros();
+        }
+        let (encoding, ewah_len) = choose(words, census);
+        let repr = match encoding {
+            Encoding::Sparse => Repr::Sparse(dense::positions(words, census.ones)),
+            Encoding::Ewah => {
+                let mut stream = Vec::with_capacity(ewah_len);
+                ewah::encode_into(words, &mut stream);
+                Repr::Ewah(stream)
+            }
+            Encoding::Dense => Repr::Dense(Box::new(*words)),
+        };
+        Page { repr, ones: census.ones }
     }
 
     #[cfg(any(test, feature = "testing", feature = "roaring"))]
@@ -538,7 +626,7 @@ impl Page {
                 let mut words = [0u64; PAGE_WORDS];
                 self.to_words(&mut words);
                 words.iter_mut().for_each(|w| *w = !*w);
-                Page::compact_words(&words, BITS - self.ones)
+                Page::from_words(&words)
             }
         }
     }
@@ -566,6 +654,15 @@ impl Page {
                 dense::truncate(&mut words, bits);
                 *self = Page::from_words(&words);
             }
+        }
+    }
+
+    /// The words of a dense page, for kernels that read several pages at
+    /// once ([`fold_dense`]).
+    pub(crate) fn dense_words(&self) -> Option<&[u64; PAGE_WORDS]> {
+        match &self.repr {
+            Repr::Dense(words) => Some(words),
+            _ => None,
         }
     }
 
@@ -657,24 +754,6 @@ impl Page {
         }
     }
 
-    /// A page in the smallest representation for `words` with `ones` set bits.
-    fn compact_words(words: &[u64; PAGE_WORDS], ones: u32) -> Page {
-        if ones == 0 {
-            return Page::zeros();
-        }
-        let ewah_len = ewah::stream_len(words);
-        let repr = match smallest(ones, ewah_len) {
-            Encoding::Sparse => Repr::Sparse(dense::positions(words, ones)),
-            Encoding::Ewah => {
-                let mut stream = Vec::with_capacity(ewah_len);
-                ewah::encode_into(words, &mut stream);
-                Repr::Ewah(stream)
-            }
-            Encoding::Dense => Repr::Dense(Box::new(*words)),
-        };
-        Page { repr, ones }
-    }
-
     /// A sparse page from a computed position list, then made smallest.
     fn sparse(positions: Vec<u16>) -> Page {
         Page { ones: page_count(positions.len()), repr: Repr::Sparse(positions) }.compacted()
@@ -701,7 +780,7 @@ impl Page {
     fn compacted_clone(&self) -> Page {
         let mut words = [0u64; PAGE_WORDS];
         self.to_words(&mut words);
-        Page::compact_words(&words, self.ones)
+        Page::from_words(&words)
     }
 
     /// The positions of `list` whose bit in `self` equals `keep`.

@@ -423,6 +423,48 @@ fn decoder_accepts_non_canonical_ewah() {
 // ----- property tests against the model -----
 
 /// A position clustered near word edges and page ends.
+/// Both position extractors list exactly the model's set bits, in order,
+/// at every density and with words of 0 to 64 bits; a count that is too low
+/// (never passed, but cheap to survive) still gives every position.
+#[test]
+fn positions_match_model_at_every_density() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut models: Vec<Box<Words>> = DENSITIES.iter().map(|&d| random_model(&mut rng, d)).collect();
+    models.push(Box::new(std::array::from_fn(|i| if i % 3 == 0 { u64::MAX } else { 1 << (i % 64) })));
+    models.extend(shapes().into_iter().map(|(_, m)| m));
+    for m in &models {
+        let expect: Vec<u16> = model_positions(m);
+        let ones = page_count(expect.len());
+        assert_eq!(dense::positions(m, ones), expect, "positions with the true count");
+        assert_eq!(dense::positions(m, ones / 2), expect, "positions with an undercount");
+        assert_eq!(Census::of(m).ones, ones, "census counts the bits");
+        let dirty = m.iter().filter(|&&w| w != 0 && w != u64::MAX).count();
+        assert_eq!(Census::of(m).dirty as usize, dirty, "census counts the dirty words");
+    }
+}
+
+/// fold_dense equals folding the model word by word, for 0 to 20 sources
+/// (more than one group of sources read side by side).
+#[test]
+fn fold_dense_matches_model() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let pages: Vec<Box<Words>> = (0..20).map(|i| random_model(&mut rng, DENSITIES[i % DENSITIES.len()])).collect();
+    type WordOp = fn(u64, u64) -> u64;
+    let ops: [(Fold, WordOp); 3] = [(Fold::And, |a, b| a & b), (Fold::Or, |a, b| a | b), (Fold::Xor, |a, b| a ^ b)];
+    for (op, f) in ops {
+        for k in 0..=pages.len() {
+            let sources: Vec<&[u64; PAGE_WORDS]> = pages[..k].iter().map(|p| &**p).collect();
+            let mut out = [7u64; PAGE_WORDS];
+            fold_dense(op, &sources, &mut out);
+            let expect: [u64; PAGE_WORDS] = std::array::from_fn(|i| match sources.split_first() {
+                None => 0,
+                Some((first, rest)) => rest.iter().fold(first[i], |a, s| f(a, s[i])),
+            });
+            assert!(out == expect, "{op:?} over {k} sources equals the model");
+        }
+    }
+}
+
 fn position() -> impl Strategy<Value = u16> {
     prop_oneof![
         0u16..32_768,
