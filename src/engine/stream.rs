@@ -1,10 +1,12 @@
 //! Ordered page streams: the pages of one bitmap in page order, merging the
 //! store's range scan with pages changed in memory but not yet written back.
 
+use std::collections::VecDeque;
 use std::iter::Peekable;
 use std::sync::Arc;
 
 use super::layout;
+use super::pages::RUN;
 use super::store::{Bytes, Scan};
 use super::{decode_page, Engine};
 use crate::error::Result;
@@ -90,6 +92,9 @@ struct Paged {
     next_dirty: usize,
     /// A candidate taken from the merge but not fetched yet.
     head: Option<(u64, Option<Bytes>)>,
+    /// Cached pages of the directory taken ahead, a run at a time, in page
+    /// order (see `take_ahead`).
+    ahead: VecDeque<(u64, Option<Arc<Page>>)>,
 }
 
 impl Paged {
@@ -124,7 +129,16 @@ impl Paged {
             }
         };
         engine.pin(bitmap);
-        Ok(Paged { engine: Arc::clone(engine), name: name.to_vec(), bitmap, stored, dirty, next_dirty: 0, head: None })
+        Ok(Paged {
+            engine: Arc::clone(engine),
+            name: name.to_vec(),
+            bitmap,
+            stored,
+            dirty,
+            next_dirty: 0,
+            head: None,
+            ahead: VecDeque::new(),
+        })
     }
 
     /// The page number of the next candidate page, without reading it.
@@ -147,6 +161,9 @@ impl Paged {
             self.head = self.pull()?;
         }
         let Some((page, bytes)) = self.head.take() else { return Ok(None) };
+        if let Some(cached) = self.take_ahead(page) {
+            return Ok(cached.map(|p| (page, p)));
+        }
         let engine = &self.engine;
         let (name, bitmap) = (&self.name, self.bitmap);
         let scan_epoch = match &self.stored {
@@ -161,6 +178,43 @@ impl Paged {
             _ => engine.fetch_page(name, bitmap, page),
         })?;
         Ok(got.map(|p| (page, p)))
+    }
+
+    /// Page `page` if it is cached, looked up with the rest of its run.
+    ///
+    /// A stream reading from a directory knows the pages to come: when
+    /// `page` is not among those taken ahead, the directory's pages from
+    /// `page` to the end of its run of [`RUN`] pages are looked up together
+    /// ([`PageCache::get_cached_run`](super::pages::PageCache::get_cached_run)),
+    /// so their cache misses overlap. A page taken ahead is a version the
+    /// cache held while the stream ran, as a page fetched when reached is.
+    /// `None`: not cached, fetch it.
+    fn take_ahead(&mut self, page: u64) -> Option<Option<Arc<Page>>> {
+        while let Some(&(p, _)) = self.ahead.front() {
+            if p >= page {
+                break;
+            }
+            self.ahead.pop_front();
+        }
+        if self.ahead.front().is_none_or(|&(p, _)| p != page) {
+            let Stored::Directory { pages, next, end } = &self.stored else { return None };
+            // The directory's pages of this run from `page` on (`next` is
+            // already past `page` if `page` came from the directory).
+            let start = pages[..*next].partition_point(|&p| p < page);
+            let run_end = pages[start..*end].partition_point(|&p| p / RUN == page / RUN) + start;
+            let run = &pages[start..run_end];
+            if run.first() != Some(&page) {
+                // A dirty page the directory does not list yet.
+                return None;
+            }
+            let found = self.engine.pages.get_cached_run(self.bitmap, run);
+            self.ahead.clear();
+            self.ahead.extend(run.iter().zip(found).filter_map(|(&p, hit)| hit.map(|page| (p, page))));
+        }
+        match self.ahead.front() {
+            Some(&(p, _)) if p == page => self.ahead.pop_front().map(|(_, hit)| hit),
+            _ => None,
+        }
     }
 
     /// The next candidate from the merge of the stored pages and the dirty list.
