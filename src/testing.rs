@@ -240,16 +240,11 @@ impl BenchPage {
 }
 
 /// The AND of a column of pages into `out`, returning its set bits: with
-/// `fused`, the dense pages are read side by side in one pass (BITOP's
-/// kernel); otherwise the first page is copied and each other page is
-/// applied in its own pass over `out`.
+/// `fused`, BITOP's own kernel (`page::fold_pages`); otherwise the first
+/// page is copied and each other page is applied in its own pass over `out`.
 pub fn and_column(pages: &[&BenchPage], fused: bool, out: &mut [u64; PAGE_WORDS]) -> u32 {
     if fused {
-        let dense: Vec<&[u64; PAGE_WORDS]> = pages.iter().filter_map(|p| p.0.dense_words()).collect();
-        crate::page::fold_dense(crate::page::Fold::And, &dense, out);
-        for p in pages.iter().filter(|p| p.0.dense_words().is_none()) {
-            p.0.and_into(out);
-        }
+        crate::page::fold_pages(crate::page::Fold::And, pages.iter().map(|p| &p.0), out);
     } else if let Some((first, rest)) = pages.split_first() {
         first.0.to_words(out);
         for p in rest {

@@ -190,10 +190,7 @@ impl Paged {
     /// cache held while the stream ran, as a page fetched when reached is.
     /// `None`: not cached, fetch it.
     fn take_ahead(&mut self, page: u64) -> Option<Option<Arc<Page>>> {
-        while let Some(&(p, _)) = self.ahead.front() {
-            if p >= page {
-                break;
-            }
+        while self.ahead.front().is_some_and(|&(p, _)| p < page) {
             self.ahead.pop_front();
         }
         if self.ahead.front().is_none_or(|&(p, _)| p != page) {

@@ -354,41 +354,6 @@ impl Scratch {
     }
 }
 
-/// `acc = op` over the present pages of `col` (zeros if none): the dense
-/// pages in one fused pass ([`page::fold_dense`]), then the others one by
-/// one. For AND every page of `col` is present.
-fn fold_column(op: Fold, col: &Column, acc: &mut [u64; PAGE_WORDS]) {
-    let mut dense = Vec::with_capacity(col.len());
-    dense.extend(col.iter().flatten().filter_map(|p| p.dense_words()));
-    let others = || col.iter().flatten().filter(|p| p.dense_words().is_none());
-    if dense.is_empty() {
-        // Start from a page itself: AND needs its bits, not zeros. A column
-        // may hold no page at all (candidates that turned out all zero).
-        let mut rest = others();
-        match rest.next() {
-            Some(first) => first.to_words(acc),
-            None => acc.fill(0),
-        }
-        for p in rest {
-            apply(op, p, acc);
-        }
-        return;
-    }
-    page::fold_dense(op, &dense, acc);
-    for p in others() {
-        apply(op, p, acc);
-    }
-}
-
-/// `acc = acc op page`.
-fn apply(op: Fold, page: &Page, acc: &mut [u64; PAGE_WORDS]) {
-    match op {
-        Fold::And => page.and_into(acc),
-        Fold::Or => page.or_into(acc),
-        Fold::Xor => page.xor_into(acc),
-    }
-}
-
 /// How [`combine`] left a result page.
 enum Combined {
     /// In the scratch buffer `acc`.
@@ -421,7 +386,7 @@ fn combine(op: BitOp, col: &Column, s: &mut Scratch) -> Option<Combined> {
                 }
                 return Some(Combined::Page(result));
             }
-            fold_column(Fold::And, col, &mut s.acc);
+            page::fold_pages(Fold::And, present().map(|p| &**p), &mut s.acc);
             Combined::Words
         }
         BitOp::Or => {
@@ -429,11 +394,11 @@ fn combine(op: BitOp, col: &Column, s: &mut Scratch) -> Option<Combined> {
             if present().count() == 1 {
                 return Some(Combined::Shared(Arc::clone(first)));
             }
-            fold_column(Fold::Or, col, &mut s.acc);
+            page::fold_pages(Fold::Or, present().map(|p| &**p), &mut s.acc);
             Combined::Words
         }
         BitOp::Xor => {
-            fold_column(Fold::Xor, col, &mut s.acc);
+            page::fold_pages(Fold::Xor, present().map(|p| &**p), &mut s.acc);
             Combined::Words
         }
         BitOp::One => {

@@ -178,11 +178,34 @@ pub(crate) enum Fold {
     Xor,
 }
 
+/// `acc = p1 op p2 op ...` over `pages` (all zero for none): the dense
+/// pages in one fused pass ([`fold_dense`]), then the others one by one.
+pub(crate) fn fold_pages<'a>(op: Fold, pages: impl Iterator<Item = &'a Page> + Clone, acc: &mut [u64; PAGE_WORDS]) {
+    let dense: Vec<&[u64; PAGE_WORDS]> = pages.clone().filter_map(Page::dense_words).collect();
+    let mut others = pages.filter(|p| p.dense_words().is_none());
+    if dense.is_empty() {
+        // Start from a page itself: AND needs its bits, not zeros.
+        match others.next() {
+            Some(first) => first.to_words(acc),
+            None => acc.fill(0),
+        }
+    } else {
+        fold_dense(op, &dense, acc);
+    }
+    for p in others {
+        match op {
+            Fold::And => p.and_into(acc),
+            Fold::Or => p.or_into(acc),
+            Fold::Xor => p.xor_into(acc),
+        }
+    }
+}
+
 /// `out = sources[0] op sources[1] op ...`, word by word across all the
 /// sources at once: one pass that reads the k pages side by side (k memory
 /// streams in flight) and writes `out` once, instead of k passes over `out`.
 /// `out` is left all zero for no sources.
-pub(crate) fn fold_dense(op: Fold, sources: &[&[u64; PAGE_WORDS]], out: &mut [u64; PAGE_WORDS]) {
+fn fold_dense(op: Fold, sources: &[&[u64; PAGE_WORDS]], out: &mut [u64; PAGE_WORDS]) {
     match op {
         Fold::And => dense::fold(sources, out, |a, b| a & b),
         Fold::Or => dense::fold(sources, out, |a, b| a | b),
@@ -659,7 +682,7 @@ impl Page {
 
     /// The words of a dense page, for kernels that read several pages at
     /// once ([`fold_dense`]).
-    pub(crate) fn dense_words(&self) -> Option<&[u64; PAGE_WORDS]> {
+    fn dense_words(&self) -> Option<&[u64; PAGE_WORDS]> {
         match &self.repr {
             Repr::Dense(words) => Some(words),
             _ => None,
