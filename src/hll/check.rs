@@ -25,19 +25,19 @@ fn check_one(seed: u8, value: &[u8]) {
     let before = registers(value);
     // PFADD.
     let elements: Vec<Vec<u8>> = (0..usize::from(seed % 8)).map(|i| vec![seed, i as u8]).collect();
+    // Redis's quirk, copied: a sparse value whose last byte starts an XZERO
+    // reads as valid (the missing byte reads as 0), but an add there may
+    // leave it corrupt (the value shrinks past the opcode's missing byte,
+    // see `sparse::set`), so that a later element of the same add finds no
+    // opcode for its register.
+    let cut_short = !is_dense(value) && value.len() > HEADER_LEN && value.last().is_some_and(|b| b & 0xc0 == 0x40);
     let mut v = value.to_vec();
     match add(&mut v, &elements) {
         Ok(n) => {
             assert!(header.is_ok(), "add succeeded on a bad header");
             assert!(check_header(&v).is_ok(), "add left a bad header");
-            // Redis's quirk, copied: a sparse value whose last opcode is an
-            // XZERO cut short reads as valid, but an add there leaves it
-            // corrupt (the value shrinks past the opcode's missing byte).
-            let cut_short = !is_dense(value)
-                && value.len() > HEADER_LEN
-                && value.last().is_some_and(|b| b & 0xc0 == 0x40)
-                && registers(&v).is_err();
-            if let (Ok(mut model), false) = (before, cut_short) {
+            let left_corrupt = cut_short && registers(&v).is_err();
+            if let (Ok(mut model), false) = (before, left_corrupt) {
                 for e in &elements {
                     let (i, c) = hash_element(e);
                     model[i] = model[i].max(c);
@@ -47,7 +47,9 @@ fn check_one(seed: u8, value: &[u8]) {
             }
         }
         Err(HllError::NotHll) => assert!(header.is_err(), "add refused a good header"),
-        Err(HllError::Corrupt) => assert!(before.is_err(), "add found corruption in a valid sketch"),
+        Err(HllError::Corrupt) => {
+            assert!(before.is_err() || cut_short, "add found corruption in a valid sketch")
+        }
     }
     // PFCOUNT, twice: the second answer comes from the cache, unless the
     // count has bit 63 set (an estimate past i64 range): that bit is the

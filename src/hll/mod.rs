@@ -151,15 +151,17 @@ pub(crate) fn hash_element(element: &[u8]) -> (usize, u8) {
 }
 
 /// Raises register `index` to `count` in value `v` of either encoding;
-/// returns whether it changed.
+/// returns whether it changed. `past_end` is the byte Redis's string holds
+/// after a sparse value, kept across the updates of one command (see
+/// [`sparse::set`]); start it at 0.
 ///
 /// # Errors
 /// [`Corrupt`] for a sparse value whose opcodes do not cover `index`;
 /// [`HllError::NotHll`] for an unknown encoding.
-fn set_register(v: &mut Vec<u8>, index: usize, count: u8) -> Result<bool, HllError> {
+fn set_register(v: &mut Vec<u8>, index: usize, count: u8, past_end: &mut u8) -> Result<bool, HllError> {
     match v.get(ENCODING_AT) {
         Some(&DENSE) => Ok(dense::set_max(v.get_mut(HEADER_LEN..).unwrap_or_default(), index, count)),
-        Some(&SPARSE) => Ok(sparse::set(v, index, count, SPARSE_MAX_BYTES)? != sparse::SetOutcome::Unchanged),
+        Some(&SPARSE) => Ok(sparse::set(v, index, count, SPARSE_MAX_BYTES, past_end)? != sparse::SetOutcome::Unchanged),
         _ => Err(HllError::NotHll),
     }
 }
@@ -175,9 +177,10 @@ fn set_register(v: &mut Vec<u8>, index: usize, count: u8) -> Result<bool, HllErr
 pub(crate) fn add<E: AsRef<[u8]>>(v: &mut Vec<u8>, elements: &[E]) -> Result<usize, HllError> {
     check_header(v)?;
     let mut raised = 0;
+    let mut past_end = 0;
     for e in elements {
         let (index, count) = hash_element(e.as_ref());
-        if set_register(v, index, count)? {
+        if set_register(v, index, count, &mut past_end)? {
             raised += 1;
         }
     }
@@ -250,12 +253,13 @@ pub(crate) fn estimate_registers(regs: &[u8; REGISTERS]) -> u64 {
 /// [`HllError::Corrupt`] if the conversion to dense fails.
 pub(crate) fn merge_write(v: &mut Vec<u8>, max: &[u8; REGISTERS], use_dense: bool) -> Result<(), HllError> {
     if use_dense && check_header(v)? == Encoding::Sparse {
-        *v = sparse::to_dense(v)?;
+        *v = sparse::to_dense(v, 0)?;
     }
+    let mut past_end = 0;
     for (i, &m) in max.iter().enumerate() {
         if m != 0 {
             // Redis ignores the result, errors included.
-            let _ = set_register(v, i, m);
+            let _ = set_register(v, i, m, &mut past_end);
         }
     }
     invalidate_cache(v);
@@ -288,6 +292,27 @@ mod tests {
         let mut v = new_sparse();
         assert_eq!(v, b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\0\x7f\xff".to_vec());
         assert_eq!(count(&mut v), Ok((0, false)));
+    }
+
+    /// A sparse value whose last byte starts an XZERO (found by the
+    /// `hll_decode` fuzz target): the first split there leaves the
+    /// sequence's last byte past the end, and the later elements of the same
+    /// PFADD read it as Redis does. Redis 7.0.15 answers 1 and leaves these
+    /// bytes; reading 0 past the end instead loses register coverage and
+    /// fails the fourth element as corrupt.
+    #[test]
+    fn add_past_a_cut_short_xzero_matches_redis() {
+        let body =
+            b"\xe8\x31\x00\xf1\xff\xff\xff\xff\x00\xff\x2e\xff\xff\xff\xff\xff\xff\xff\x26\x2c\xff\x08\xff\xff\x7f";
+        let mut v = new_sparse();
+        v.truncate(HEADER_LEN);
+        v.extend_from_slice(body);
+        let elements: Vec<[u8; 2]> = (0..5).map(|i| [0x55, i]).collect();
+        assert_eq!(add(&mut v, &elements), Ok(5), "every element raises a register");
+        let mut want = b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\x80".to_vec();
+        want.extend_from_slice(&body[..body.len() - 1]);
+        want.extend_from_slice(b"\x44\x83\x88\x6b\x94\x88\x40\x78\x84\x45\x93\x8c\x47\x65\x80\x40");
+        assert_eq!(v, want);
     }
 
     /// Header rules: short, wrong magic, unknown encoding and a dense value

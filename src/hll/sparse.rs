@@ -10,8 +10,14 @@
 //! neighbouring VALs among the next five opcodes), because the resulting
 //! bytes are visible to GET and must be Redis's.
 //!
-//! Everything here works on the whole value (header included) and reads a
-//! byte past the end as 0, as Redis reads the NUL after its strings.
+//! Everything here works on the whole value (header included). An XZERO
+//! that is the value's last byte takes its second byte from past the end,
+//! as Redis reads the byte after its string: the NUL terminator for a value
+//! as stored (0), but a split of such a cut-short opcode writes its last
+//! byte there (see [`set`]), and later updates of the same PFADD read it.
+//! That byte is carried as `past_end`. Redis keeps it in memory until the
+//! string is copied or reloaded; bitsled stores only the value, so a later
+//! command reads 0, as Redis does after a restart.
 
 use super::{dense, Corrupt, Histogram, DENSE, DENSE_LEN, HEADER_LEN, REGISTERS};
 
@@ -51,17 +57,18 @@ impl Op {
     }
 }
 
-fn byte_at(v: &[u8], at: usize) -> u8 {
-    v.get(at).copied().unwrap_or(0)
+/// Byte `at` of `v`, or `past_end` for the one after the last.
+fn byte_at(v: &[u8], at: usize, past_end: u8) -> u8 {
+    v.get(at).copied().unwrap_or(if at == v.len() { past_end } else { 0 })
 }
 
-/// The opcode at byte `at` of `v`.
-fn op_at(v: &[u8], at: usize) -> Op {
-    let b = byte_at(v, at);
+/// The opcode at byte `at` of `v` (`at` is within `v`).
+fn op_at(v: &[u8], at: usize, past_end: u8) -> Op {
+    let b = byte_at(v, at, past_end);
     if b & 0x80 != 0 {
         Op::Val { value: ((b >> 2) & 0x1f) + 1, len: usize::from(b & 0x3) + 1 }
     } else if b & 0x40 != 0 {
-        let len = (usize::from(b & 0x3f) << 8 | usize::from(byte_at(v, at + 1))) + 1;
+        let len = (usize::from(b & 0x3f) << 8 | usize::from(byte_at(v, at + 1, past_end))) + 1;
         Op::Zeros { len, xzero: true }
     } else {
         Op::Zeros { len: usize::from(b & 0x3f) + 1, xzero: false }
@@ -115,12 +122,24 @@ pub(crate) enum SetOutcome {
 /// opcode or the value would grow past `max_bytes`. On `Raised`, the
 /// cached cardinality is marked invalid.
 ///
+/// `past_end` is the byte after the value as Redis's string holds it (0
+/// for a value as stored) and is updated as Redis's would be: a split
+/// writes the NUL terminator there, except that a split of a cut-short last
+/// XZERO leaves the sequence's last byte there; a merge of two VALs moves
+/// the terminator.
+///
 /// # Errors
 /// [`Corrupt`] if the opcodes do not cover `index`, or the value cannot be
 /// converted to dense; `v` is then unchanged.
-pub(crate) fn set(v: &mut Vec<u8>, index: usize, count: u8, max_bytes: usize) -> Result<SetOutcome, Corrupt> {
+pub(crate) fn set(
+    v: &mut Vec<u8>,
+    index: usize,
+    count: u8,
+    max_bytes: usize,
+    past_end: &mut u8,
+) -> Result<SetOutcome, Corrupt> {
     if count > VAL_MAX_VALUE {
-        return promote(v, index, count);
+        return promote(v, index, count, *past_end);
     }
     let end = v.len();
     // Find the opcode covering `index`.
@@ -129,7 +148,7 @@ pub(crate) fn set(v: &mut Vec<u8>, index: usize, count: u8, max_bytes: usize) ->
     let mut prev: Option<usize> = None;
     let mut found: Option<Op> = None;
     while p < end {
-        let op = op_at(v, p);
+        let op = op_at(v, p, *past_end);
         found = Some(op);
         if index < first + op.span() {
             break;
@@ -172,39 +191,43 @@ pub(crate) fn set(v: &mut Vec<u8>, index: usize, count: u8, max_bytes: usize) ->
             }
             let old_len = op.bytes();
             if seq.len() > old_len && end + (seq.len() - old_len) > max_bytes {
-                return promote(v, index, count);
+                return promote(v, index, count, *past_end);
             }
             // Redis's new length is `end + seq - old`; when the opcode is the
             // last and cut short (an XZERO missing its second byte), the
-            // sequence's last byte falls past the new end.
+            // sequence's last byte falls past the new end, where it stays.
             let new_len = end + seq.len() - old_len;
             let stop = (p + old_len).min(end);
             v.splice(p..stop, seq);
+            *past_end = v.get(new_len).copied().unwrap_or(0);
             v.truncate(new_len);
         }
     }
-    merge_vals(v, prev.unwrap_or(HEADER_LEN));
+    merge_vals(v, prev.unwrap_or(HEADER_LEN), past_end);
     super::invalidate_cache(v);
     Ok(SetOutcome::Raised)
 }
 
 /// Merges neighbouring VAL opcodes of one value (up to 4 registers) among
 /// the five opcodes starting at byte `from`, as Redis does after an update.
-fn merge_vals(v: &mut Vec<u8>, from: usize) {
+/// A merge shortens the value, and the terminator Redis writes then is the
+/// new byte past the end.
+fn merge_vals(v: &mut Vec<u8>, from: usize, past_end: &mut u8) {
     let mut p = from;
     let mut budget = 5;
     while p < v.len() && budget > 0 {
         budget -= 1;
-        let op = op_at(v, p);
+        let op = op_at(v, p, *past_end);
         let Op::Val { value, len } = op else {
             p += op.bytes();
             continue;
         };
         if p + 1 < v.len() {
-            if let Op::Val { value: v2, len: len2 } = op_at(v, p + 1) {
+            if let Op::Val { value: v2, len: len2 } = op_at(v, p + 1, *past_end) {
                 if v2 == value && len + len2 <= VAL_MAX_LEN {
                     v[p + 1] = val_byte(value, len + len2);
                     v.remove(p);
+                    *past_end = 0;
                     // Try again from the merged opcode.
                     continue;
                 }
@@ -219,11 +242,11 @@ fn merge_vals(v: &mut Vec<u8>, from: usize) {
 /// register stops the walk with an error (Redis 7.0.15 as patched for
 /// CVE-2025-32023 checks every opcode so; earlier builds let zero runs and
 /// a trailing VAL slip by), and so does a total short of it.
-fn walk(v: &[u8], mut f: impl FnMut(usize, u8, usize)) -> Result<(), Corrupt> {
+fn walk(v: &[u8], past_end: u8, mut f: impl FnMut(usize, u8, usize)) -> Result<(), Corrupt> {
     let mut idx = 0usize;
     let mut p = HEADER_LEN;
     while p < v.len() {
-        let op = op_at(v, p);
+        let op = op_at(v, p, past_end);
         let (value, len) = match op {
             Op::Zeros { len, .. } => (0, len),
             Op::Val { value, len } => (value, len),
@@ -242,18 +265,18 @@ fn walk(v: &[u8], mut f: impl FnMut(usize, u8, usize)) -> Result<(), Corrupt> {
     }
 }
 
-/// The dense form of sparse value `v`: same header (and cached
-/// cardinality), encoding byte 0.
+/// The dense form of sparse value `v` (followed by `past_end`): same
+/// header (and cached cardinality), encoding byte 0.
 ///
 /// # Errors
 /// [`Corrupt`] if the opcodes do not cover exactly the 16,384 registers.
-pub(crate) fn to_dense(v: &[u8]) -> Result<Vec<u8>, Corrupt> {
+pub(crate) fn to_dense(v: &[u8], past_end: u8) -> Result<Vec<u8>, Corrupt> {
     let mut out = vec![0u8; DENSE_LEN];
     let header = v.get(..HEADER_LEN).ok_or(Corrupt)?;
     out[..HEADER_LEN].copy_from_slice(header);
     out[super::ENCODING_AT] = DENSE;
     let regs = &mut out[HEADER_LEN..];
-    walk(v, |at, value, len| {
+    walk(v, past_end, |at, value, len| {
         if value > 0 {
             (at..at + len).for_each(|i| dense::set(regs, i, value));
         }
@@ -262,8 +285,8 @@ pub(crate) fn to_dense(v: &[u8]) -> Result<Vec<u8>, Corrupt> {
 }
 
 /// Converts `v` to dense and raises register `index` to `count` there.
-fn promote(v: &mut Vec<u8>, index: usize, count: u8) -> Result<SetOutcome, Corrupt> {
-    let mut d = to_dense(v)?;
+fn promote(v: &mut Vec<u8>, index: usize, count: u8, past_end: u8) -> Result<SetOutcome, Corrupt> {
+    let mut d = to_dense(v, past_end)?;
     dense::set_max(&mut d[HEADER_LEN..], index, count);
     *v = d;
     Ok(SetOutcome::Promoted)
@@ -274,7 +297,7 @@ fn promote(v: &mut Vec<u8>, index: usize, count: u8) -> Result<SetOutcome, Corru
 /// # Errors
 /// [`Corrupt`] as [`to_dense`] (`max` may then be partly raised).
 pub(crate) fn merge_into(max: &mut [u8; REGISTERS], v: &[u8]) -> Result<(), Corrupt> {
-    walk(v, |at, value, len| {
+    walk(v, 0, |at, value, len| {
         for m in max.iter_mut().skip(at).take(len) {
             *m = (*m).max(value);
         }
@@ -286,7 +309,7 @@ pub(crate) fn merge_into(max: &mut [u8; REGISTERS], v: &[u8]) -> Result<(), Corr
 /// # Errors
 /// [`Corrupt`] as [`to_dense`] (`hist` may then be partly filled).
 pub(crate) fn histogram(v: &[u8], hist: &mut Histogram) -> Result<(), Corrupt> {
-    walk(v, |_, value, len| {
+    walk(v, 0, |_, value, len| {
         // `len` is at most 16,384.
         hist[usize::from(value)] += len as u32;
     })
@@ -309,7 +332,7 @@ mod tests {
     fn documented_example_bytes() {
         let mut v = new_sparse();
         for (i, c) in [(1000, 2), (1020, 3), (1021, 3)] {
-            assert_eq!(set(&mut v, i, c, 3000), Ok(SetOutcome::Raised));
+            assert_eq!(set(&mut v, i, c, 3000, &mut 0), Ok(SetOutcome::Raised));
         }
         let xz = |n: usize| {
             let mut s = Vec::new();
@@ -339,9 +362,9 @@ mod tests {
                 let i = ((x >> 20) as usize % 64) + (round * 800) % 16000 + ((x >> 40) as usize % 3) * 200;
                 let c = ((x >> 33) % 34) as u8 + 1;
                 let changed = if super::super::is_dense(&v) {
-                    super::super::set_register(&mut v, i, c).unwrap()
+                    super::super::set_register(&mut v, i, c, &mut 0).unwrap()
                 } else {
-                    set(&mut v, i, c, 3000).unwrap() != SetOutcome::Unchanged
+                    set(&mut v, i, c, 3000, &mut 0).unwrap() != SetOutcome::Unchanged
                 };
                 assert_eq!(changed, c > model[i], "index {i} count {c}");
                 model[i] = model[i].max(c);
@@ -355,13 +378,13 @@ mod tests {
     #[test]
     fn promotion_keeps_registers() {
         let mut v = new_sparse();
-        set(&mut v, 5, 3, 3000).unwrap();
-        assert_eq!(set(&mut v, 9, 40, 3000), Ok(SetOutcome::Promoted));
+        set(&mut v, 5, 3, 3000, &mut 0).unwrap();
+        assert_eq!(set(&mut v, 9, 40, 3000, &mut 0), Ok(SetOutcome::Promoted));
         assert_eq!(v.len(), DENSE_LEN);
         let regs = registers(&v).unwrap();
         assert_eq!((regs[5], regs[9]), (3, 40));
         let mut v = new_sparse();
-        assert_eq!(set(&mut v, 100, 1, 20), Ok(SetOutcome::Promoted));
+        assert_eq!(set(&mut v, 100, 1, 20, &mut 0), Ok(SetOutcome::Promoted));
         assert_eq!(registers(&v).unwrap()[100], 1);
     }
 
@@ -371,16 +394,16 @@ mod tests {
     fn corrupt_bodies_are_errors() {
         let mut v = new_sparse();
         v.truncate(HEADER_LEN);
-        assert_eq!(set(&mut v, 0, 1, 3000), Err(Corrupt));
+        assert_eq!(set(&mut v, 0, 1, 3000, &mut 0), Err(Corrupt));
         v.push(0x05); // ZERO:6
-        assert_eq!(set(&mut v, 10, 1, 3000), Err(Corrupt));
-        assert_eq!(set(&mut v, 2, 1, 3000), Ok(SetOutcome::Raised));
-        assert_eq!(to_dense(&v), Err(Corrupt));
+        assert_eq!(set(&mut v, 10, 1, 3000, &mut 0), Err(Corrupt));
+        assert_eq!(set(&mut v, 2, 1, 3000, &mut 0), Ok(SetOutcome::Raised));
+        assert_eq!(to_dense(&v, 0), Err(Corrupt));
         let mut h = [0u32; 64];
         assert_eq!(histogram(&v, &mut h), Err(Corrupt));
         // An XZERO missing its second byte reads it as 0.
         let mut v = new_sparse();
         v.truncate(HEADER_LEN + 1);
-        assert_eq!(set(&mut v, 16000, 1, 3000), Ok(SetOutcome::Raised));
+        assert_eq!(set(&mut v, 16000, 1, 3000, &mut 0), Ok(SetOutcome::Raised));
     }
 }
