@@ -187,14 +187,26 @@ impl Bucket {
         })
     }
 
-    /// The index of `name` (whose hash is `h`), if it has an entry.
+    /// The index of `name` (whose hash is `h`), if it has an entry. The
+    /// hashes are compared a block at a time into a bit mask, without a
+    /// branch per entry, so the comparison vectorises; names are compared
+    /// only where the hash matches.
     fn position(&self, name: &[u8], h: u32) -> Option<usize> {
-        self.hashes
-            .iter()
-            .enumerate()
-            .filter(|&(_, &x)| x == h)
-            .map(|(i, _)| i)
-            .find(|&i| self.name(&self.slots[i]) == name)
+        const BLOCK: usize = 16;
+        let matches = |i: usize| self.name(&self.slots[i]) == name;
+        let mut blocks = self.hashes.chunks_exact(BLOCK);
+        for (b, block) in blocks.by_ref().enumerate() {
+            let mut mask = block.iter().enumerate().fold(0u32, |m, (j, &x)| m | u32::from(x == h) << j);
+            while mask != 0 {
+                let i = b * BLOCK + mask.trailing_zeros() as usize;
+                if matches(i) {
+                    return Some(i);
+                }
+                mask &= mask - 1;
+            }
+        }
+        let base = self.hashes.len() - blocks.remainder().len();
+        blocks.remainder().iter().enumerate().filter(|&(_, &x)| x == h).map(|(j, _)| base + j).find(|&i| matches(i))
     }
 
     /// Whether `name` (whose hash is `h`) has an entry.
@@ -229,14 +241,16 @@ impl Bucket {
     }
 
     /// Sets the metadata of `name` (whose hash is `h`), adding an entry if
-    /// it has none.
-    pub(crate) fn upsert(&mut self, name: &[u8], h: u32, meta: Meta) {
-        match self.position(name, h) {
+    /// it has none; returns the metadata it replaced.
+    pub(crate) fn upsert(&mut self, name: &[u8], h: u32, meta: Meta) -> Option<Meta> {
+        let old = match self.position(name, h) {
             Some(i) => {
                 let mut s = self.slots[i];
-                self.bytes -= record_bytes(name.len(), &self.meta(&s));
+                let old = self.meta(&s);
+                self.bytes -= record_bytes(name.len(), &old);
                 self.place(&mut s, &meta);
                 self.slots[i] = s;
+                Some(old)
             }
             None => {
                 let mut s = Slot {
@@ -253,10 +267,12 @@ impl Bucket {
                 self.place(&mut s, &meta);
                 self.slots.push(s);
                 self.hashes.push(h);
+                None
             }
-        }
+        };
         self.bytes += record_bytes(name.len(), &meta);
         self.compact_if_wasteful();
+        old
     }
 
     /// Compacts the arena once more than half of it is garbage.
@@ -618,6 +634,25 @@ mod tests {
         }
         let want: Vec<(&[u8], Meta)> = model.iter().map(|(k, m)| (k.as_slice(), *m)).collect();
         assert_eq!(b.sorted(), want);
+    }
+
+    /// Lookups compare hashes a block of 16 at a time: names sharing one
+    /// hash, in the same block, across blocks and in the last partial
+    /// block, are each found, and a name not stored is not.
+    #[test]
+    fn lookups_with_shared_hashes_find_each_name() {
+        let mut b = Bucket::new(MIN_DEPTH);
+        // Every third entry has hash 7; the others distinct hashes.
+        let names: Vec<Vec<u8>> = (0..53u32).map(|i| format!("n{i}").into_bytes()).collect();
+        let hash = |i: u32| if i % 3 == 0 { 7 } else { 1000 + i };
+        for (i, name) in (0..).zip(&names) {
+            b.upsert(name, hash(i), Meta::paged(Kind::String, u64::from(i) + 1, 1, 0, 0));
+        }
+        for (i, name) in (0..).zip(&names) {
+            assert_eq!(b.get(name, hash(i)).and_then(|m| m.id()), Some(u64::from(i) + 1), "entry {i}");
+        }
+        assert_eq!(b.get(b"absent", 7), None);
+        assert_eq!(b.get(&names[1], 7), None, "a name is found only under its own hash");
     }
 
     #[test]

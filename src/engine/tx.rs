@@ -201,9 +201,17 @@ impl<'e> ReadTx<'e> {
 
     /// The stored entry of `key` (expired or not), and its bucket's start.
     fn entry(&mut self, key: &[u8]) -> Result<(u32, Option<Meta>)> {
-        let (engine, ks, h) = (self.engine, self.ks, key_hash(key));
-        let g = self.guard(key, h)?;
-        let start = g.locate(ks, h, &*engine.store).map_err(|e| match e {
+        let (ks, h) = (self.ks, key_hash(key));
+        let start = self.bucket_of(key, h)?;
+        let meta = self.guard(key, h)?.get(ks, start).and_then(|b| b.bucket.get(key, h));
+        Ok((start, meta))
+    }
+
+    /// The start of the bucket holding `key` (whose hash is `h`), which is
+    /// then cached.
+    fn bucket_of(&mut self, key: &[u8], h: u32) -> Result<u32> {
+        let (engine, ks) = (self.engine, self.ks);
+        self.guard(key, h)?.locate(ks, h, &*engine.store).map_err(|e| match e {
             // Name the key looked up; the reason names the bucket.
             Error::Corrupted { key: bucket, reason, .. } => Error::Corrupted {
                 key: String::from_utf8_lossy(key).into_owned(),
@@ -211,9 +219,7 @@ impl<'e> ReadTx<'e> {
                 reason: format!("{reason} ({bucket})"),
             },
             e => e,
-        })?;
-        let meta = g.get(ks, start).and_then(|b| b.bucket.get(key, h));
-        Ok((start, meta))
+        })
     }
 
     /// The metadata of `key`, of any type; `None` if it is missing or has
@@ -357,17 +363,22 @@ impl<'e> ReadTx<'e> {
             None => None,
         };
         let (engine, ks, h) = (self.engine, self.ks, key_hash(key));
-        let (start, old) = self.entry(key)?;
-        if old.is_none() && meta.is_none() {
-            return Ok(());
-        }
-        let g = self.guard(key, h)?;
-        g.update(ks, start, |b| match meta {
-            Some(m) => b.upsert(key, h, m),
-            None => {
-                b.remove(key, h);
+        let old = match meta {
+            // One lookup in the bucket: the upsert returns the entry it
+            // replaced.
+            Some(m) => {
+                let start = self.bucket_of(key, h)?;
+                self.guard(key, h)?.update(ks, start, |b| b.upsert(key, h, m)).flatten()
             }
-        });
+            None => {
+                let (start, old) = self.entry(key)?;
+                if old.is_none() {
+                    return Ok(());
+                }
+                self.guard(key, h)?.update(ks, start, |b| b.remove(key, h));
+                old
+            }
+        };
         self.counts.change(old.map(|m| m.expire_at_ms), meta.map(|m| m.expire_at_ms));
         if let Some(at) = meta.map(|m| m.expire_at_ms).filter(|&at| at != 0) {
             if old.is_none_or(|o| o.expire_at_ms != at) {
