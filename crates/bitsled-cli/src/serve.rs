@@ -13,9 +13,9 @@ use bitsled::Config;
 pub(crate) struct ServeArgs {
     /// A configuration file in redis.conf syntax (one `directive value`
     /// per line, `#` comments): bind, port, requirepass, maxclients,
-    /// appendfsync, timeout, protected-mode, maxmemory, databases; `save`,
-    /// `appendonly`, `daemonize no` and `loglevel` are accepted and
-    /// ignored.
+    /// appendfsync, timeout, protected-mode, maxmemory, databases,
+    /// slowlog-log-slower-than, slowlog-max-len; `save`, `appendonly`,
+    /// `daemonize no` and `loglevel` are accepted and ignored.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Address to listen on [default: 127.0.0.1].
@@ -51,6 +51,13 @@ pub(crate) struct ServeArgs {
     /// Number of databases (SELECT 0 .. N-1) [default: 16].
     #[arg(long)]
     databases: Option<u16>,
+    /// Log commands that take at least this many microseconds in SLOWLOG
+    /// (-1: none, 0: all) [default: 10000].
+    #[arg(long, allow_negative_numbers = true)]
+    slowlog_log_slower_than: Option<i64>,
+    /// Most entries SLOWLOG keeps [default: 128].
+    #[arg(long)]
+    slowlog_max_len: Option<u64>,
 }
 
 /// A size as redis.conf writes it: a number, optionally followed by `k`,
@@ -90,6 +97,8 @@ impl ServeArgs {
         self.protected_mode = self.protected_mode.or(file.protected_mode);
         self.maxmemory = self.maxmemory.or(file.maxmemory);
         self.databases = self.databases.or(file.databases);
+        self.slowlog_log_slower_than = self.slowlog_log_slower_than.or(file.slowlog_log_slower_than);
+        self.slowlog_max_len = self.slowlog_max_len.or(file.slowlog_max_len);
         Ok(self)
     }
 }
@@ -137,6 +146,8 @@ fn parse_config(text: &[u8]) -> Result<ServeArgs> {
             },
             "maxmemory" => out.maxmemory = Some(parse_memory(one()?).map_err(|e| bad(&e))?),
             "databases" => out.databases = Some(one()?.parse().map_err(|e| bad(&e))?),
+            "slowlog-log-slower-than" => out.slowlog_log_slower_than = Some(one()?.parse().map_err(|e| bad(&e))?),
+            "slowlog-max-len" => out.slowlog_max_len = Some(one()?.parse().map_err(|e| bad(&e))?),
             // Snapshots and the AOF have no counterpart (every write goes to
             // the store); the server does not daemonize or keep a log file.
             "save" | "appendonly" | "loglevel" => {}
@@ -159,6 +170,10 @@ pub(crate) fn serve(dir: &PathBuf, args: ServeArgs) -> Result<()> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let args = args.merge_config_file()?;
     let fsync = args.fsync.unwrap_or(bitsled_redis::server::Fsync::EverySec);
+    let slower_than = args.slowlog_log_slower_than.unwrap_or(bitsled_redis::server::DEFAULT_SLOWLOG_SLOWER_THAN_USEC);
+    if slower_than < -1 {
+        anyhow::bail!("slowlog-log-slower-than {slower_than}: at least -1 (-1 logs nothing)");
+    }
     let config = ServerConfig::new()
         .bind(args.bind.unwrap_or(std::net::IpAddr::from([127, 0, 0, 1])))
         .port(args.port.unwrap_or(6380))
@@ -166,7 +181,8 @@ pub(crate) fn serve(dir: &PathBuf, args: ServeArgs) -> Result<()> {
         .max_clients(args.maxclients.unwrap_or(bitsled_redis::server::DEFAULT_MAX_CLIENTS))
         .fsync(fsync)
         .timeout(Some(Duration::from_secs(args.timeout.unwrap_or(0))))
-        .protected_mode(args.protected_mode.as_deref() != Some("no"));
+        .protected_mode(args.protected_mode.as_deref() != Some("no"))
+        .slowlog(slower_than, args.slowlog_max_len.unwrap_or(bitsled_redis::server::DEFAULT_SLOWLOG_MAX_LEN));
     let mut db_config = config.db_config(Config::new(dir)).databases(args.databases.unwrap_or(16));
     if let Some(bytes) = args.maxmemory {
         if bytes < 16 << 20 {
@@ -217,7 +233,8 @@ mod tests {
     #[test]
     fn config_files_set_options_and_refuse_unknown_directives() {
         let conf = b"# a comment\nport 7000\nbind 127.0.0.1 ::1\nmaxmemory 256mb\nappendfsync always\n\
-                     requirepass \"s3cret pw\"\nsave \"\"\ndatabases 4\nprotected-mode no\n";
+                     requirepass \"s3cret pw\"\nsave \"\"\ndatabases 4\nprotected-mode no\n\
+                     slowlog-log-slower-than -1\nslowlog-max-len 1024\n";
         let a = parse_config(conf).unwrap();
         assert_eq!(a.port, Some(7000));
         assert_eq!(a.bind, Some(std::net::IpAddr::from([127, 0, 0, 1])));
@@ -225,6 +242,7 @@ mod tests {
         assert_eq!(a.fsync, Some(bitsled_redis::server::Fsync::Always));
         assert_eq!(a.requirepass, Some(OsString::from("s3cret pw")));
         assert_eq!((a.databases, a.protected_mode.as_deref()), (Some(4), Some("no")));
+        assert_eq!((a.slowlog_log_slower_than, a.slowlog_max_len), (Some(-1), Some(1024)));
         let err = parse_config(b"port 1\ncluster-enabled yes\n").unwrap_err();
         assert!(format!("{err:#}").contains("line 2: unsupported directive \"cluster-enabled\""), "{err:#}");
         assert!(parse_config(b"port x\n").is_err());

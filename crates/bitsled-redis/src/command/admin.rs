@@ -1,11 +1,11 @@
-//! Server commands: CLIENT, INFO, CONFIG, SHUTDOWN. They describe or change
+//! Server commands: CLIENT, INFO, CONFIG, SLOWLOG, ROLE, SHUTDOWN. They describe or change
 //! the server behind the session; outside a server (the CLI) INFO describes
 //! the database alone and the others answer an error.
 
 use std::sync::atomic::Ordering;
 
 use super::session::{Close, Session};
-use super::{CmdResult, Fail, Reply};
+use super::{args, CmdResult, Fail, Reply};
 use crate::server::{info, Link};
 
 /// The server behind `s`, or the error for a command that needs one.
@@ -94,13 +94,117 @@ pub(crate) fn config_get(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Map(info::config_get(&server(s)?.shared, &a[2..])))
 }
 
-/// `CONFIG SET`: nothing can be changed at run time.
+/// The parameters `CONFIG SET` changes, with the least value each takes.
+const SETTABLE: &[(&str, i64)] = &[("slowlog-log-slower-than", -1), ("slowlog-max-len", 0)];
+
+/// `CONFIG SET parameter value [parameter value ...]`: the slow log's two
+/// settings can be changed; every other parameter is refused as unknown.
+/// All pairs are checked before any is applied, so a failure changes
+/// nothing, and errors come in Redis's order: an odd argument count, then
+/// the first unknown parameter, then a repeated one, then the first value
+/// that is not an integer in range.
 pub(crate) fn config_set(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
+    let shared = &server(s)?.shared;
+    if a.len() % 2 == 1 {
+        return Err(Fail::new("ERR syntax error"));
+    }
+    let pairs: Vec<(&[u8], &[u8])> = a[2..].chunks_exact(2).map(|p| (p[0].as_slice(), p[1].as_slice())).collect();
+    let known: Vec<Option<usize>> = pairs
+        .iter()
+        .map(|(name, _)| SETTABLE.iter().position(|(n, _)| name.eq_ignore_ascii_case(n.as_bytes())))
+        .collect();
+    if let Some(i) = known.iter().position(Option::is_none) {
+        let mut text = b"ERR Unknown option or number of arguments for CONFIG SET - '".to_vec();
+        text.extend_from_slice(pairs[i].0);
+        text.push(b'\'');
+        return Err(Fail(text));
+    }
+    let known: Vec<usize> = known.into_iter().flatten().collect();
+    let failed = |name: &[u8], why: &str| {
+        let mut text = b"ERR CONFIG SET failed (possibly related to argument '".to_vec();
+        text.extend_from_slice(name);
+        text.extend_from_slice(format!("') - {why}").as_bytes());
+        Fail(text)
+    };
+    if let Some(i) = (1..known.len()).find(|&i| known[..i].contains(&known[i])) {
+        return Err(failed(pairs[i].0, "duplicate parameter"));
+    }
+    let mut values = Vec::with_capacity(pairs.len());
+    for (&k, (_, value)) in known.iter().zip(&pairs) {
+        let (name, least) = SETTABLE[k];
+        let v = args::parse_i64(value)
+            .ok_or_else(|| failed(name.as_bytes(), "argument couldn't be parsed into an integer"))?;
+        if v < least {
+            return Err(failed(
+                name.as_bytes(),
+                &format!("argument must be between {least} and {} inclusive", i64::MAX),
+            ));
+        }
+        values.push((k, v));
+    }
+    for (k, v) in values {
+        match SETTABLE[k].0 {
+            "slowlog-log-slower-than" => shared.slowlog.set_slower_than_usec(v),
+            _ => shared.slowlog.set_max_len(v.unsigned_abs()),
+        }
+    }
+    Ok(Reply::ok())
+}
+
+/// `SLOWLOG GET [count]`: the newest `count` entries (10 by default, all
+/// for -1).
+pub(crate) fn slowlog_get(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
+    let log = &server(s)?.shared.slowlog;
+    if a.len() > 3 {
+        let mut text = b"ERR unknown subcommand or wrong number of arguments for '".to_vec();
+        text.extend_from_slice(super::c_str(&a[1], 128));
+        text.extend_from_slice(b"'. Try SLOWLOG HELP.");
+        return Err(Fail(text));
+    }
+    let count = match a.get(2) {
+        None => Some(10),
+        Some(c) => match args::parse_i64(c) {
+            Some(-1) => None,
+            Some(n) if n >= 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+            _ => return Err(Fail::new("ERR count should be greater than or equal to -1")),
+        },
+    };
+    Ok(log.get(count))
+}
+
+/// `SLOWLOG LEN`.
+pub(crate) fn slowlog_len(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
+    Ok(Reply::Integer(i64::try_from(server(s)?.shared.slowlog.len()).unwrap_or(i64::MAX)))
+}
+
+/// `SLOWLOG RESET`.
+pub(crate) fn slowlog_reset(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
+    server(s)?.shared.slowlog.reset();
+    Ok(Reply::ok())
+}
+
+/// `SLOWLOG HELP`.
+pub(crate) fn slowlog_help(_s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
+    help(&[
+        "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "GET [<count>]",
+        "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+        "    Entries are made of:",
+        "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+        "    client name",
+        "LEN",
+        "    Return the length of the slowlog.",
+        "RESET",
+        "    Reset the slowlog.",
+        "HELP",
+        "    Prints this help.",
+    ])
+}
+
+/// `ROLE`: a server without replicas, as a Redis master with none.
+pub(crate) fn role(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
     server(s)?;
-    let mut text = b"ERR Unknown option or number of arguments for CONFIG SET - '".to_vec();
-    text.extend_from_slice(&a[2]);
-    text.push(b'\'');
-    Err(Fail(text))
+    Ok(Reply::Array(vec![Reply::bulk("master"), Reply::Integer(0), Reply::Array(Vec::new())]))
 }
 
 /// `CONFIG RESETSTAT`.

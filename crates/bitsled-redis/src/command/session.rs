@@ -182,6 +182,9 @@ impl Session {
             self.wrote = true;
         }
         let usec = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        if let Some(link) = self.server.as_ref().filter(|_| !spec.flags.contains(Flags::SKIP_SLOWLOG)) {
+            link.shared.slowlog.record(args, usec, link.info.addr, self.name.as_deref().unwrap_or_default());
+        }
         let st = self.stats.entry(spec.name).or_default();
         st.calls += 1;
         st.usec += usec;

@@ -253,6 +253,8 @@ pub(crate) fn config_get(shared: &Shared, patterns: &[Vec<u8>]) -> Vec<(Reply, R
         ("proto-max-bulk-len", super::resp::MAX_BULK_LEN.to_string()),
         ("protected-mode", if cfg.protected_mode { "yes" } else { "no" }.into()),
         ("save", String::new()),
+        ("slowlog-log-slower-than", shared.slowlog.slower_than_usec().to_string()),
+        ("slowlog-max-len", shared.slowlog.max_len().to_string()),
         ("timeout", cfg.timeout.map_or(0, |t| t.as_secs()).to_string()),
     ];
     let mut flat = Vec::new();

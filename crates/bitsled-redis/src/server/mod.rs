@@ -24,6 +24,11 @@
 mod conn;
 pub(crate) mod info;
 pub mod resp;
+pub(crate) mod slowlog;
+
+pub use slowlog::{
+    DEFAULT_MAX_LEN as DEFAULT_SLOWLOG_MAX_LEN, DEFAULT_SLOWER_THAN_USEC as DEFAULT_SLOWLOG_SLOWER_THAN_USEC,
+};
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -103,6 +108,8 @@ pub struct ServerConfig {
     pub(crate) timeout: Option<Duration>,
     pub(crate) protected_mode: bool,
     pub(crate) max_pending_reply_bytes: usize,
+    pub(crate) slowlog_slower_than_usec: i64,
+    pub(crate) slowlog_max_len: u64,
 }
 
 impl Default for ServerConfig {
@@ -114,7 +121,8 @@ impl Default for ServerConfig {
 impl ServerConfig {
     /// Defaults: bind 127.0.0.1, port 6380, no password, 10,000 clients,
     /// `everysec`, no idle timeout, protected mode on, 1 GiB of pending
-    /// replies per client.
+    /// replies per client, Redis's slow log settings (10,000 µs, 128
+    /// entries).
     pub fn new() -> ServerConfig {
         ServerConfig {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
@@ -125,7 +133,18 @@ impl ServerConfig {
             timeout: None,
             protected_mode: true,
             max_pending_reply_bytes: DEFAULT_MAX_PENDING_REPLY_BYTES,
+            slowlog_slower_than_usec: slowlog::DEFAULT_SLOWER_THAN_USEC,
+            slowlog_max_len: slowlog::DEFAULT_MAX_LEN,
         }
+    }
+
+    /// The slow log's settings, as Redis's `slowlog-log-slower-than`
+    /// (microseconds; negative logs nothing, 0 every command) and
+    /// `slowlog-max-len`. CONFIG SET changes both at run time.
+    pub fn slowlog(mut self, slower_than_usec: i64, max_len: u64) -> ServerConfig {
+        self.slowlog_slower_than_usec = slower_than_usec;
+        self.slowlog_max_len = max_len;
+        self
     }
 
     /// The address to listen on. Default 127.0.0.1.
@@ -295,6 +314,7 @@ pub(crate) struct Shared {
     pub(crate) local_addr: SocketAddr,
     pub(crate) started: Instant,
     pub(crate) stats: Stats,
+    pub(crate) slowlog: slowlog::SlowLog,
     pub(crate) committer: Committer,
     /// Normal commands hold it shared, EXEC exclusively: a transaction runs
     /// with no other client's command between its commands.
@@ -385,12 +405,14 @@ impl Server {
         }
         let listener = TcpListener::bind((config.bind, config.port))?;
         let local_addr = listener.local_addr()?;
+        let slowlog = slowlog::SlowLog::new(config.slowlog_slower_than_usec, config.slowlog_max_len);
         let shared = Arc::new(Shared {
             db,
             config,
             local_addr,
             started: Instant::now(),
             stats: Stats::default(),
+            slowlog,
             committer: Committer::default(),
             exec_lock: RwLock::new(()),
             clients: Mutex::new(HashMap::new()),
