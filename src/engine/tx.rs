@@ -352,6 +352,12 @@ impl<'e> ReadTx<'e> {
     /// (dirty), moves an inline value that grew too long to pages, and
     /// keeps the keyspace's counts, the expiry index and the watchers.
     fn record(&mut self, key: &[u8], meta: Option<Meta>) -> Result<()> {
+        self.record_with(key, meta, true)
+    }
+
+    /// [`ReadTx::record`], raising the key's watchers' flags only if
+    /// `touch`.
+    fn record_with(&mut self, key: &[u8], meta: Option<Meta>, touch: bool) -> Result<()> {
         debug_assert!(self.writing, "a read transaction changes nothing");
         let meta = match meta {
             Some(mut m) => {
@@ -387,7 +393,9 @@ impl<'e> ReadTx<'e> {
                 engine.journal.set(layout::expiry_key(at, ks, key), Some(Vec::new()));
             }
         }
-        engine.watches.touched(ks, key);
+        if touch {
+            engine.watches.touched(ks, key);
+        }
         Ok(())
     }
 
@@ -522,6 +530,17 @@ impl WriteTx<'_> {
     /// As [`ReadTx::meta`].
     pub(crate) fn set(&mut self, key: &[u8], meta: Meta) -> Result<()> {
         self.record(key, Some(meta))
+    }
+
+    /// [`WriteTx::set`] for a write Redis does not count as a modification
+    /// of the key: its watchers are not told (a BITFIELD whose every write
+    /// failed still creates or lengthens the key, and Redis signals the key
+    /// only for a field written while the key grows or to a new value).
+    ///
+    /// # Errors
+    /// As [`ReadTx::meta`].
+    pub(crate) fn set_unannounced(&mut self, key: &[u8], meta: Meta) -> Result<()> {
+        self.record_with(key, Some(meta), false)
     }
 
     /// Replaces `key` with `meta` (or deletes it) and marks the value it

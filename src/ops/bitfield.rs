@@ -338,9 +338,15 @@ impl Db {
                     }
                 }
             }
+            // Whether the call creates or lengthens the key.
+            let grows = meta.len < highest / 8 + 1;
             meta.len = meta.len.max(highest / 8 + 1);
             let mut overflow = Overflow::Wrap;
             let mut out = Vec::new();
+            // Changes as Redis counts them: a field written (SET, or INCRBY
+            // not failed) while the key grows or to a new value. Only then
+            // are the key's watchers told.
+            let mut changes = 0usize;
             for op in ops {
                 let (ty, offset, new, reply_old) = match *op {
                     BitfieldOp::Overflow(o) => {
@@ -366,13 +372,20 @@ impl Db {
                     continue;
                 };
                 let new_raw = ty.encode(new);
+                if grows || new_raw != old_raw {
+                    changes += 1;
+                }
                 if new_raw != old_raw {
                     let delta = write_raw(tx, key, &mut meta, offset, width, new_raw)?;
                     meta.ones = meta.ones.checked_add_signed(delta).unwrap_or(0);
                 }
                 out.push(Some(if reply_old { old } else { new }));
             }
-            tx.set(key, meta)?;
+            if changes > 0 {
+                tx.set(key, meta)?;
+            } else {
+                tx.set_unannounced(key, meta)?;
+            }
             Ok(out)
         })
     }
