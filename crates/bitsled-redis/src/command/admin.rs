@@ -1,4 +1,5 @@
-//! Server commands: CLIENT, INFO, CONFIG, SLOWLOG, ROLE, SHUTDOWN. They describe or change
+//! Server commands: CLIENT, INFO, CONFIG, SLOWLOG, ROLE, SAVE, BGSAVE,
+//! LASTSAVE, SHUTDOWN. They describe or change
 //! the server behind the session; outside a server (the CLI) INFO describes
 //! the database alone and the others answer an error.
 
@@ -6,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use super::session::{Close, Session};
 use super::{args, CmdResult, Fail, Reply};
-use crate::server::{info, Link};
+use crate::server::{info, save, Link};
 
 /// The server behind `s`, or the error for a command that needs one.
 fn server(s: &Session) -> Result<&Link, Fail> {
@@ -199,6 +200,38 @@ pub(crate) fn slowlog_help(_s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
         "HELP",
         "    Prints this help.",
     ])
+}
+
+/// `SAVE`: makes everything written so far durable before replying.
+pub(crate) fn save(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
+    let shared = &server(s)?.shared;
+    if shared.saves.running() {
+        return Err(Fail::new("ERR Background save already in progress"));
+    }
+    save::Saves::save(shared).map_err(|e| Fail(format!("ERR flush failed: {e}").into_bytes()))?;
+    Ok(Reply::ok())
+}
+
+/// `BGSAVE [SCHEDULE]`: the same on a thread of its own.
+pub(crate) fn bgsave(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
+    let shared = &server(s)?.shared;
+    let schedule = match &a[1..] {
+        [] => false,
+        [opt] if args::is(opt, "schedule") => true,
+        _ => return Err(Fail::new(args::ERR_SYNTAX)),
+    };
+    match save::Saves::background(shared, schedule) {
+        Ok(save::Background::Started) => Ok(Reply::Status("Background saving started".into())),
+        Ok(save::Background::Scheduled) => Ok(Reply::Status("Background saving scheduled".into())),
+        Ok(save::Background::Busy) => Err(Fail::new("ERR Background save already in progress")),
+        Err(e) => Err(Fail(format!("ERR Can't start a background save: {e}").into_bytes())),
+    }
+}
+
+/// `LASTSAVE`: the Unix time of the last successful SAVE or BGSAVE (the
+/// server's start before any).
+pub(crate) fn lastsave(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
+    Ok(Reply::Integer(i64::try_from(server(s)?.shared.saves.last_save_secs()).unwrap_or(i64::MAX)))
 }
 
 /// `ROLE`: a server without replicas, as a Redis master with none.

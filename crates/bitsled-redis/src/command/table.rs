@@ -23,6 +23,7 @@ const SKIP_SLOWLOG: u32 = Flags::SKIP_SLOWLOG.bits();
 const FAST: u32 = Flags::FAST.bits();
 const NO_AUTH: u32 = Flags::NO_AUTH.bits();
 const NO_MULTI: u32 = Flags::NO_MULTI.bits();
+const NO_ASYNC_LOADING: u32 = Flags::NO_ASYNC_LOADING.bits();
 const ALLOW_BUSY: u32 = Flags::ALLOW_BUSY.bits();
 
 /// The flags of bits `bits`.
@@ -1579,6 +1580,39 @@ pub static COMMANDS: &[Spec] = &[
             },
         ],
         run: Conn(admin::slowlog_help),
+    },
+    Spec {
+        name: "save",
+        arity: 1,
+        flags: fl(ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI),
+        keys: (0, 0, 0),
+        acl: &["@admin", "@slow", "@dangerous"],
+        tips: &[],
+        key_specs: &[],
+        subcommands: &[],
+        run: Conn(admin::save),
+    },
+    Spec {
+        name: "bgsave",
+        arity: -1,
+        flags: fl(ADMIN | NOSCRIPT | NO_ASYNC_LOADING),
+        keys: (0, 0, 0),
+        acl: &["@admin", "@slow", "@dangerous"],
+        tips: &[],
+        key_specs: &[],
+        subcommands: &[],
+        run: Conn(admin::bgsave),
+    },
+    Spec {
+        name: "lastsave",
+        arity: 1,
+        flags: fl(LOADING | STALE | FAST),
+        keys: (0, 0, 0),
+        acl: &["@admin", "@fast", "@dangerous"],
+        tips: &["nondeterministic_output"],
+        key_specs: &[],
+        subcommands: &[],
+        run: Conn(admin::lastsave),
     },
     Spec {
         name: "role",

@@ -162,10 +162,14 @@ fn server_section(shared: &Shared, name: &str, out: &mut String) {
         "persistence" => write!(
             out,
             "# Persistence\r\nloading:0\r\naof_enabled:0\r\nfsync_policy:{}\r\nserver_flushes:{}\r\n\
-             server_flush_failures:{}\r\n",
+             server_flush_failures:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\n\
+             rdb_last_bgsave_status:{}\r\n",
             cfg.fsync.name(),
             st.flushes.load(Ordering::Relaxed),
             st.flush_failures.load(Ordering::Relaxed),
+            u8::from(shared.saves.running()),
+            shared.saves.last_save_secs(),
+            if shared.saves.last_ok() { "ok" } else { "err" },
         ),
         "stats" => write!(
             out,

@@ -24,6 +24,7 @@
 mod conn;
 pub(crate) mod info;
 pub mod resp;
+pub(crate) mod save;
 pub(crate) mod slowlog;
 
 pub use slowlog::{
@@ -315,6 +316,7 @@ pub(crate) struct Shared {
     pub(crate) started: Instant,
     pub(crate) stats: Stats,
     pub(crate) slowlog: slowlog::SlowLog,
+    pub(crate) saves: save::Saves,
     pub(crate) committer: Committer,
     /// Normal commands hold it shared, EXEC exclusively: a transaction runs
     /// with no other client's command between its commands.
@@ -413,6 +415,7 @@ impl Server {
             started: Instant::now(),
             stats: Stats::default(),
             slowlog,
+            saves: save::Saves::new(),
             committer: Committer::default(),
             exec_lock: RwLock::new(()),
             clients: Mutex::new(HashMap::new()),

@@ -1,0 +1,117 @@
+//! SAVE, BGSAVE and LASTSAVE. There is no snapshot to write: every write
+//! already goes to the store, so saving means making everything written so
+//! far durable (a flush of the database), in the foreground or on a thread
+//! of its own. LASTSAVE is the Unix time of the last save that succeeded
+//! (the server's start before any).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+
+use super::Shared;
+
+/// The state of saves.
+pub(crate) struct Saves {
+    last_save_secs: AtomicU64,
+    background: Mutex<Running>,
+    last_ok: AtomicBool,
+}
+
+/// Whether a background save runs, and whether another follows it.
+#[derive(Default)]
+struct Running {
+    running: bool,
+    /// A BGSAVE SCHEDULE arrived while one ran.
+    scheduled: bool,
+}
+
+/// What [`Saves::background`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Background {
+    Started,
+    /// One is running; another follows it.
+    Scheduled,
+    /// One is running and none was scheduled.
+    Busy,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+impl Saves {
+    pub(crate) fn new() -> Saves {
+        Saves {
+            last_save_secs: AtomicU64::new(now_secs()),
+            background: Mutex::new(Running::default()),
+            last_ok: AtomicBool::new(true),
+        }
+    }
+
+    /// LASTSAVE.
+    pub(crate) fn last_save_secs(&self) -> u64 {
+        self.last_save_secs.load(Ordering::Relaxed)
+    }
+
+    /// Whether a background save runs.
+    pub(crate) fn running(&self) -> bool {
+        self.background.lock().running
+    }
+
+    /// Whether the last background save succeeded.
+    pub(crate) fn last_ok(&self) -> bool {
+        self.last_ok.load(Ordering::Relaxed)
+    }
+
+    /// Makes everything written so far durable, counting the flush in the
+    /// server's statistics.
+    ///
+    /// # Errors
+    /// The flush's error, as text.
+    pub(crate) fn save(shared: &Shared) -> Result<(), String> {
+        let result = shared.db.flush();
+        shared.stats.flushes.fetch_add(1, Ordering::Relaxed);
+        match result {
+            Ok(()) => {
+                shared.saves.last_save_secs.store(now_secs(), Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                shared.stats.flush_failures.fetch_add(1, Ordering::Relaxed);
+                Err(e.to_string())
+            }
+        }
+    }
+
+    /// BGSAVE: starts a save on a thread of its own, unless one runs (then
+    /// another follows it if `schedule`).
+    ///
+    /// # Errors
+    /// The thread could not be started.
+    pub(crate) fn background(shared: &Arc<Shared>, schedule: bool) -> std::io::Result<Background> {
+        let mut state = shared.saves.background.lock();
+        if state.running {
+            if schedule {
+                state.scheduled = true;
+                return Ok(Background::Scheduled);
+            }
+            return Ok(Background::Busy);
+        }
+        let mine = Arc::clone(shared);
+        std::thread::Builder::new().name("bitsled-bgsave".into()).spawn(move || loop {
+            let ok = Saves::save(&mine).map_err(|e| eprintln!("bitsled serve: BGSAVE: flush failed: {e}")).is_ok();
+            mine.saves.last_ok.store(ok, Ordering::Relaxed);
+            let mut state = mine.saves.background.lock();
+            if state.scheduled {
+                state.scheduled = false;
+            } else {
+                state.running = false;
+                break;
+            }
+        })?;
+        state.running = true;
+        Ok(Background::Started)
+    }
+}
