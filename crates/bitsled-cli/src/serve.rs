@@ -56,8 +56,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, allow_negative_numbers = true)]
     slowlog_log_slower_than: Option<i64>,
     /// Most entries SLOWLOG keeps [default: 128].
-    #[arg(long)]
-    slowlog_max_len: Option<u64>,
+    #[arg(long, value_parser = clap::value_parser!(i64).range(0..))]
+    slowlog_max_len: Option<i64>,
 }
 
 /// A size as redis.conf writes it: a number, optionally followed by `k`,
@@ -147,7 +147,13 @@ fn parse_config(text: &[u8]) -> Result<ServeArgs> {
             "maxmemory" => out.maxmemory = Some(parse_memory(one()?).map_err(|e| bad(&e))?),
             "databases" => out.databases = Some(one()?.parse().map_err(|e| bad(&e))?),
             "slowlog-log-slower-than" => out.slowlog_log_slower_than = Some(one()?.parse().map_err(|e| bad(&e))?),
-            "slowlog-max-len" => out.slowlog_max_len = Some(one()?.parse().map_err(|e| bad(&e))?),
+            "slowlog-max-len" => {
+                let len: i64 = one()?.parse().map_err(|e| bad(&e))?;
+                if len < 0 {
+                    bail!("line {n}: slowlog-max-len is at least 0, not {len}");
+                }
+                out.slowlog_max_len = Some(len);
+            }
             // Snapshots and the AOF have no counterpart (every write goes to
             // the store); the server does not daemonize or keep a log file.
             "save" | "appendonly" | "loglevel" => {}
@@ -182,7 +188,10 @@ pub(crate) fn serve(dir: &PathBuf, args: ServeArgs) -> Result<()> {
         .fsync(fsync)
         .timeout(Some(Duration::from_secs(args.timeout.unwrap_or(0))))
         .protected_mode(args.protected_mode.as_deref() != Some("no"))
-        .slowlog(slower_than, args.slowlog_max_len.unwrap_or(bitsled_redis::server::DEFAULT_SLOWLOG_MAX_LEN));
+        .slowlog(
+            slower_than,
+            args.slowlog_max_len.map_or(bitsled_redis::server::DEFAULT_SLOWLOG_MAX_LEN, i64::unsigned_abs),
+        );
     let mut db_config = config.db_config(Config::new(dir)).databases(args.databases.unwrap_or(16));
     if let Some(bytes) = args.maxmemory {
         if bytes < 16 << 20 {
@@ -246,6 +255,8 @@ mod tests {
         let err = parse_config(b"port 1\ncluster-enabled yes\n").unwrap_err();
         assert!(format!("{err:#}").contains("line 2: unsupported directive \"cluster-enabled\""), "{err:#}");
         assert!(parse_config(b"port x\n").is_err());
+        assert!(parse_config(b"slowlog-max-len -1\n").is_err());
+        assert!(parse_config(b"slowlog-max-len 9223372036854775808\n").is_err());
         assert!(parse_config(b"port 1 2\n").is_err());
     }
 

@@ -87,6 +87,8 @@ fn session(port: u16) -> Vec<String> {
         &["CONFIG", "SET", "slowlog-log-slower-than", "5", "slowlog-max-len"],
         &["CONFIG", "SET", "Slowlog-Max-Len", "1", "slowlog-max-len", "2"],
         &["CONFIG", "SET", "slowlog-max-len", "5", "no-such-option", "1"],
+        &["CONFIG", "SET", "slowlog-max-len", "1", "slowlog-max-len", "2", "no-such-option", "1"],
+        &["CONFIG", "SET", "no-such-option", "1", "slowlog-max-len", "1", "slowlog-max-len", "2"],
         &["CONFIG", "SET", "slowlog-log-slower-than", "0", "slowlog-max-len", "x"],
         &["SLOWLOG", "GET", "-2"],
         &["SLOWLOG", "GET", "x"],
@@ -113,6 +115,10 @@ fn session(port: u16) -> Vec<String> {
     step(&mut out, &mut con, &["CLIENT", "SETNAME", "app"]);
     // HELLO's reply names the server and the client id, which differ.
     run(&mut con, &["HELLO", "2", "AUTH", "default", "nopass-accepts-any", "SETNAME", "app2"]).expect("HELLO");
+    // Refused by both (bitsled names `requirepass` as unknown, Redis the
+    // other parameter), and the password is redacted in the log all the
+    // same.
+    assert!(run(&mut con, &["CONFIG", "SET", "requirepass", "secret", "no-such-option", "1"]).is_err());
     step(&mut out, &mut con, &["MULTI"]);
     step(&mut out, &mut con, &["SET", "a", "1"]);
     step(&mut out, &mut con, &["EXEC"]);
@@ -121,6 +127,11 @@ fn session(port: u16) -> Vec<String> {
     out.push(format!("entries {:?}", entries(log)));
     let two = run(&mut con, &["SLOWLOG", "GET", "2"]).expect("SLOWLOG GET 2");
     out.push(format!("two {:?}", entries(two)));
+    // A shorter log is cut right after the CONFIG SET, even with a
+    // threshold nothing reaches.
+    step(&mut out, &mut con, &["CONFIG", "SET", "slowlog-log-slower-than", "100000000"]);
+    step(&mut out, &mut con, &["CONFIG", "SET", "slowlog-max-len", "6"]);
+    step(&mut out, &mut con, &["SLOWLOG", "LEN"]);
     // A negative threshold logs nothing; a shorter log drops the oldest
     // at the next entry.
     step(&mut out, &mut con, &["CONFIG", "SET", "slowlog-log-slower-than", "-1"]);
@@ -151,6 +162,8 @@ fn slowlog_role_and_config_set_like_redis() {
     // long argument cut and the password redacted.
     let entries = want.iter().find(|l| l.starts_with("entries")).unwrap();
     assert!(entries.contains("... (72 more bytes)") && entries.contains("(redacted)"), "{entries}");
+    assert!(!entries.contains("secret") && entries.contains(r#""requirepass", "(redacted)""#), "{entries}");
+    assert!(want.iter().any(|l| l.contains(r#"["SLOWLOG", "LEN"] -> int(6)"#)), "cut at once: {want:#?}");
     assert!(entries.contains("... (10 more arguments)"), "{entries}");
 }
 

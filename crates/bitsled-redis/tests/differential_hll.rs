@@ -311,11 +311,20 @@ fn differential_hll_bad_values() {
 /// A random sparse body covering all 16,384 registers whose last opcode is
 /// an XZERO cut short after its first byte (its length's low byte reads as
 /// the 0 past the end): random VAL, ZERO and XZERO runs, then the cut
-/// XZERO of `256 * hi + 1` registers.
-fn cut_short_body(rng: &mut StdRng) -> Vec<u8> {
-    let hi: usize = rng.gen_range(0..32);
+/// XZERO of `256 * hi + 1` registers. A `long` body starts with about
+/// 2,950 bytes of VALs, so that updates soon pass the 3,000-byte sparse
+/// limit and turn it dense.
+fn cut_short_body(rng: &mut StdRng, long: bool) -> Vec<u8> {
+    let hi: usize = rng.gen_range(0..if long { 16 } else { 32 });
     let mut left = 16_384 - (256 * hi + 1);
     let mut body = Vec::new();
+    if long {
+        for _ in 0..rng.gen_range(2_900..2_990) {
+            let len = rng.gen_range(1..=4usize);
+            body.push(0x80 | (rng.gen_range(0..32u8) << 2) | (len as u8 - 1));
+            left -= len;
+        }
+    }
     while left > 0 {
         let len = match rng.gen_range(0..3) {
             0 => {
@@ -345,7 +354,8 @@ fn cut_short_body(rng: &mut StdRng) -> Vec<u8> {
 /// found one bitsled refused and Redis took): PFADD splits that opcode and
 /// Redis leaves the split's last byte just past the string's end, where
 /// the later updates of the same command read it; PFMERGE into such a value
-/// updates it register by register the same way. Replies and bytes equal
+/// updates it register by register the same way; a long value turns dense
+/// on the way, reading that byte too. Replies and bytes equal
 /// Redis's after every command. Redis keeps that byte in memory for later
 /// commands too, where bitsled stores only the value (DESIGN.md,
 /// "HyperLogLog values"), so the value is SET again on both from its bytes
@@ -361,9 +371,11 @@ fn differential_hll_cut_short_xzero() {
     p.same_bytes(b"c");
     let mut rng = StdRng::seed_from_u64(seed() ^ 0xc07);
     for round in 0..300u64 {
-        let v = [hdr.clone(), cut_short_body(&mut rng)].concat();
+        let long = round % 4 == 3;
+        let v = [hdr.clone(), cut_short_body(&mut rng, long)].concat();
         p.both(&[b"SET", b"c", &v]);
-        let elems: Vec<Vec<u8>> = (0..rng.gen_range(1..60)).map(|_| element(&mut rng, round)).collect();
+        let n = if long { rng.gen_range(100..400) } else { rng.gen_range(1..60) };
+        let elems: Vec<Vec<u8>> = (0..n).map(|_| element(&mut rng, round)).collect();
         if round % 3 == 2 {
             p.both(&[b"DEL", b"m"]);
             p.pfadd(b"m", &elems);

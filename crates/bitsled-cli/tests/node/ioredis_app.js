@@ -1,5 +1,5 @@
 // A sign-in statistics application written against ioredis v5, run once
-// against Redis and once against `bitsled serve` (tests/server_ioredis.rs):
+// against Redis and once against `bitsled serve` (tests/server_node.rs):
 // every line it prints must be the same on both. Each check also compares
 // the server's answers with a model computed here, and exits non-zero on
 // the first difference.
@@ -116,7 +116,9 @@ async function main() {
 
   // Everyday string commands beside the bitmaps.
   same("set ex", await r.set("session:1", "alice", "EX", 100), "OK");
-  same("ttl", await r.ttl("session:1"), 100);
+  // TTL rounds the time left: 99 once half a second has passed.
+  const ttl = await r.ttl("session:1");
+  if (ttl !== 100 && ttl !== 99) fail("ttl", ttl, "99 or 100");
   same("incr", await r.incr("visits"), 1);
   same("incrby", await r.incrby("visits", 41), 42);
   same("append", await r.append("log", "a,b"), 3);

@@ -101,34 +101,33 @@ const SETTABLE: &[(&str, i64)] = &[("slowlog-log-slower-than", -1), ("slowlog-ma
 /// `CONFIG SET parameter value [parameter value ...]`: the slow log's two
 /// settings can be changed; every other parameter is refused as unknown.
 /// All pairs are checked before any is applied, so a failure changes
-/// nothing, and errors come in Redis's order: an odd argument count, then
-/// the first unknown parameter, then a repeated one, then the first value
-/// that is not an integer in range.
+/// nothing. Errors come in Redis's order: an odd argument count; then,
+/// left to right, the first parameter that is unknown or given twice; then
+/// the first value that is not an integer in range.
 pub(crate) fn config_set(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
     let shared = &server(s)?.shared;
     if a.len() % 2 == 1 {
         return Err(Fail::new("ERR syntax error"));
     }
     let pairs: Vec<(&[u8], &[u8])> = a[2..].chunks_exact(2).map(|p| (p[0].as_slice(), p[1].as_slice())).collect();
-    let known: Vec<Option<usize>> = pairs
-        .iter()
-        .map(|(name, _)| SETTABLE.iter().position(|(n, _)| name.eq_ignore_ascii_case(n.as_bytes())))
-        .collect();
-    if let Some(i) = known.iter().position(Option::is_none) {
-        let mut text = b"ERR Unknown option or number of arguments for CONFIG SET - '".to_vec();
-        text.extend_from_slice(pairs[i].0);
-        text.push(b'\'');
-        return Err(Fail(text));
-    }
-    let known: Vec<usize> = known.into_iter().flatten().collect();
     let failed = |name: &[u8], why: &str| {
         let mut text = b"ERR CONFIG SET failed (possibly related to argument '".to_vec();
         text.extend_from_slice(name);
         text.extend_from_slice(format!("') - {why}").as_bytes());
         Fail(text)
     };
-    if let Some(i) = (1..known.len()).find(|&i| known[..i].contains(&known[i])) {
-        return Err(failed(pairs[i].0, "duplicate parameter"));
+    let mut known: Vec<usize> = Vec::with_capacity(pairs.len());
+    for (name, _) in &pairs {
+        let Some(k) = SETTABLE.iter().position(|(n, _)| name.eq_ignore_ascii_case(n.as_bytes())) else {
+            let mut text = b"ERR Unknown option or number of arguments for CONFIG SET - '".to_vec();
+            text.extend_from_slice(name);
+            text.push(b'\'');
+            return Err(Fail(text));
+        };
+        if known.contains(&k) {
+            return Err(failed(name, "duplicate parameter"));
+        }
+        known.push(k);
     }
     let mut values = Vec::with_capacity(pairs.len());
     for (&k, (_, value)) in known.iter().zip(&pairs) {

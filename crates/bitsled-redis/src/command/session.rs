@@ -165,14 +165,19 @@ impl Session {
     /// Runs a resolved command; `in_exec` when EXEC runs it (and already
     /// holds the server's transaction lock exclusively).
     pub(crate) fn run(&mut self, spec: &'static Spec, args: &[Vec<u8>], in_exec: bool) -> Reply {
-        let start = Instant::now();
-        let reply = match spec.run {
+        // Timed from when the command may run: a wait for another
+        // client's EXEC is not its own time.
+        let (reply, start) = match spec.run {
             Handler::Data(f) => {
                 let server = self.server.as_ref().map(|l| Arc::clone(&l.shared));
                 let _shared = server.as_ref().filter(|_| !in_exec).map(|s| s.exec_lock.read());
-                f(&self.db, args)
+                let start = Instant::now();
+                (f(&self.db, args), start)
             }
-            Handler::Conn(f) => f(self, args),
+            Handler::Conn(f) => {
+                let start = Instant::now();
+                (f(self, args), start)
+            }
         };
         let reply = reply.unwrap_or_else(|Fail(text)| Reply::Error(super::sanitize(text)));
         if let Reply::Error(text) = &reply {

@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
@@ -38,6 +38,8 @@ pub(crate) struct SlowLog {
     /// Negative: log nothing.
     slower_than_usec: AtomicI64,
     max_len: AtomicU64,
+    /// `slowlog-max-len` changed since the log was last cut to it.
+    trim: AtomicBool,
     inner: Mutex<Inner>,
 }
 
@@ -54,6 +56,7 @@ impl SlowLog {
         SlowLog {
             slower_than_usec: AtomicI64::new(slower_than_usec),
             max_len: AtomicU64::new(max_len),
+            trim: AtomicBool::new(false),
             inner: Mutex::new(Inner::default()),
         }
     }
@@ -72,27 +75,39 @@ impl SlowLog {
         self.slower_than_usec.store(usec, Ordering::Relaxed);
     }
 
-    /// Sets `slowlog-max-len`; older entries past it go at the next
-    /// logged command, as in Redis.
+    /// Sets `slowlog-max-len`; older entries past it go after the next
+    /// command (this CONFIG SET itself, as a rule), as in Redis.
     pub(crate) fn set_max_len(&self, n: u64) {
         self.max_len.store(n, Ordering::Relaxed);
+        self.trim.store(true, Ordering::Relaxed);
     }
 
-    /// Logs the command `args` that took `usec` microseconds, if that
-    /// reaches the threshold.
+    /// Called after every command (EXEC excepted) as Redis's
+    /// `slowlogPushEntryIfNeeded`: unless logging is off, logs the command
+    /// `args` if its `usec` microseconds reach the threshold, then cuts the
+    /// log to `slowlog-max-len`.
     pub(crate) fn record(&self, args: &[Vec<u8>], usec: u64, addr: SocketAddr, name: &[u8]) {
         let Ok(threshold) = u64::try_from(self.slower_than_usec()) else { return };
-        if usec < threshold {
+        let logged = usec >= threshold;
+        if !logged && !self.trim.load(Ordering::Relaxed) {
             return;
         }
-        let time_secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        let args = entry_args(args);
-        let max_len = usize::try_from(self.max_len()).unwrap_or(usize::MAX);
+        let entry = logged.then(|| Entry {
+            id: 0,
+            time_secs: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+            usec,
+            args: entry_args(args),
+            addr,
+            name: name.to_vec(),
+        });
         let mut inner = self.inner.lock();
-        let id = inner.next_id;
-        inner.next_id += 1;
-        inner.entries.push_front(Entry { id, time_secs, usec, args, addr, name: name.to_vec() });
-        inner.entries.truncate(max_len);
+        self.trim.store(false, Ordering::Relaxed);
+        if let Some(mut e) = entry {
+            e.id = inner.next_id;
+            inner.next_id += 1;
+            inner.entries.push_front(e);
+        }
+        inner.entries.truncate(usize::try_from(self.max_len()).unwrap_or(usize::MAX));
     }
 
     /// `SLOWLOG LEN`.
@@ -149,14 +164,21 @@ fn entry_args(args: &[Vec<u8>]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// The arguments Redis redacts from logs: every argument of AUTH, and the
-/// user name and password of HELLO's `AUTH` option.
+/// The arguments Redis redacts from logs: every argument of AUTH, the
+/// user name and password of HELLO's `AUTH` option, and the values of
+/// the password settings in a CONFIG SET with whole pairs (whether or not
+/// it succeeds).
 fn redacted(args: &[Vec<u8>]) -> Vec<usize> {
     let is = |j: usize, word: &[u8]| args.get(j).is_some_and(|a| a.eq_ignore_ascii_case(word));
     if is(0, b"auth") {
         return (1..args.len()).collect();
     }
     let mut out = Vec::new();
+    if is(0, b"config") && is(1, b"set") && args.len() % 2 == 0 {
+        out.extend(
+            (2..args.len()).step_by(2).filter(|&j| is(j, b"requirepass") || is(j, b"masterauth")).map(|j| j + 1),
+        );
+    }
     if is(0, b"hello") {
         // HELLO protover [AUTH user pass] [SETNAME name], options in any
         // order, read as Redis reads them.
@@ -207,6 +229,12 @@ mod tests {
             args(&["HELLO", "3", "SETNAME", "auth", "AUTH", "(redacted)", "(redacted)"])
         );
         assert_eq!(entry_args(&args(&["HELLO", "3", "SETNAME", "x"])), args(&["HELLO", "3", "SETNAME", "x"]));
+        assert_eq!(
+            entry_args(&args(&["CONFIG", "SET", "RequirePass", "pw", "masterauth", "pw2", "port", "1"])),
+            args(&["CONFIG", "SET", "RequirePass", "(redacted)", "masterauth", "(redacted)", "port", "1"])
+        );
+        // An odd count is a syntax error before Redis redacts anything.
+        assert_eq!(entry_args(&args(&["CONFIG", "SET", "requirepass", "pw", "x"]))[3], b"pw");
     }
 
     /// The threshold and the length limit: a negative threshold logs
@@ -229,9 +257,16 @@ mod tests {
         assert_eq!(newest[3], Reply::Array(vec![Reply::bulk("GET"), Reply::bulk("c")]));
         assert_eq!(newest[4], Reply::bulk("127.0.0.1:5000"));
         assert_eq!(newest[5], Reply::bulk("app"));
-        log.set_slower_than_usec(-1);
-        log.record(&args(&["GET", "d"]), u64::MAX, addr, b"");
+        // A shorter log is cut after the next command, logged or not.
+        log.set_slower_than_usec(1000);
+        log.set_max_len(1);
         assert_eq!(log.len(), 2);
+        log.record(&args(&["GET", "fast"]), 1, addr, b"");
+        assert_eq!(log.len(), 1);
+        log.set_slower_than_usec(-1);
+        log.set_max_len(0);
+        log.record(&args(&["GET", "d"]), u64::MAX, addr, b"");
+        assert_eq!(log.len(), 1, "logging off: nothing logged, nothing cut");
         log.reset();
         assert_eq!(log.len(), 0);
     }
