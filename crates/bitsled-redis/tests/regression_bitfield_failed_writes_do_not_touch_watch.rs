@@ -9,10 +9,11 @@
 //! Found by `tests/differential.rs` (seed 8545 of the long run); the
 //! replies below are redis-server 7.0.15's.
 
+use bitsled_redis::command::cli_syntax::split_args;
 use bitsled_redis::command::{Reply, Session};
 
-fn cmd(s: &str) -> Vec<Vec<u8>> {
-    s.split(' ').map(|a| a.as_bytes().to_vec()).collect()
+fn cmd(line: &str) -> Vec<Vec<u8>> {
+    split_args(line.as_bytes()).expect("redis-cli syntax")
 }
 
 #[test]
