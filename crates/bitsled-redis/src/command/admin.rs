@@ -1,4 +1,5 @@
-//! Server commands: CLIENT, INFO, CONFIG, SLOWLOG, ROLE, SAVE, BGSAVE,
+//! Server commands: CLIENT (ID, GETNAME, SETNAME, SETINFO, INFO, LIST,
+//! KILL), INFO, CONFIG, SLOWLOG, ROLE, SAVE, BGSAVE,
 //! LASTSAVE, SHUTDOWN. They describe or change
 //! the server behind the session; outside a server (the CLI) INFO describes
 //! the database alone and the others answer an error.
@@ -66,6 +67,80 @@ pub(crate) fn client_list(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::bulk(text))
 }
 
+/// `CLIENT KILL addr` (Redis's old form: `OK`, or an error if no client
+/// has that address; it may name the caller) or `CLIENT KILL filter value
+/// ...` with filters ID, TYPE, ADDR, LADDR, USER and SKIPME (the number of
+/// clients closed; the caller only with `SKIPME no`). A client closed is
+/// cut off at once; the caller gets its reply first.
+pub(crate) fn client_kill(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
+    let link = server(s)?;
+    let old_form = a.len() == 3;
+    let (mut id, mut addr, mut laddr, mut skipme) = (None, None, None, !old_form);
+    // A TYPE no client has (every client here is a normal one).
+    let mut other_type = false;
+    if old_form {
+        addr = Some(a[2].as_slice());
+    } else {
+        for pair in a[2..].chunks(2) {
+            let [opt, value] = pair else { return Err(Fail::new(args::ERR_SYNTAX)) };
+            if args::is(opt, "id") {
+                let n = args::parse_i64(value).filter(|&n| n >= 1);
+                id = Some(n.ok_or_else(|| Fail::new("ERR client-id should be greater than 0"))?.unsigned_abs());
+            } else if args::is(opt, "type") {
+                let known = ["normal", "master", "slave", "replica", "pubsub"];
+                if !known.iter().any(|t| args::is(value, t)) {
+                    let mut text = b"ERR Unknown client type '".to_vec();
+                    text.extend_from_slice(super::c_str(value, usize::MAX));
+                    text.push(b'\'');
+                    return Err(Fail(text));
+                }
+                other_type = !args::is(value, "normal");
+            } else if args::is(opt, "addr") {
+                addr = Some(value.as_slice());
+            } else if args::is(opt, "laddr") {
+                laddr = Some(value.as_slice());
+            } else if args::is(opt, "user") {
+                // The one user is `default`.
+                if value.as_slice() != b"default" {
+                    let mut text = b"ERR No such user '".to_vec();
+                    text.extend_from_slice(super::c_str(value, usize::MAX));
+                    text.push(b'\'');
+                    return Err(Fail(text));
+                }
+            } else if args::is(opt, "skipme") && (args::is(value, "yes") || args::is(value, "no")) {
+                skipme = args::is(value, "yes");
+            } else {
+                return Err(Fail::new(args::ERR_SYNTAX));
+            }
+        }
+    }
+    let me = link.info.id;
+    let mut clients = link.shared.clients.lock();
+    let matching: Vec<_> = clients
+        .values()
+        .filter(|c| addr.is_none_or(|x| c.addr.to_string().as_bytes() == x))
+        .filter(|c| laddr.is_none_or(|x| c.laddr.to_string().as_bytes() == x))
+        .filter(|c| id.is_none_or(|x| c.id == x))
+        .filter(|c| !(other_type || (skipme && c.id == me)))
+        .cloned()
+        .collect();
+    for c in matching.iter().filter(|c| c.id != me) {
+        // Gone from the client list at once, as in Redis; its thread finds
+        // the socket shut and ends.
+        clients.remove(&c.id);
+        let _ = c.stream.shutdown(std::net::Shutdown::Both);
+    }
+    drop(clients);
+    if matching.iter().any(|c| c.id == me) {
+        s.close = Some(Close::AfterReply);
+    }
+    match (old_form, matching.len()) {
+        (true, 0) => Err(Fail::new("ERR No such client")),
+        (true, _) => Ok(Reply::ok()),
+        (false, n) => Ok(Reply::Integer(i64::try_from(n).unwrap_or(i64::MAX))),
+    }
+}
+
 /// `CLIENT HELP`.
 pub(crate) fn client_help(_s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
     help(&[
@@ -76,6 +151,22 @@ pub(crate) fn client_help(_s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
         "    Return the ID of the current connection.",
         "INFO",
         "    Return information about the current client connection.",
+        "KILL <ip:port>",
+        "    Kill connection made from <ip:port>.",
+        "KILL <option> <value> [<option> <value> [...]]",
+        "    Kill connections. Options are:",
+        "    * ADDR <ip:port>",
+        "      Kill connections made from the specified address",
+        "    * LADDR <ip:port>",
+        "      Kill connections made to specified local address",
+        "    * ID <client-id>",
+        "      Kill connections by client id.",
+        "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+        "      Kill connections by type.",
+        "    * USER <username>",
+        "      Kill connections authenticated by <username>.",
+        "    * SKIPME (YES|NO)",
+        "      Skip killing current connection (default: yes).",
         "LIST",
         "    Return information about client connections.",
         "SETNAME <name>",

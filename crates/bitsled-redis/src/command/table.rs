@@ -1379,6 +1379,17 @@ pub static COMMANDS: &[Spec] = &[
                 run: Conn(admin::client_list),
             },
             Spec {
+                name: "client|kill",
+                arity: -3,
+                flags: fl(ADMIN | NOSCRIPT | LOADING | STALE),
+                keys: (0, 0, 0),
+                acl: &["@admin", "@slow", "@dangerous", "@connection"],
+                tips: &[],
+                key_specs: &[],
+                subcommands: &[],
+                run: Conn(admin::client_kill),
+            },
+            Spec {
                 name: "client|help",
                 arity: 2,
                 flags: fl(LOADING | STALE),
