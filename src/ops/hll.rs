@@ -58,8 +58,8 @@ fn load(tx: &mut ReadTx<'_>, key: &[u8]) -> Result<Option<(Meta, Vec<u8>)>> {
 
 /// Makes `new` the value of `key`, whose current value is `old` (empty for
 /// a new key), rewriting only the pages whose bytes differ, and records the
-/// metadata (expiry kept).
-fn store(tx: &mut WriteTx<'_>, key: &[u8], mut meta: Meta, old: &[u8], new: &[u8]) -> Result<()> {
+/// metadata (expiry kept); the key's watchers are told if `announce`.
+fn store(tx: &mut WriteTx<'_>, key: &[u8], mut meta: Meta, old: &[u8], new: &[u8], announce: bool) -> Result<()> {
     let span = old.len().max(new.len());
     for (page, start) in (0..span).step_by(PAGE_LEN).enumerate() {
         let end = (start + PAGE_LEN).min(span);
@@ -76,7 +76,11 @@ fn store(tx: &mut WriteTx<'_>, key: &[u8], mut meta: Meta, old: &[u8], new: &[u8
         meta.ones = meta.ones.checked_add_signed(delta).unwrap_or(0);
     }
     meta.len = new.len() as u64;
-    tx.set(key, meta)
+    if announce {
+        tx.set(key, meta)
+    } else {
+        tx.set_unannounced(key, meta)
+    }
 }
 
 /// A HyperLogLog sketch stored under one key: a handle from [`Db::hll`].
@@ -235,7 +239,10 @@ impl Db {
                 hll::invalidate_cache(&mut value);
             }
             if value != old {
-                store(tx, key, meta, &old, &value)?;
+                // A PFADD that fails on a corrupt sketch keeps the changes
+                // of the elements before the failing one, but Redis does
+                // not signal the key then.
+                store(tx, key, meta, &old, &value, added.is_ok())?;
             }
             match added {
                 Ok(n) => Ok(created || n > 0),
@@ -271,7 +278,7 @@ impl Db {
             let mut value = old.clone();
             let (card, wrote) = hll::count(&mut value).map_err(|e| hll_error(key, e))?;
             if wrote {
-                store(tx, key, meta, &old, &value)?;
+                store(tx, key, meta, &old, &value, true)?;
             }
             Ok(card)
         })
@@ -305,7 +312,10 @@ impl Db {
             };
             hll::merge_write(&mut value, &max, use_dense).map_err(|e| hll_error(dest, e))?;
             if value != old {
-                store(tx, dest, meta, &old, &value)?;
+                store(tx, dest, meta, &old, &value, true)?;
+            } else {
+                // Redis signals PFMERGE's destination whatever changed.
+                tx.touch(dest);
             }
             Ok(())
         })
