@@ -40,6 +40,7 @@ pub(crate) mod page;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod testing;
+mod varint;
 
 pub use bloom::{BloomAdd, BloomInfo, BloomOptions};
 pub use config::{

@@ -37,18 +37,72 @@ pub fn check_record_decode(data: &[u8]) {
     crate::engine::check_record_decode(data);
 }
 
-/// Decodes arbitrary bytes as a stored page; must never panic.
+/// Decodes arbitrary bytes as a stored page and as a page group record;
+/// must never panic.
 ///
-/// If the bytes decode, the page must satisfy its invariants, agree with
-/// `peek_header`, and round trip through every encoding. The bytes are then
+/// If the bytes decode as a page, the page must satisfy its invariants,
+/// agree with `peek_header`, and round trip through every encoding; if
+/// they decode as a group, see [`check_group_decode`]. The bytes are then
 /// tried again with their checksum trailer recomputed, so that random input
 /// also reaches the structural validation behind the checksum.
 pub fn check_page_decode(bytes: &[u8]) {
     check_decode_once(bytes);
-    if bytes.len() >= 8 {
+    check_group_once(bytes);
+    if bytes.len() >= 6 {
         let mut sealed = bytes.to_vec();
         reseal(&mut sealed);
         check_decode_once(&sealed);
+        check_group_once(&sealed);
+    }
+}
+
+/// The members of a page group record as (slot, page record) pairs, each
+/// page record as a page of its own would be stored.
+///
+/// # Errors
+/// If the group record or a member does not decode.
+pub fn split_group_record(bytes: &[u8]) -> Result<Vec<(u8, Vec<u8>)>, PageError> {
+    crate::page::decode_group(bytes).map(|pages| pages.into_iter().map(|(slot, p)| (slot, p.encode())).collect())
+}
+
+/// A group record holding `members`: (slot, page record) pairs with
+/// strictly increasing slots below 64, each record small enough to join a
+/// group.
+///
+/// # Panics
+/// If a record does not decode or is too large to join a group.
+pub fn encode_group_record(members: &[(u8, Vec<u8>)]) -> Vec<u8> {
+    let members: Vec<_> = members
+        .iter()
+        .map(|(slot, record)| {
+            crate::page::Member::of_record(*slot, record).expect("a page record").expect("small enough to join")
+        })
+        .collect();
+    crate::page::encode_group(&members)
+}
+
+/// A group record that splits must decode member by member to what
+/// `decode_group` gives, re-encode to the same bytes, and list its slots
+/// in increasing order; one that does not split must not decode either.
+fn check_group_once(bytes: &[u8]) {
+    use crate::page::{decode_group, encode_group, split_group};
+    let Ok(members) = split_group(bytes) else {
+        assert!(decode_group(bytes).is_err(), "a group that does not split does not decode");
+        return;
+    };
+    assert!(members.windows(2).all(|w| w[0].slot < w[1].slot), "slots increase");
+    assert_eq!(encode_group(&members), bytes, "a group's members re-encode to its bytes");
+    let decoded: Result<Vec<_>, _> = members.iter().map(|m| m.page().map(|p| (m.slot, p))).collect();
+    match (decoded, decode_group(bytes)) {
+        (Ok(a), Ok(b)) => {
+            assert_eq!(a, b, "member by member decodes as the whole group");
+            for (_, page) in &a {
+                check::check_invariants(page, "group member");
+                assert!(!page.is_empty(), "an empty page is never a member");
+            }
+        }
+        (Err(_), Err(_)) => {}
+        (a, b) => panic!("member decoding and group decoding disagree: {a:?} vs {b:?}"),
     }
 }
 

@@ -1,11 +1,16 @@
-//! Invariant: a damaged stored page is reported as `Error::Corrupted` naming
-//! the key and page, never a panic; other keys keep working; `verify()`
-//! names the damaged key and page. A damaged metadata bucket is reported
+//! Invariant: a damaged stored page, as a page record or in its group's
+//! record, is reported as `Error::Corrupted` naming the key and page, never
+//! a panic; other keys keep working; `verify()` names the damaged key and
+//! page (a group by its first page). A damaged metadata bucket is reported
 //! naming the key that was looked up (and, by verify, the bucket).
 
 use bitsled::{Config, Db, Error};
 
 const PAGE_NS: u8 = 0x02;
+/// Namespace of page groups.
+const GROUP_NS: u8 = 0x07;
+/// The first bit of page 64, the first page of group 1.
+const GROUP_1: u64 = 64 * 32_768;
 /// Namespace of metadata buckets.
 const BUCKET_NS: u8 = 0x06;
 
@@ -29,9 +34,13 @@ fn damage_records(dir: &std::path::Path, ns: u8, damage: impl Fn(&mut Vec<u8>)) 
     n
 }
 
+/// The victim: page 0 dense (every other bit: a page record of its own)
+/// and page 64 with two bits (a member of group 1's record).
 fn setup(dir: &std::path::Path) {
     let db = open(dir);
-    db.set_bits(b"victim", &[1, 100, 40_000], true).unwrap();
+    let dense: Vec<u64> = (0..32_768).step_by(2).collect();
+    db.set_bits(b"victim", &dense, true).unwrap();
+    db.set_bits(b"victim", &[GROUP_1 + 1, GROUP_1 + 100], true).unwrap();
     db.flush().unwrap();
 }
 
@@ -56,10 +65,11 @@ fn flipped_page_byte_is_reported_with_key_and_page() {
             db.set_bits(b"healthy", &[3, 50_000], true).unwrap();
             db.flush().unwrap();
         }
-        // Damage only the victim's pages: they are the first bitmap id.
+        // Damage only the victim's records: its bitmap id is the first,
+        // and the healthy key (two small pages) has no page record.
         let store = sled::open(dir.path()).unwrap();
-        let victim_pages: Vec<_> = store.scan_prefix([PAGE_NS]).take(2).map(|r| r.unwrap()).collect();
-        for (k, v) in victim_pages {
+        for ns in [PAGE_NS, GROUP_NS] {
+            let (k, v) = store.scan_prefix([ns]).next().unwrap().unwrap();
             let mut v = v.to_vec();
             let i = at.min(v.len() - 1);
             v[i] ^= 0x10;
@@ -70,12 +80,12 @@ fn flipped_page_byte_is_reported_with_key_and_page() {
 
         let db = open(dir.path());
         assert_corrupted_page(db.getbit(b"victim", 1), 0);
-        assert_corrupted_page(db.getbit(b"victim", 40_000), 1);
+        assert_corrupted_page(db.getbit(b"victim", GROUP_1 + 100), 64);
         assert_corrupted_page(db.bitcount(b"victim", Some(bitsled::Span::bytes(0, 3))), 0);
         assert_corrupted_page(db.get(b"victim"), 0);
         assert_corrupted_page(db.bitop(bitsled::BitOp::Or, b"dst", &[b"victim"]), 0);
         // Whole-key BITCOUNT reads only metadata, which is intact.
-        assert_eq!(db.bitcount(b"victim", None).unwrap(), 3);
+        assert_eq!(db.bitcount(b"victim", None).unwrap(), 16_386);
         // The healthy key is unaffected.
         assert!(db.getbit(b"healthy", 50_000).unwrap());
         assert_eq!(db.get(b"healthy").unwrap().map(|v| v.len()), Some(6251));
@@ -83,7 +93,7 @@ fn flipped_page_byte_is_reported_with_key_and_page() {
         let named: Vec<(Option<Vec<u8>>, Option<u64>)> =
             report.problems.iter().map(|p| (p.key.clone(), p.page)).collect();
         assert!(named.contains(&(Some(b"victim".to_vec()), Some(0))), "{report:?}");
-        assert!(named.contains(&(Some(b"victim".to_vec()), Some(1))), "{report:?}");
+        assert!(named.contains(&(Some(b"victim".to_vec()), Some(64))), "{report:?}");
         assert!(report.problems.iter().all(|p| p.key.as_deref() == Some(&b"victim"[..])), "{report:?}");
     }
 }
@@ -98,9 +108,11 @@ fn truncated_and_zeroed_pages_are_errors() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         setup(dir.path());
-        assert_eq!(damage_records(dir.path(), PAGE_NS, damage), 2);
+        assert_eq!(damage_records(dir.path(), PAGE_NS, damage), 1);
+        assert_eq!(damage_records(dir.path(), GROUP_NS, damage), 1);
         let db = open(dir.path());
         assert_corrupted_page(db.getbit(b"victim", 100), 0);
+        assert_corrupted_page(db.getbit(b"victim", GROUP_1 + 1), 64);
         assert!(!db.verify().unwrap().is_ok());
     }
 }

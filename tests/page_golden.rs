@@ -160,3 +160,23 @@ fn write_golden_files() {
         std::fs::write(dir.join(name), bytes).expect("write");
     }
 }
+
+/// The page group record format, version 1 (format 3 stores), pinned byte
+/// by byte: version, member count, then per member `slot << 2 | encoding`,
+/// the popcount as a varint and the body, then the CRC-32 (computed here
+/// independently with Python's `zlib.crc32`). Encoding gives these bytes;
+/// splitting them gives the members' page records back.
+#[test]
+fn group_record_golden_bytes() {
+    let golden = [
+        0x01, 0x02, // version 1, two members
+        0x01, 0x03, 0x00, 0x00, 0x67, 0x12, 0xff, 0x7f, // slot 0, sparse, 3 bits: 0, 4711, 32767
+        0xfd, 0x01, 0x05, 0x00, // slot 63, sparse, 1 bit: 5
+        0x0b, 0xaf, 0x3f, 0x93, // CRC-32
+    ];
+    let members =
+        vec![(0u8, encode_page_from_positions(&[0, 4711, 32_767])), (63u8, encode_page_from_positions(&[5]))];
+    assert_eq!(bitsled::testing::encode_group_record(&members), golden);
+    assert_eq!(bitsled::testing::split_group_record(&golden).unwrap(), members);
+    check_page_decode(&golden);
+}

@@ -35,6 +35,7 @@ use super::layout::key_hash;
 use super::record::{bad_meta, Body, Kind, Meta, INLINE_BYTES, INLINE_MAX};
 use crate::error::{Error, Result};
 use crate::le::read_u32;
+use crate::varint;
 
 /// The least number of hash bits a bucket covers: buckets then lie within
 /// one of `2^MIN_DEPTH` lock shards.
@@ -354,8 +355,8 @@ impl Bucket {
         let mut prev: &[u8] = &[];
         for (name, m) in self.sorted() {
             let shared = prev.iter().zip(name.iter()).take_while(|(a, b)| a == b).count();
-            put_varint(&mut b, shared as u64);
-            put_varint(&mut b, (name.len() - shared) as u64);
+            varint::put(&mut b, shared as u64);
+            varint::put(&mut b, (name.len() - shared) as u64);
             b.extend_from_slice(&name[shared..]);
             let mut tag = m.kind as u8;
             if m.body == Body::Inline {
@@ -365,15 +366,15 @@ impl Bucket {
                 tag |= TAG_EXPIRY;
             }
             b.push(tag);
-            put_varint(&mut b, m.len);
+            varint::put(&mut b, m.len);
             if m.expire_at_ms != 0 {
                 b.extend_from_slice(&m.expire_at_ms.to_le_bytes());
             }
             match m.body {
                 Body::Inline => b.extend_from_slice(m.inline_value()),
                 Body::Paged(id) => {
-                    put_varint(&mut b, id);
-                    put_varint(&mut b, m.ones);
+                    varint::put(&mut b, id);
+                    varint::put(&mut b, m.ones);
                 }
             }
             prev = name;
@@ -475,16 +476,6 @@ impl Bucket {
     }
 }
 
-/// Appends `v` as an unsigned LEB128 varint.
-fn put_varint(b: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        // The low seven bits, with the continuation bit.
-        b.push(v.to_le_bytes()[0] | 0x80);
-        v >>= 7;
-    }
-    b.push(v.to_le_bytes()[0]);
-}
-
 /// A cursor over a record's bytes.
 struct Reader<'a> {
     b: &'a [u8],
@@ -500,19 +491,7 @@ impl<'a> Reader<'a> {
     }
 
     fn varint(&mut self, bad: &dyn Fn(String) -> Error) -> Result<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let byte = self.take(1, bad)?[0];
-            let bits = u64::from(byte & 0x7f);
-            if shift == 63 && bits > 1 {
-                return Err(bad("varint overflows 64 bits".into()));
-            }
-            v |= bits << shift;
-            if byte & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(bad("varint longer than 10 bytes".into()))
+        varint::read(self.b, &mut self.at).map_err(|e| bad(e.to_string()))
     }
 
     /// A varint that counts bytes of this record.
@@ -653,18 +632,5 @@ mod tests {
         }
         assert_eq!(b.get(b"absent", 7), None);
         assert_eq!(b.get(&names[1], 7), None, "a name is found only under its own hash");
-    }
-
-    #[test]
-    fn varints_round_trip() {
-        for v in [0, 1, 127, 128, 300, u64::from(u32::MAX), u64::MAX] {
-            let mut b = Vec::new();
-            put_varint(&mut b, v);
-            let bad = |r: String| Error::InvalidArgument(r);
-            assert_eq!(Reader { b: &b, at: 0 }.varint(&bad).unwrap(), v);
-        }
-        let bad = |r: String| Error::InvalidArgument(r);
-        assert!(Reader { b: &[0xff; 11], at: 0 }.varint(&bad).is_err());
-        assert!(Reader { b: &[0x80], at: 0 }.varint(&bad).is_err());
     }
 }

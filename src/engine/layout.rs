@@ -1,4 +1,4 @@
-//! Key layout of the single sled tree (format version 2).
+//! Key layout of the single sled tree (format version 3).
 //!
 //! Every record lives in one tree so one atomic batch can cover metadata and
 //! pages together. The first byte of a key names its namespace:
@@ -14,12 +14,17 @@
 //! | `0x04`    | `0x04 expire-at-ms u64 BE, keyspace u32 BE, name…` | empty: expiry index |
 //! | `0x05`    | `0x05 keyspace u32 BE`                         | empty: a flushed keyspace to reclaim |
 //! | `0x06`    | `0x06 keyspace u32 BE, first-hash u32 BE`      | a bucket of key metadata |
+//! | `0x07`    | `0x07 bitmap-id u64 BE, group u64 BE`          | the small pages of a page group |
 //!
 //! Numbers in keys are big-endian so that sled's byte order is numeric order:
 //! a range scan over one bitmap id returns its pages in page order, and the
 //! buckets of a keyspace come in hash order.
+//!
+//! A page is stored either as a page record (`0x02`) or as a member of its
+//! group's record (`0x07`), never both: see `crate::page::group`.
 
 use crate::murmur::murmur64a;
+use crate::page::GROUP_PAGES;
 
 /// Namespace byte of the superblock, the sequence record and the catalog.
 pub(crate) const NS_SUPER: u8 = 0x00;
@@ -36,6 +41,8 @@ pub(crate) const NS_EXPIRY: u8 = 0x04;
 pub(crate) const NS_DEAD: u8 = 0x05;
 /// Namespace byte of metadata buckets.
 pub(crate) const NS_BUCKET: u8 = 0x06;
+/// Namespace byte of page groups.
+pub(crate) const NS_GROUP: u8 = 0x07;
 
 /// Length of a page key.
 pub(crate) const PAGE_KEY_LEN: usize = 17;
@@ -99,6 +106,40 @@ pub(crate) fn parse_page_key(key: &[u8]) -> Option<(u64, u64)> {
 /// The key range holding the pages `from ..= to` of bitmap `id`.
 pub(crate) fn page_range(id: u64, from: u64, to: u64) -> ([u8; PAGE_KEY_LEN], [u8; PAGE_KEY_LEN]) {
     (page_key(id, from), page_key(id, to))
+}
+
+/// The group holding page `page`, and the page's slot in it.
+pub(crate) fn group_of(page: u64) -> (u64, u8) {
+    // The slot is below 64.
+    (page / GROUP_PAGES, u8::try_from(page % GROUP_PAGES).unwrap_or(0))
+}
+
+/// The page in slot `slot` of group `group`.
+pub(crate) fn group_page(group: u64, slot: u8) -> u64 {
+    group * GROUP_PAGES + u64::from(slot)
+}
+
+/// The key of group `group` of bitmap `id` (the same shape as a page key,
+/// in its own namespace).
+pub(crate) fn group_key(id: u64, group: u64) -> [u8; PAGE_KEY_LEN] {
+    let mut k = page_key(id, group);
+    k[0] = NS_GROUP;
+    k
+}
+
+/// The (bitmap id, group) of a group key.
+pub(crate) fn parse_group_key(key: &[u8]) -> Option<(u64, u64)> {
+    let mut k: [u8; PAGE_KEY_LEN] = key.try_into().ok()?;
+    if k[0] != NS_GROUP {
+        return None;
+    }
+    k[0] = NS_PAGE;
+    parse_page_key(&k)
+}
+
+/// The key range holding the groups `from ..= to` of bitmap `id`.
+pub(crate) fn group_range(id: u64, from: u64, to: u64) -> ([u8; PAGE_KEY_LEN], [u8; PAGE_KEY_LEN]) {
+    (group_key(id, from), group_key(id, to))
 }
 
 /// The reclaim marker of bitmap `id`.
@@ -189,6 +230,17 @@ mod tests {
         }
     }
 
+    /// A page's group and slot, and back.
+    #[test]
+    fn pages_map_to_groups() {
+        for page in [0u64, 1, 63, 64, 65, 1 << 40, u64::MAX / 2] {
+            let (group, slot) = group_of(page);
+            assert!(u64::from(slot) < GROUP_PAGES);
+            assert_eq!(group_page(group, slot), page);
+        }
+        assert_eq!(group_of(130), (2, 2));
+    }
+
     /// Buckets sort by keyspace, then by hash; every key round trips.
     #[test]
     fn bucket_keys_sort_by_keyspace_then_hash() {
@@ -208,6 +260,10 @@ mod tests {
         assert_eq!(parse_page_key(&bucket_key(0, 0)), None);
         assert_eq!(parse_bucket_key(&page_key(1, 2)), None);
         assert_eq!(parse_reclaim_key(&reclaim_key(42)), Some(42));
+        assert_eq!(parse_group_key(&group_key(3, 9)), Some((3, 9)));
+        assert_eq!(parse_group_key(&page_key(3, 9)), None);
+        assert_eq!(parse_page_key(&group_key(3, 9)), None);
+        assert!(group_key(1, u64::MAX) < group_key(2, 0), "groups sort by bitmap, then group");
         assert_eq!(parse_reclaim_key(&dead_key(42)), None);
         assert_eq!(parse_dead_key(&dead_key(7)), Some(7));
         assert_eq!(parse_expiry_key(&expiry_key(7, 3, b"k")), Some((7, 3, &b"k"[..])));

@@ -37,9 +37,11 @@ mod keyspaces;
 pub(crate) mod layout;
 mod metas;
 mod pages;
+mod pagewrites;
 pub(crate) mod record;
 mod stats;
 pub(crate) mod store;
+mod stored;
 mod stream;
 mod tx;
 mod upgrade;
@@ -73,7 +75,7 @@ use dirs::Directories;
 use journal::Journal;
 use keyspaces::Keyspaces;
 use metas::MetaCache;
-use pages::PageCache;
+use pages::{Fetched, PageCache};
 use store::{SledStore, Store};
 use watch::Watches;
 
@@ -272,12 +274,10 @@ impl Engine {
         self.metas.evict_if_needed();
     }
 
-    /// Reads and decodes a page from the store.
-    fn fetch_page(&self, name: &[u8], bitmap: u64, page: u64) -> Result<Option<Page>> {
-        match self.store.get(&layout::page_key(bitmap, page))? {
-            Some(bytes) => decode_page(name, page, &bytes).map(Some),
-            None => Ok(None),
-        }
+    /// Reads and decodes a page from the store, with the other members of
+    /// its group (see [`stored::fetch`]).
+    fn fetch_page(&self, name: &[u8], bitmap: u64, page: u64) -> Result<Fetched> {
+        stored::fetch(&*self.store, name, bitmap, page)
     }
 
     /// Page `page` of bitmap `bitmap` (owned by key `name`, for errors),
@@ -304,15 +304,6 @@ impl Engine {
             }
         }
     }
-}
-
-/// Decodes a stored page, naming key and page in the error.
-fn decode_page(name: &[u8], page: u64, bytes: &[u8]) -> Result<Page> {
-    Page::decode(bytes).map_err(|e| Error::Corrupted {
-        key: String::from_utf8_lossy(name).into_owned(),
-        page: Some(page),
-        reason: e.to_string(),
-    })
 }
 
 /// The background thread: a durable flush every `interval`, and a

@@ -57,6 +57,16 @@ fn slot_bytes(page: &Option<Arc<Page>>) -> usize {
     SLOT_OVERHEAD + page.as_ref().map_or(0, |p| p.heap_bytes())
 }
 
+/// A page read from the store, and the other pages its record held (the
+/// members of its group), which the cache takes too where it has no slot.
+#[derive(Default)]
+pub(crate) struct Fetched {
+    /// `None`: the page is all zero.
+    pub(crate) page: Option<Page>,
+    /// (page number, page) of the same bitmap.
+    pub(crate) siblings: Vec<(u64, Page)>,
+}
+
 /// One dirty page captured by a write-back.
 pub(crate) struct DirtyPage {
     pub(crate) id: PageId,
@@ -126,7 +136,7 @@ impl PageCache {
     ///
     /// `load` runs without any lock held and may run more than once; it gets
     /// `true` on a retry (when a value it produced earlier may be stale).
-    pub(crate) fn get(&self, id: PageId, load: impl FnMut(bool) -> Result<Option<Page>>) -> Result<Option<Arc<Page>>> {
+    pub(crate) fn get(&self, id: PageId, load: impl FnMut(bool) -> Result<Fetched>) -> Result<Option<Arc<Page>>> {
         self.with_slot(id, load, |slot| {
             slot.hot = true;
             slot.page.clone()
@@ -169,7 +179,7 @@ impl PageCache {
     pub(crate) fn update<R>(
         &self,
         id: PageId,
-        load: impl FnMut(bool) -> Result<Option<Page>>,
+        load: impl FnMut(bool) -> Result<Fetched>,
         f: impl FnOnce(&mut Page) -> R,
     ) -> Result<R> {
         self.with_slot(id, load, |slot| self.apply(id, slot, f))
@@ -179,11 +189,13 @@ impl PageCache {
     /// page with `load` (without any lock held) if it is not cached. The one
     /// place of the epoch protocol: a loaded page is inserted only if no slot
     /// was removed since before the load, else it is loaded again (`load`
-    /// gets `true` on such a retry).
+    /// gets `true` on such a retry). The siblings that came with it are
+    /// inserted by the same rule, each where no slot exists, not marked as
+    /// used.
     fn with_slot<R>(
         &self,
         id: PageId,
-        mut load: impl FnMut(bool) -> Result<Option<Page>>,
+        mut load: impl FnMut(bool) -> Result<Fetched>,
         f: impl FnOnce(&mut PageSlot) -> R,
     ) -> Result<R> {
         let mut retry = false;
@@ -192,7 +204,8 @@ impl PageCache {
             if let Some(slot) = self.shard(id).get_mut(&id) {
                 return Ok(f(slot));
             }
-            let loaded = load(retry)?.map(Arc::new);
+            let Fetched { page, siblings } = load(retry)?;
+            let loaded = page.map(Arc::new);
             let mut shard = self.shard(id);
             if let Some(slot) = shard.get_mut(&id) {
                 return Ok(f(slot));
@@ -205,12 +218,29 @@ impl PageCache {
                 let slot = shard.entry(id).or_insert(PageSlot { page: loaded, dirty: 0, hot: true, bytes });
                 let r = f(slot);
                 drop(shard);
+                for (page, p) in siblings {
+                    self.insert_clean((id.0, page), p, epoch);
+                }
                 // Readers fill the cache too: keep it within its budget.
                 self.evict_if_needed();
                 return Ok(r);
             }
             retry = true;
         }
+    }
+
+    /// Caches `page`, read from the store after `epoch` was sampled, as
+    /// page `id` if the cache has no slot for it and no slot was removed
+    /// since (the epoch protocol of [`PageCache::with_slot`]).
+    fn insert_clean(&self, id: PageId, page: Page, epoch: u64) {
+        let mut shard = self.shard(id);
+        if shard.contains_key(&id) || self.epoch.load(Ordering::SeqCst) != epoch {
+            return;
+        }
+        let page = Some(Arc::new(page));
+        let bytes = slot_bytes(&page);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        shard.insert(id, PageSlot { page, dirty: 0, hot: false, bytes });
     }
 
     /// Applies `f` to the page in `slot` (all zero if absent) and marks it

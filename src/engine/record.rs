@@ -8,9 +8,15 @@ use crate::geometry::PAGE_WORDS as WORDS_PER_PAGE;
 use crate::le::{read_u32, read_u64};
 
 /// The on-disk format version this build writes.
-pub(crate) const FORMAT_VERSION: u8 = 2;
-/// The older format this build can upgrade from.
+pub(crate) const FORMAT_VERSION: u8 = 3;
+/// The oldest format this build can upgrade from (metadata records per
+/// key, see `upgrade.rs`).
 pub(crate) const FORMAT_V1: u8 = 1;
+/// Format 2: format 3 without page groups. Every format 2 store is a valid
+/// format 3 store, so opening one only rewrites the superblock.
+pub(crate) const FORMAT_V2: u8 = 2;
+/// The catalog record's own version (unchanged since format 2).
+const CATALOG_VERSION: u8 = 2;
 
 /// The longest value kept inline in its key's metadata entry instead of in
 /// pages: 64 bytes (512 bits; a month of daily sign-ins needs 4).
@@ -221,7 +227,7 @@ pub(crate) fn encode_superblock() -> Vec<u8> {
 }
 
 /// Validates a stored superblock against this build; returns its format
-/// version (this build's, or format 1, which open upgrades).
+/// version (this build's, or format 1 or 2, which open upgrades).
 pub(crate) fn check_superblock(b: &[u8]) -> Result<u8> {
     use super_layout::*;
     let bad = |reason: String| Error::Corrupted { key: "<superblock>".into(), page: None, reason };
@@ -232,7 +238,7 @@ pub(crate) fn check_superblock(b: &[u8]) -> Result<u8> {
     if stored != crc32fast::hash(&b[..CRC]) {
         return Err(bad("superblock checksum mismatch".into()));
     }
-    if b[VERSION] != FORMAT_VERSION && b[VERSION] != FORMAT_V1 {
+    if ![FORMAT_VERSION, FORMAT_V2, FORMAT_V1].contains(&b[VERSION]) {
         return Err(Error::UnsupportedVersion { found: b[VERSION], supported: FORMAT_VERSION });
     }
     let words = u16::from_le_bytes([b[super_layout::PAGE_WORDS], b[super_layout::PAGE_WORDS + 1]]);
@@ -280,7 +286,7 @@ impl Catalog {
     pub(crate) fn encode(&self) -> Vec<u8> {
         use catalog_layout::*;
         let mut b = Vec::with_capacity(FIRST + PER_DB * self.dbs.len() + 4);
-        b.push(FORMAT_VERSION);
+        b.push(CATALOG_VERSION);
         b.extend_from_slice(&u16::try_from(self.dbs.len()).unwrap_or(u16::MAX).to_le_bytes());
         b.extend_from_slice(&self.next_keyspace.to_le_bytes());
         for d in &self.dbs {
@@ -308,7 +314,7 @@ impl Catalog {
         if read_u32(b, b.len() - 4) != crc32fast::hash(body) {
             return Err(bad("checksum mismatch".into()));
         }
-        if b[VERSION] != FORMAT_VERSION {
+        if b[VERSION] != CATALOG_VERSION {
             return Err(bad(format!("version {}", b[VERSION])));
         }
         let n = usize::from(u16::from_le_bytes([b[DBS], b[DBS + 1]]));
@@ -376,6 +382,11 @@ mod tests {
     fn superblock_round_trips_and_rejects_garbage() {
         assert_eq!(check_superblock(&encode_superblock()).unwrap(), FORMAT_VERSION);
         assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V1)).unwrap(), FORMAT_V1);
+        assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V2)).unwrap(), FORMAT_V2);
+        assert!(matches!(
+            check_superblock(&encode_superblock_of(4)),
+            Err(Error::UnsupportedVersion { found: 4, supported: FORMAT_VERSION })
+        ));
         let r = check_superblock(&encode_superblock_of(9));
         assert!(matches!(r, Err(Error::UnsupportedVersion { found: 9, .. })), "{r:?}");
         let mut b = encode_superblock();

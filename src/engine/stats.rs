@@ -6,7 +6,7 @@ use super::bucket::record_bytes;
 use super::layout;
 use super::Engine;
 use crate::error::{Error, Result};
-use crate::page::{peek_header, Encoding};
+use crate::page::{fits_group, peek_header, split_group, Encoding, Member, PageError, GROUP_HEADER_BYTES};
 
 /// How one key is stored; see [`crate::Db::key_stats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -26,6 +26,9 @@ pub struct KeyStats {
     pub stored_bytes: u64,
     /// The value is kept inline in the key's metadata entry (no pages).
     pub inline: bool,
+    /// Store records holding the pages: page records of their own and the
+    /// group records of small pages.
+    pub records: u64,
 }
 
 impl KeyStats {
@@ -52,22 +55,38 @@ impl Engine {
             st.inline = true;
             return Ok(Some(st));
         };
+        let bad = |page: Option<u64>, e: PageError| Error::Corrupted {
+            key: String::from_utf8_lossy(key).into_owned(),
+            page,
+            reason: e.to_string(),
+        };
+        let mut count = |enc: Encoding| match enc {
+            Encoding::Dense => st.dense_pages += 1,
+            Encoding::Sparse => st.sparse_pages += 1,
+            Encoding::Ewah => st.ewah_pages += 1,
+        };
+        let (mut bytes, mut records) = (0, 0);
         let (from, to) = layout::page_range(id, 0, u64::MAX);
         for r in self.store.scan(&from, &to) {
             let (k, v) = r?;
             let page = layout::parse_page_key(&k).map(|(_, p)| p);
-            let (enc, _) = peek_header(&v).map_err(|e| Error::Corrupted {
-                key: String::from_utf8_lossy(key).into_owned(),
-                page,
-                reason: e.to_string(),
-            })?;
-            match enc {
-                Encoding::Dense => st.dense_pages += 1,
-                Encoding::Sparse => st.sparse_pages += 1,
-                Encoding::Ewah => st.ewah_pages += 1,
-            }
-            st.stored_bytes += (k.len() + v.len()) as u64;
+            let (enc, _) = peek_header(&v).map_err(|e| bad(page, e))?;
+            count(enc);
+            bytes += (k.len() + v.len()) as u64;
+            records += 1;
         }
+        let (from, to) = layout::group_range(id, 0, u64::MAX);
+        for r in self.store.scan(&from, &to) {
+            let (k, v) = r?;
+            let page = layout::parse_group_key(&k).map(|(_, g)| layout::group_page(g, 0));
+            for m in split_group(&v).map_err(|e| bad(page, e))? {
+                count(m.encoding());
+            }
+            bytes += (k.len() + v.len()) as u64;
+            records += 1;
+        }
+        st.stored_bytes += bytes;
+        st.records = records;
         Ok(Some(st))
     }
 }
@@ -89,8 +108,26 @@ impl Engine {
         let Some((meta, stream)) = found else { return Ok(None) };
         let mut bytes = record_bytes(key.len(), &meta) as u64;
         if let Some(mut stream) = stream {
-            while let Some((_, page)) = stream.next_page()? {
-                bytes += (layout::PAGE_KEY_LEN + page.encode().len()) as u64;
+            // The groups that hold a member so far: each adds its key and
+            // its record's header and checksum once.
+            let mut group = None;
+            while let Some((page, p)) = stream.next_page()? {
+                let record = p.encode();
+                if !fits_group(&record) {
+                    bytes += (layout::PAGE_KEY_LEN + record.len()) as u64;
+                    continue;
+                }
+                let (g, slot) = layout::group_of(page);
+                if group != Some(g) {
+                    group = Some(g);
+                    bytes += (layout::PAGE_KEY_LEN + GROUP_HEADER_BYTES) as u64;
+                }
+                let member = Member::of_record(slot, &record).map_err(|e| Error::Corrupted {
+                    key: String::from_utf8_lossy(key).into_owned(),
+                    page: Some(page),
+                    reason: e.to_string(),
+                })?;
+                bytes += member.map_or(0, |m| m.encoded_len()) as u64;
             }
         }
         Ok(Some(bytes))

@@ -6,11 +6,11 @@ use std::iter::Peekable;
 use std::sync::Arc;
 
 use super::layout;
-use super::pages::RUN;
-use super::store::{Bytes, Scan};
-use super::{decode_page, Engine};
-use crate::error::Result;
-use crate::page::Page;
+use super::pages::{Fetched, RUN};
+use super::stored::{corrupted, Held, StoredPages};
+use super::Engine;
+use crate::error::{Error, Result};
+use crate::page::{split_group, Page};
 
 /// The pages of one value within a page range, in order. Holds one page at
 /// a time; pages that turn out all-zero are skipped.
@@ -90,8 +90,9 @@ struct Paged {
     stored: Stored,
     dirty: Vec<u64>,
     next_dirty: usize,
-    /// A candidate taken from the merge but not fetched yet.
-    head: Option<(u64, Option<Bytes>)>,
+    /// A candidate taken from the merge but not fetched yet, with what a
+    /// store scan found for it.
+    head: Option<(u64, Option<Held>)>,
     /// Cached pages of the directory taken ahead, a run at a time, in page
     /// order (see `take_ahead`).
     ahead: VecDeque<(u64, Option<Arc<Page>>)>,
@@ -110,7 +111,13 @@ impl Paged {
         let dirty = engine.pages.dirty_pages_of(bitmap, from, to);
         let dir = match engine.dirs.get(bitmap) {
             Some(d) => Some(d),
-            None if from == 0 => Some(build_directory(engine, bitmap)?),
+            // A damaged group record fails the directory; the stream then
+            // scans its own range, which fails only if the damage is in it.
+            None if from == 0 => match build_directory(engine, name, bitmap) {
+                Ok(dir) => Some(dir),
+                Err(Error::Corrupted { .. }) => None,
+                Err(e) => return Err(e),
+            },
             None => None,
         };
         let stored = match dir {
@@ -124,8 +131,8 @@ impl Paged {
                 // at least this recent, so they may be used as long as no
                 // cached page has been dropped since (see `take`).
                 let epoch = engine.pages.epoch();
-                let (lo, hi) = layout::page_range(bitmap, from, to);
-                Stored::Scan { scan: engine.store.scan(&lo, &hi).peekable(), epoch }
+                let scan = Box::new(StoredPages::of_bitmap(&*engine.store, bitmap, from, to).peekable());
+                Stored::Scan { scan, epoch }
             }
         };
         engine.pin(bitmap);
@@ -160,7 +167,7 @@ impl Paged {
         if self.head.is_none() {
             self.head = self.pull()?;
         }
-        let Some((page, bytes)) = self.head.take() else { return Ok(None) };
+        let Some((page, mut held)) = self.head.take() else { return Ok(None) };
         if let Some(cached) = self.take_ahead(page) {
             return Ok(cached.map(|p| (page, p)));
         }
@@ -170,11 +177,13 @@ impl Paged {
             Stored::Scan { epoch, .. } => Some(*epoch),
             Stored::Directory { .. } => None,
         };
-        let got = engine.pages.get((bitmap, page), |retry| match (&bytes, retry) {
-            // The scan's bytes are current only if no cached page was dropped
-            // since the scan began (a dropped page may have been written
-            // back after the scan read its leaf).
-            (Some(b), false) if scan_epoch == Some(engine.pages.epoch()) => decode_page(name, page, b).map(Some),
+        let got = engine.pages.get((bitmap, page), |retry| match (held.take(), retry) {
+            // What the scan read is current only if no cached page was
+            // dropped since the scan began (a dropped page may have been
+            // written back after the scan read its leaf).
+            (Some(h), false) if scan_epoch == Some(engine.pages.epoch()) => {
+                Ok(Fetched { page: Some(h.into_page(Some(name), bitmap, page)?), siblings: Vec::new() })
+            }
             _ => engine.fetch_page(name, bitmap, page),
         })?;
         Ok(got.map(|p| (page, p)))
@@ -215,8 +224,8 @@ impl Paged {
     }
 
     /// The next candidate from the merge of the stored pages and the dirty list.
-    fn pull(&mut self) -> Result<Option<(u64, Option<Bytes>)>> {
-        let stored = self.stored.peek()?;
+    fn pull(&mut self) -> Result<Option<(u64, Option<Held>)>> {
+        let stored = self.stored.peek(&self.name)?;
         let dirty = self.dirty.get(self.next_dirty).copied();
         let page = match (stored, dirty) {
             (None, None) => return Ok(None),
@@ -227,8 +236,8 @@ impl Paged {
         if dirty == Some(page) {
             self.next_dirty += 1;
         }
-        let bytes = if stored == Some(page) { self.stored.advance() } else { None };
-        Ok(Some((page, bytes)))
+        let held = if stored == Some(page) { self.stored.advance() } else { None };
+        Ok(Some((page, held)))
     }
 }
 
@@ -242,19 +251,20 @@ impl Drop for Paged {
 enum Stored {
     /// A cached directory; `next .. end` are the pages still to visit.
     Directory { pages: Arc<Vec<u64>>, next: usize, end: usize },
-    /// A range scan of the store (which also yields the encoded pages),
-    /// and the cache epoch when it began.
-    Scan { scan: Peekable<Scan>, epoch: u64 },
+    /// A range scan of the store (which also yields the pages), and the
+    /// cache epoch when it began.
+    Scan { scan: Box<Peekable<StoredPages>>, epoch: u64 },
 }
 
 impl Stored {
-    fn peek(&mut self) -> Result<Option<u64>> {
+    /// The next stored page's number (errors name key `name`).
+    fn peek(&mut self, name: &[u8]) -> Result<Option<u64>> {
         match self {
             Stored::Directory { pages, next, end } => Ok((*next < *end).then(|| pages[*next])),
             Stored::Scan { scan, .. } => match scan.peek() {
-                Some(Ok((k, _))) => Ok(layout::parse_page_key(k).map(|(_, p)| p)),
+                Some(Ok(stored)) => Ok(Some(stored.page)),
                 Some(Err(_)) => match scan.next() {
-                    Some(Err(e)) => Err(e),
+                    Some(Err(e)) => Err(e.into_error(Some(name))),
                     _ => Ok(None),
                 },
                 None => Ok(None),
@@ -262,15 +272,16 @@ impl Stored {
         }
     }
 
-    /// Moves past the current stored page; returns its bytes if at hand.
-    fn advance(&mut self) -> Option<Bytes> {
+    /// Moves past the current stored page; returns what the scan read of
+    /// it, if at hand.
+    fn advance(&mut self) -> Option<Held> {
         match self {
             Stored::Directory { next, .. } => {
                 *next += 1;
                 None
             }
             Stored::Scan { scan, .. } => match scan.next() {
-                Some(Ok((_, v))) => Some(v),
+                Some(Ok(stored)) => Some(stored.held),
                 _ => None,
             },
         }
@@ -279,17 +290,34 @@ impl Stored {
 
 /// Scans the store for the pages of `bitmap` and caches the directory
 /// (unless a write-back ran meanwhile; the result is correct either way).
-fn build_directory(engine: &Engine, bitmap: u64) -> Result<Arc<Vec<u64>>> {
+/// Reads the page records' keys and the group records' member slots, not
+/// the pages.
+///
+/// # Errors
+/// [`crate::Error::Corrupted`] (naming `name`) for a group record whose
+/// members cannot be read; a store error.
+fn build_directory(engine: &Engine, name: &[u8], bitmap: u64) -> Result<Arc<Vec<u64>>> {
     let version = engine.dirs.version();
     let (lo, hi) = layout::page_range(bitmap, 0, u64::MAX);
-    let mut pages = Vec::new();
+    let mut records = Vec::new();
     for r in engine.store.scan(&lo, &hi) {
         let (k, _) = r?;
-        if let Some((_, p)) = layout::parse_page_key(&k) {
-            pages.push(p);
-        }
+        records.extend(layout::parse_page_key(&k).map(|(_, p)| p));
     }
-    let pages = Arc::new(pages);
+    let (lo, hi) = layout::group_range(bitmap, 0, u64::MAX);
+    let mut members = Vec::new();
+    for r in engine.store.scan(&lo, &hi) {
+        let (k, v) = r?;
+        let Some((_, group)) = layout::parse_group_key(&k) else { continue };
+        let first = layout::group_page(group, 0);
+        let slots = split_group(&v).map_err(|e| corrupted(Some(name), bitmap, first, &e))?;
+        members.extend(slots.iter().map(|m| layout::group_page(group, m.slot)));
+    }
+    // Both lists ascend; a page is in only one of them.
+    records.extend(members);
+    records.sort_unstable();
+    records.dedup();
+    let pages = Arc::new(records);
     engine.dirs.insert(bitmap, Arc::clone(&pages), version);
     Ok(pages)
 }

@@ -13,7 +13,8 @@ use super::bucket::Bucket;
 use super::journal::JournalEntry;
 use super::layout;
 use super::pages::DirtyPage;
-use super::record::{self, Catalog, FORMAT_V1};
+use super::pagewrites::page_writes;
+use super::record::{self, Catalog, FORMAT_V1, FORMAT_V2};
 use super::store::{Store, Write};
 use super::{upgrade, Engine};
 use crate::error::{Error, Result};
@@ -48,10 +49,14 @@ pub(super) struct Opened {
 pub(super) fn check_or_create(dir: &Path, store: &dyn Store, databases: u16) -> Result<Opened> {
     match store.get(&layout::superblock_key())? {
         Some(b) => {
-            if record::check_superblock(&b)? == FORMAT_V1 {
+            let version = record::check_superblock(&b)?;
+            if version == FORMAT_V1 {
                 upgrade::from_v1(store, databases)?;
             } else if store.scan_prefix(&[layout::NS_META_V1]).next().is_some() {
                 upgrade::remove_v1_leftovers(store)?;
+            }
+            if version == FORMAT_V2 {
+                upgrade::from_v2(store)?;
             }
         }
         // A new store's superblock is made durable, and then the side
@@ -196,10 +201,7 @@ impl Engine {
         let seq = self.sequence.load(Ordering::SeqCst) + 1;
         writes.push((layout::sequence_key(), Some(record::encode_sequence(seq))));
         writes.push((layout::catalog_key(), Some(catalog.encode())));
-        for p in &pages {
-            let k = layout::page_key(p.id.0, p.id.1).to_vec();
-            writes.push((k, p.page.as_ref().map(|page| page.encode())));
-        }
+        page_writes(&*self.store, &pages, &mut writes)?;
         for b in &buckets {
             writes.push((layout::bucket_key(b.ks, b.start).to_vec(), Some(b.bucket.encode())));
         }
@@ -325,8 +327,8 @@ impl Engine {
         Ok(false)
     }
 
-    /// Deletes the pages of every bitmap id with a reclaim marker in the
-    /// store, unless a running operation still builds it or a newer marker
+    /// Deletes the pages (page and group records) of every bitmap id with
+    /// a reclaim marker in the store, unless a running operation still builds it or a newer marker
     /// state waits in the journal, or a stream reads it; an id whose pages
     /// are all gone loses its marker. Returns whether work is left.
     fn reclaim_pages(&self, batch: &mut Vec<Write>, budget: &mut usize) -> Result<bool> {
@@ -356,15 +358,18 @@ impl Engine {
                 continue;
             }
             self.dirs.remove(id);
-            let (from, to) = layout::page_range(id, 0, u64::MAX);
-            for r in self.store.scan(&from, &to) {
-                if *budget == 0 {
-                    return Ok(true);
+            let records = layout::page_range(id, 0, u64::MAX);
+            let groups = layout::group_range(id, 0, u64::MAX);
+            for (from, to) in [records, groups] {
+                for r in self.store.scan(&from, &to) {
+                    if *budget == 0 {
+                        return Ok(true);
+                    }
+                    let (k, _) = r?;
+                    batch.push((k.to_vec(), None));
+                    *budget -= 1;
+                    self.apply_full(batch)?;
                 }
-                let (k, _) = r?;
-                batch.push((k.to_vec(), None));
-                *budget -= 1;
-                self.apply_full(batch)?;
             }
             batch.push((layout::reclaim_key(id), None));
             self.apply_full(batch)?;

@@ -44,6 +44,7 @@ struct Header {
 }
 
 /// A stored page whose header and checksum validated.
+#[derive(Clone, Copy, Debug)]
 pub(super) struct Parts<'a> {
     pub(super) encoding: Encoding,
     pub(super) popcount: u32,
@@ -77,20 +78,41 @@ pub(super) fn split(bytes: &[u8]) -> Result<Parts<'_>, PageError> {
     if stored != computed {
         return Err(err(format!("checksum mismatch: stored 0x{stored:08x}, computed 0x{computed:08x}")));
     }
-    let encoding = match header.encoding {
-        DENSE => Encoding::Dense,
-        SPARSE => Encoding::Sparse,
-        EWAH => Encoding::Ewah,
-        other => return Err(err(format!("unknown page encoding byte {other}"))),
-    };
+    let encoding = encoding_of(header.encoding)?;
+    let body = &content[HEADER_LEN..];
     let popcount = u32::from(header.popcount.get());
+    check_body(encoding, popcount, body)?;
+    Ok(Parts { encoding, popcount, body })
+}
+
+/// The encoding an encoding byte names.
+pub(super) fn encoding_of(byte: u8) -> Result<Encoding, PageError> {
+    match byte {
+        DENSE => Ok(Encoding::Dense),
+        SPARSE => Ok(Encoding::Sparse),
+        EWAH => Ok(Encoding::Ewah),
+        other => Err(err(format!("unknown page encoding byte {other}"))),
+    }
+}
+
+/// The encoding byte of `encoding`.
+pub(super) fn encoding_byte(encoding: Encoding) -> u8 {
+    match encoding {
+        Encoding::Dense => DENSE,
+        Encoding::Sparse => SPARSE,
+        Encoding::Ewah => EWAH,
+    }
+}
+
+/// Checks a popcount's range and that a body's length fits its encoding
+/// (and popcount, for sparse); does not parse the body.
+pub(super) fn check_body(encoding: Encoding, popcount: u32, body: &[u8]) -> Result<(), PageError> {
     if popcount == 0 {
         return Err(err("popcount 0: empty pages are never stored".to_owned()));
     }
     if popcount > BITS {
         return Err(err(format!("popcount {popcount} exceeds the {BITS} bits of a page")));
     }
-    let body = &content[HEADER_LEN..];
     match encoding {
         Encoding::Dense => {
             if body.len() != PAGE_WORDS * 8 {
@@ -113,12 +135,18 @@ pub(super) fn split(bytes: &[u8]) -> Result<Parts<'_>, PageError> {
             }
         }
     }
-    Ok(Parts { encoding, popcount, body })
+    Ok(())
 }
 
 /// Decodes and fully validates a stored page.
 pub(super) fn decode(bytes: &[u8]) -> Result<Page, PageError> {
-    let parts = split(bytes)?;
+    decode_parts(&split(bytes)?)
+}
+
+/// Decodes a page body whose length [`check_body`] accepted: the body's
+/// structure (sparse order and range, EWAH coverage) and that its bits
+/// match the popcount.
+pub(super) fn decode_parts(parts: &Parts<'_>) -> Result<Page, PageError> {
     let popcount = parts.popcount;
     let (repr, ones) = match parts.encoding {
         Encoding::Dense => {
@@ -224,11 +252,7 @@ fn write_words(words: &[u64], out: &mut Vec<u8>) {
 fn write(encoding: Encoding, ones: u32, elements: usize, body: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
     let header = Header {
         version: PAGE_FORMAT_VERSION,
-        encoding: match encoding {
-            Encoding::Dense => DENSE,
-            Encoding::Sparse => SPARSE,
-            Encoding::Ewah => EWAH,
-        },
+        encoding: encoding_byte(encoding),
         // A page holds at most 32,768 set bits, which fits in u16 (max 65,535).
         popcount: U16::new(u16::try_from(ones).unwrap_or(u16::MAX)),
     };

@@ -42,6 +42,7 @@ pub(crate) mod check;
 mod codec;
 mod dense;
 mod ewah;
+mod group;
 mod sparse;
 #[cfg(test)]
 mod tests;
@@ -49,6 +50,7 @@ mod tests;
 use crate::geometry::{page_bit, page_count, position, word_mask, PAGE_BITS, PAGE_WORDS};
 
 pub(crate) use codec::encoded_len;
+pub(crate) use group::{decode_group, encode_group, fits_group, split_group, Member, GROUP_HEADER_BYTES, GROUP_PAGES};
 
 /// Bits per page as a `u32` (32,768).
 const BITS: u32 = page_bit(PAGE_BITS - 1) + 1;

@@ -26,6 +26,7 @@ pub(crate) fn stats(db: &Db, key: Option<Vec<u8>>) -> Result<()> {
         total.sparse_pages += st.sparse_pages;
         total.ewah_pages += st.ewah_pages;
         total.stored_bytes += st.stored_bytes;
+        total.records += st.records;
     }
     if !single {
         print_stats(&format!("{n} keys"), &total);
@@ -45,6 +46,7 @@ fn print_stats(name: &str, st: &bitsled::KeyStats) {
         st.sparse_pages,
         st.ewah_pages
     );
+    println!("  records:        {} (page records and page groups)", st.records);
     let ratio = if st.len == 0 { 0.0 } else { st.stored_bytes as f64 / st.len as f64 };
     println!("  stored bytes:   {} ({:.4} of logical)", st.stored_bytes, ratio);
 }

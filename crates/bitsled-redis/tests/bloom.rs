@@ -304,12 +304,18 @@ fn corrupted_header_is_reported() {
         db.flush().unwrap();
     }
     {
-        // The victim is the only key, so its only stored page is its header.
+        // The victim is the only key, so its only stored page is its header,
+        // small enough to be the one member of its group's record (0x07).
+        // Replace it by a page record (0x02, same id and page) of other bits.
         let store = sled::open(dir.path()).unwrap();
-        let pages: Vec<_> = store.scan_prefix([0x02u8]).map(|r| r.unwrap().0).collect();
-        assert_eq!(pages.len(), 1);
+        assert_eq!(store.scan_prefix([0x02u8]).count(), 0);
+        let groups: Vec<_> = store.scan_prefix([0x07u8]).map(|r| r.unwrap().0).collect();
+        assert_eq!(groups.len(), 1);
+        let mut page_key = groups[0].to_vec();
+        page_key[0] = 0x02;
         let garbage = bitsled::testing::encode_page_from_positions(&[0, 3, 9, 100, 4000]);
-        store.insert(&pages[0], garbage).unwrap();
+        store.remove(&groups[0]).unwrap();
+        store.insert(page_key, garbage).unwrap();
         store.flush().unwrap();
     }
     let db = open(dir.path());

@@ -1,0 +1,72 @@
+//! Unsigned LEB128 varints (7 bits a byte, least significant first, at
+//! most 10 bytes), as the metadata bucket and page group records use them.
+
+/// Appends `v`.
+pub(crate) fn put(b: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        // The low seven bits, with the continuation bit.
+        b.push(v.to_le_bytes()[0] | 0x80);
+        v >>= 7;
+    }
+    b.push(v.to_le_bytes()[0]);
+}
+
+/// Why a varint did not read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum VarintError {
+    /// The bytes end inside it.
+    Truncated,
+    /// It does not fit in 64 bits (or is longer than 10 bytes).
+    Overflow,
+}
+
+impl std::fmt::Display for VarintError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            VarintError::Truncated => "truncated",
+            VarintError::Overflow => "varint overflows 64 bits",
+        })
+    }
+}
+
+/// Reads the varint at `*at` of `b` and moves `*at` past it.
+pub(crate) fn read(b: &[u8], at: &mut usize) -> Result<u64, VarintError> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *b.get(*at).ok_or(VarintError::Truncated)?;
+        *at += 1;
+        let bits = u64::from(byte & 0x7f);
+        if shift == 63 && bits > 1 {
+            return Err(VarintError::Overflow);
+        }
+        v |= bits << shift;
+        if byte & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    Err(VarintError::Overflow)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every width round trips; overlong and truncated input is refused.
+    #[test]
+    fn round_trips_and_refuses_bad_input() {
+        for v in [0u64, 1, 127, 128, 300, 16_383, 16_384, u64::from(u32::MAX), u64::MAX] {
+            let mut b = Vec::new();
+            put(&mut b, v);
+            let mut at = 0;
+            assert_eq!(read(&b, &mut at), Ok(v));
+            assert_eq!(at, b.len(), "{v} reads all its bytes");
+        }
+        assert_eq!(read(&[0xff; 11], &mut 0), Err(VarintError::Overflow));
+        assert_eq!(
+            read(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02], &mut 0),
+            Err(VarintError::Overflow)
+        );
+        assert_eq!(read(&[0x80], &mut 0), Err(VarintError::Truncated));
+        assert_eq!(read(&[], &mut 0), Err(VarintError::Truncated));
+    }
+}
