@@ -1,5 +1,6 @@
 //! Unsigned LEB128 varints (7 bits a byte, least significant first, at
-//! most 10 bytes), as the metadata bucket and page group records use them.
+//! most 10 bytes, no trailing zero byte: each number has one encoding), as
+//! the metadata bucket and page group records use them.
 
 /// Appends `v`.
 pub(crate) fn put(b: &mut Vec<u8>, mut v: u64) {
@@ -18,6 +19,9 @@ pub(crate) enum VarintError {
     Truncated,
     /// It does not fit in 64 bits (or is longer than 10 bytes).
     Overflow,
+    /// It ends in a zero byte after a continuation: the same number has a
+    /// shorter form, and every number has one encoding only.
+    Overlong,
 }
 
 impl std::fmt::Display for VarintError {
@@ -25,6 +29,7 @@ impl std::fmt::Display for VarintError {
         f.write_str(match self {
             VarintError::Truncated => "truncated",
             VarintError::Overflow => "varint overflows 64 bits",
+            VarintError::Overlong => "varint longer than its number needs",
         })
     }
 }
@@ -41,6 +46,9 @@ pub(crate) fn read(b: &[u8], at: &mut usize) -> Result<u64, VarintError> {
         }
         v |= bits << shift;
         if byte & 0x80 == 0 {
+            if byte == 0 && shift > 0 {
+                return Err(VarintError::Overlong);
+            }
             return Ok(v);
         }
     }
@@ -67,6 +75,7 @@ mod tests {
             Err(VarintError::Overflow)
         );
         assert_eq!(read(&[0x80], &mut 0), Err(VarintError::Truncated));
+        assert_eq!(read(&[0x81, 0x00], &mut 0), Err(VarintError::Overlong), "1 in two bytes");
         assert_eq!(read(&[], &mut 0), Err(VarintError::Truncated));
     }
 }

@@ -174,8 +174,7 @@ fn group_record_golden_bytes() {
         0xfd, 0x01, 0x05, 0x00, // slot 63, sparse, 1 bit: 5
         0x0b, 0xaf, 0x3f, 0x93, // CRC-32
     ];
-    let members =
-        vec![(0u8, encode_page_from_positions(&[0, 4711, 32_767])), (63u8, encode_page_from_positions(&[5]))];
+    let members = vec![(0u8, encode_page_from_positions(&[0, 4711, 32_767])), (63u8, encode_page_from_positions(&[5]))];
     assert_eq!(bitsled::testing::encode_group_record(&members), golden);
     assert_eq!(bitsled::testing::split_group_record(&golden).unwrap(), members);
     check_page_decode(&golden);
