@@ -11,7 +11,7 @@ use crate::db::Db;
 use crate::engine::{Kind, PageStream};
 use crate::error::{Error, Result};
 use crate::geometry::{page_bit, PAGE_BITS, PAGE_WORDS};
-use crate::page::{self, Census, Encoding, Fold, Page};
+use crate::page::{self, Census, Fold, Page};
 
 /// A BITOP operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -346,11 +346,18 @@ struct Scratch {
     acc: Box<[u64; PAGE_WORDS]>,
     other: Box<[u64; PAGE_WORDS]>,
     twice: Box<[u64; PAGE_WORDS]>,
+    /// Positions of a sparse AND.
+    list: Vec<u16>,
 }
 
 impl Scratch {
     fn new() -> Scratch {
-        Scratch { acc: Box::new([0; PAGE_WORDS]), other: Box::new([0; PAGE_WORDS]), twice: Box::new([0; PAGE_WORDS]) }
+        Scratch {
+            acc: Box::new([0; PAGE_WORDS]),
+            other: Box::new([0; PAGE_WORDS]),
+            twice: Box::new([0; PAGE_WORDS]),
+            list: Vec::new(),
+        }
     }
 }
 
@@ -376,15 +383,18 @@ fn combine(op: BitOp, col: &Column, s: &mut Scratch) -> Option<Combined> {
             // The sparsest page bounds the result: start from it.
             let smallest = present().min_by_key(|p| p.count_ones())?;
             let others = || present().filter(|p| !Arc::ptr_eq(p, smallest));
-            if smallest.encoding() == Encoding::Sparse {
-                let mut result = (**smallest).clone();
+            if let Some(positions) = smallest.sparse_positions() {
+                // Cut its positions down in place; a page is built only
+                // for a non-zero result.
+                s.list.clear();
+                s.list.extend_from_slice(positions);
                 for p in others() {
-                    result = result.and(p);
-                    if result.is_empty() {
+                    p.retain_set(&mut s.list);
+                    if s.list.is_empty() {
                         return None;
                     }
                 }
-                return Some(Combined::Page(result));
+                return Some(Combined::Page(Page::from_positions(&s.list)));
             }
             page::fold_pages(Fold::And, present().map(|p| &**p), &mut s.acc);
             Combined::Words

@@ -300,6 +300,10 @@ pub(crate) fn check_binary(a: &Page, b: &Page, ma: &Words, mb: &Words, ctx: &str
         }
         assert!(acc == expect, "{ctx}: {name} (acc = a, page = b) equals the model");
     }
+    let mut list = model_positions(ma);
+    b.retain_set(&mut list);
+    let expect: Vec<u16> = model_positions(ma).into_iter().filter(|&p| b.get(u32::from(p))).collect();
+    assert_eq!(list, expect, "{ctx}: retain_set (list = a's positions, page = b) keeps those set in b");
     assert_eq!(a == b, ma == mb, "{ctx}: Page equality compares bits");
 }
 

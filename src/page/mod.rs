@@ -290,7 +290,6 @@ impl Page {
         Page { repr, ones: census.ones }
     }
 
-    #[cfg(any(test, feature = "testing", feature = "roaring"))]
     /// A page with these bits set. `positions` must be strictly increasing
     /// and below 32,768 (checked in debug builds; the Roaring import checks
     /// its values' order before it calls this). Takes the smallest
@@ -557,6 +556,7 @@ impl Page {
         }
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// `self & other`, in its smallest representation.
     pub(crate) fn and(&self, other: &Page) -> Page {
         if self.is_empty() || other.is_empty() {
@@ -568,14 +568,39 @@ impl Page {
         if other.is_full() {
             return self.compacted_clone();
         }
-        match (&self.repr, &other.repr) {
-            // A list much shorter than the other is intersected by search.
-            (Repr::Sparse(a), Repr::Sparse(b)) if a.len() * 8 < b.len() => Page::sparse(sparse::intersect_search(a, b)),
-            (Repr::Sparse(a), Repr::Sparse(b)) if b.len() * 8 < a.len() => Page::sparse(sparse::intersect_search(b, a)),
-            (Repr::Sparse(a), Repr::Sparse(b)) => Page::sparse(sparse::intersect_merge(a, b)),
-            (Repr::Sparse(a), _) => Page::sparse(other.filter(a, true)),
-            (_, Repr::Sparse(b)) => Page::sparse(self.filter(b, true)),
-            _ => self.via_words(other, Page::and_into),
+        // The shorter list is copied and cut down to the common positions.
+        let (list, page) = match (&self.repr, &other.repr) {
+            (Repr::Sparse(a), Repr::Sparse(b)) if b.len() < a.len() => (b, self),
+            (Repr::Sparse(a), _) => (a, other),
+            (_, Repr::Sparse(b)) => (b, self),
+            _ => return self.via_words(other, Page::and_into),
+        };
+        let mut list = list.clone();
+        page.retain_set(&mut list);
+        Page::sparse(list)
+    }
+
+    /// Keeps in `list` (strictly increasing positions below 32,768) the
+    /// positions whose bit is set in this page, in place.
+    pub(crate) fn retain_set(&self, list: &mut Vec<u16>) {
+        match &self.repr {
+            _ if self.is_empty() => list.clear(),
+            _ if self.is_full() => {}
+            Repr::Dense(words) => sparse::retain_in_words(list, words),
+            Repr::Sparse(pos) => sparse::retain_common(list, pos),
+            Repr::Ewah(stream) => {
+                let mut words = [0u64; PAGE_WORDS];
+                ewah::to_words(stream, &mut words);
+                sparse::retain_in_words(list, &words);
+            }
+        }
+    }
+
+    /// The set positions, if the page holds them as a list.
+    pub(crate) fn sparse_positions(&self) -> Option<&[u16]> {
+        match &self.repr {
+            Repr::Sparse(pos) => Some(pos),
+            _ => None,
         }
     }
 
@@ -691,6 +716,7 @@ impl Page {
         }
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// The current in-memory representation.
     pub(crate) fn encoding(&self) -> Encoding {
         match self.repr {
@@ -808,6 +834,7 @@ impl Page {
         Page::from_words(&words)
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// The positions of `list` whose bit in `self` equals `keep`.
     fn filter(&self, list: &[u16], keep: bool) -> Vec<u16> {
         match &self.repr {
@@ -824,6 +851,7 @@ impl Page {
         }
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// `op(other)` applied to the words of `self`, made smallest.
     fn via_words(&self, other: &Page, op: fn(&Page, &mut [u64; PAGE_WORDS])) -> Page {
         let mut words = [0u64; PAGE_WORDS];

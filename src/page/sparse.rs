@@ -80,6 +80,7 @@ pub(super) fn and_into(pos: &[u16], acc: &mut [u64; PAGE_WORDS]) {
 }
 
 /// The positions of `list` whose bit in `words` equals `keep`.
+#[cfg(any(test, feature = "testing"))]
 pub(super) fn filter_words(list: &[u16], words: &[u64; PAGE_WORDS], keep: bool) -> Vec<u16> {
     list.iter()
         .copied()
@@ -90,6 +91,7 @@ pub(super) fn filter_words(list: &[u16], words: &[u64; PAGE_WORDS], keep: bool) 
         .collect()
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// Which elements a [`merge`] keeps: those only in `a`, in both, only in `b`.
 #[derive(Clone, Copy)]
 pub(super) struct Keep {
@@ -98,50 +100,70 @@ pub(super) struct Keep {
     b_only: bool,
 }
 
+#[cfg(any(test, feature = "testing"))]
 impl Keep {
     pub(super) const AND: Keep = Keep { a_only: false, both: true, b_only: false };
-    #[cfg(any(test, feature = "testing"))]
     pub(super) const OR: Keep = Keep { a_only: true, both: true, b_only: true };
-    #[cfg(any(test, feature = "testing"))]
     pub(super) const XOR: Keep = Keep { a_only: true, both: false, b_only: true };
     pub(super) const ANDNOT: Keep = Keep { a_only: true, both: false, b_only: false };
 }
 
-/// The elements of `small` that are also in `large`, by binary search in the
-/// shrinking rest of `large`: cheaper than a merge when `small` is much
-/// shorter.
-pub(super) fn intersect_search(small: &[u16], large: &[u16]) -> Vec<u16> {
-    let mut out = Vec::with_capacity(small.len());
-    let mut rest = large;
-    for &x in small {
-        match rest.binary_search(&x) {
+/// Keeps in `list` the elements that are also in `set` (both strictly
+/// increasing), in place. A list much shorter than the other side is
+/// searched for in its shrinking rest; lists of similar length are merged
+/// with steps that do not branch on the data (the comparisons of two random
+/// lists are unpredictable, so branches would mostly mispredict).
+pub(super) fn retain_common(list: &mut Vec<u16>, set: &[u16]) {
+    if list.len() * 8 < set.len() {
+        let mut rest = set;
+        list.retain(|x| match rest.binary_search(x) {
             Ok(i) => {
-                out.push(x);
                 rest = &rest[i + 1..];
+                true
             }
-            Err(i) => rest = &rest[i..],
+            Err(i) => {
+                rest = &rest[i..];
+                false
+            }
+        });
+        return;
+    }
+    // Both other ways write element k only after reading past index k.
+    let mut k = 0;
+    if set.len() * 8 < list.len() {
+        let mut from = 0;
+        for &y in set {
+            match list[from..].binary_search(&y) {
+                Ok(i) => {
+                    list[k] = y;
+                    k += 1;
+                    from += i + 1;
+                }
+                Err(i) => from += i,
+            }
+        }
+    } else {
+        let (mut i, mut j) = (0, 0);
+        while i < list.len() && j < set.len() {
+            let (x, y) = (list[i], set[j]);
+            list[k] = x;
+            k += usize::from(x == y);
+            i += usize::from(x <= y);
+            j += usize::from(y <= x);
         }
     }
-    out
+    list.truncate(k);
 }
 
-/// The elements common to two sorted lists of similar length, by a merge
-/// whose steps do not branch on the data (the comparisons of two random
-/// lists are unpredictable, so branches would mostly mispredict).
-pub(super) fn intersect_merge(a: &[u16], b: &[u16]) -> Vec<u16> {
-    let mut out = vec![0u16; a.len().min(b.len())];
-    let (mut i, mut j, mut k) = (0usize, 0usize, 0usize);
-    while i < a.len() && j < b.len() && k < out.len() {
-        let (x, y) = (a[i], b[j]);
-        out[k] = x;
-        k += usize::from(x == y);
-        i += usize::from(x <= y);
-        j += usize::from(y <= x);
-    }
-    out.truncate(k);
-    out
+/// Keeps in `list` the positions whose bit is set in `words`, in place.
+pub(super) fn retain_in_words(list: &mut Vec<u16>, words: &[u64; PAGE_WORDS]) {
+    list.retain(|&p| {
+        let (w, m) = word_mask(u32::from(p));
+        words[w] & m != 0
+    });
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// Merges two sorted lists keeping the elements selected by `keep`.
 pub(super) fn merge(a: &[u16], b: &[u16], keep: Keep) -> Vec<u16> {
     let cap = if keep.b_only { a.len() + b.len() } else { a.len() };
@@ -183,16 +205,25 @@ pub(super) fn merge(a: &[u16], b: &[u16], keep: Keep) -> Vec<u16> {
 mod tests {
     use super::*;
 
-    /// The search-based intersection equals the merge-based one.
+    /// retain_common keeps exactly the common elements, whichever side is
+    /// much shorter (search either way) or both are alike (merge).
     #[test]
-    fn intersect_search_matches_merge() {
+    fn retain_common_matches_merge() {
         let large: Vec<u16> = (0..3000u16).map(|i| i * 7 + 3).collect();
-        for small in
-            [vec![], vec![3u16], vec![0, 3, 10, 17, 18, 20_992], (0..400u16).map(|i| i * 50).collect::<Vec<_>>()]
-        {
-            assert_eq!(intersect_search(&small, &large), merge(&small, &large, Keep::AND), "{small:?}");
-            assert_eq!(intersect_merge(&small, &large), merge(&small, &large, Keep::AND), "{small:?}");
-            assert_eq!(intersect_merge(&large, &small), merge(&small, &large, Keep::AND), "{small:?}");
+        for small in [
+            vec![],
+            vec![3u16],
+            vec![0, 3, 10, 17, 18, 20_992],
+            (0..400u16).map(|i| i * 50).collect::<Vec<_>>(),
+            (0..3000u16).map(|i| i * 5).collect::<Vec<_>>(),
+        ] {
+            let expect = merge(&small, &large, Keep::AND);
+            let mut list = small.clone();
+            retain_common(&mut list, &large);
+            assert_eq!(list, expect, "{small:?} within the large list");
+            let mut list = large.clone();
+            retain_common(&mut list, &small);
+            assert_eq!(list, expect, "the large list within {small:?}");
         }
     }
 }
