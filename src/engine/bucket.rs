@@ -69,6 +69,9 @@ struct Slot {
     len: u64,
     ones: u64,
     expire_at_ms: u64,
+    /// Changed since the last write-back drained the bucket's changes
+    /// into a delta record (see [`Bucket::drain_changes`]).
+    changed: bool,
 }
 
 impl Slot {
@@ -111,6 +114,9 @@ pub(crate) struct Bucket {
     garbage: usize,
     /// Upper bound of the record's size (see [`record_bytes`]).
     pub(crate) bytes: usize,
+    /// Names removed since the last write-back drained the changes: each
+    /// becomes a deletion in the next delta record.
+    removed: Vec<Box<[u8]>>,
 }
 
 impl PartialEq for Bucket {
@@ -148,7 +154,10 @@ impl Bucket {
 
     /// Bytes the bucket holds in memory (for the cache's budget).
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.arena.capacity() + self.slots.capacity() * std::mem::size_of::<Slot>() + self.hashes.capacity() * 4
+        self.arena.capacity()
+            + self.slots.capacity() * std::mem::size_of::<Slot>()
+            + self.hashes.capacity() * 4
+            + self.removed.iter().map(|n| n.len() + 16).sum::<usize>()
     }
 
     fn name(&self, s: &Slot) -> &[u8] {
@@ -242,14 +251,21 @@ impl Bucket {
     }
 
     /// Sets the metadata of `name` (whose hash is `h`), adding an entry if
-    /// it has none; returns the metadata it replaced.
+    /// it has none, and marks it changed; returns the metadata it replaced.
     pub(crate) fn upsert(&mut self, name: &[u8], h: u32, meta: Meta) -> Option<Meta> {
+        self.upsert_with(name, h, meta, true)
+    }
+
+    /// [`Bucket::upsert`], the entry's changed mark set to `changed` (a
+    /// rebuild of the bucket keeps each entry's mark).
+    fn upsert_with(&mut self, name: &[u8], h: u32, meta: Meta, changed: bool) -> Option<Meta> {
         let old = match self.position(name, h) {
             Some(i) => {
                 let mut s = self.slots[i];
                 let old = self.meta(&s);
                 self.bytes -= record_bytes(name.len(), &old);
                 self.place(&mut s, &meta);
+                s.changed |= changed;
                 self.slots[i] = s;
                 Some(old)
             }
@@ -263,6 +279,7 @@ impl Bucket {
                     len: 0,
                     ones: 0,
                     expire_at_ms: 0,
+                    changed,
                 };
                 self.arena.extend_from_slice(name);
                 self.place(&mut s, &meta);
@@ -297,17 +314,51 @@ impl Bucket {
         let meta = self.meta(&s);
         self.bytes -= record_bytes(name.len(), &meta);
         self.garbage += name.len() + s.inline_room();
+        self.removed.push(name.into());
         self.compact_if_wasteful();
         Some(meta)
     }
 
+    /// Whether an entry changed or was removed since the last
+    /// [`Bucket::drain_changes`].
+    pub(crate) fn has_changes(&self) -> bool {
+        !self.removed.is_empty() || self.slots.iter().any(|s| s.changed)
+    }
+
+    /// Hands every removal and then every changed entry since the last
+    /// call to `f` (`None` for a removal) and clears the marks: a delta
+    /// record applies them in that order, so a name removed and added
+    /// again ends with its entry.
+    pub(crate) fn drain_changes(&mut self, mut f: impl FnMut(&[u8], Option<&Meta>)) {
+        for name in std::mem::take(&mut self.removed) {
+            f(&name, None);
+        }
+        for i in 0..self.slots.len() {
+            if self.slots[i].changed {
+                let s = self.slots[i];
+                f(self.name(&s), Some(&self.meta(&s)));
+                self.slots[i].changed = false;
+            }
+        }
+    }
+
+    /// Rebuilds the bucket (at `depth`) from `self`'s entries that `keep`
+    /// accepts by hash, keeping their changed marks and the removals whose
+    /// hash it accepts.
+    fn rebuilt(&self, depth: u8, keep: impl Fn(u32) -> bool) -> Bucket {
+        let mut b = Bucket::new(depth);
+        for (s, &h) in self.slots.iter().zip(&self.hashes) {
+            if keep(h) {
+                b.upsert_with(self.name(s), h, self.meta(s), s.changed);
+            }
+        }
+        b.removed = self.removed.iter().filter(|n| keep(key_hash(n))).cloned().collect();
+        b
+    }
+
     /// Rewrites the arena without its garbage.
     fn compact(&mut self) {
-        let mut b = Bucket::new(self.depth);
-        for (s, &h) in self.slots.iter().zip(&self.hashes) {
-            b.upsert(self.name(s), h, self.meta(s));
-        }
-        *self = b;
+        *self = self.rebuilt(self.depth, |_| true);
     }
 
     /// Whether the bucket should split.
@@ -321,11 +372,8 @@ impl Bucket {
     pub(crate) fn split(self, start: u32) -> (Bucket, u32, Bucket) {
         let depth = self.depth + 1;
         let upper_start = start | (1u32 << (32 - u32::from(depth)));
-        let (mut lo, mut hi) = (Bucket::new(depth), Bucket::new(depth));
-        for (s, &h) in self.slots.iter().zip(&self.hashes) {
-            let half = if covers(upper_start, depth, h) { &mut hi } else { &mut lo };
-            half.upsert(self.name(s), h, self.meta(s));
-        }
+        let lo = self.rebuilt(depth, |h| !covers(upper_start, depth, h));
+        let hi = self.rebuilt(depth, |h| covers(upper_start, depth, h));
         (lo, upper_start, hi)
     }
 
@@ -358,25 +406,7 @@ impl Bucket {
             varint::put(&mut b, shared as u64);
             varint::put(&mut b, (name.len() - shared) as u64);
             b.extend_from_slice(&name[shared..]);
-            let mut tag = m.kind as u8;
-            if m.body == Body::Inline {
-                tag |= TAG_INLINE;
-            }
-            if m.expire_at_ms != 0 {
-                tag |= TAG_EXPIRY;
-            }
-            b.push(tag);
-            varint::put(&mut b, m.len);
-            if m.expire_at_ms != 0 {
-                b.extend_from_slice(&m.expire_at_ms.to_le_bytes());
-            }
-            match m.body {
-                Body::Inline => b.extend_from_slice(m.inline_value()),
-                Body::Paged(id) => {
-                    varint::put(&mut b, id);
-                    varint::put(&mut b, m.ones);
-                }
-            }
+            put_entry(&mut b, &m);
             prev = name;
         }
         let crc = crc32fast::hash(&b);
@@ -433,40 +463,8 @@ impl Bucket {
                 ));
             }
             let tag = r.take(1, &bad)?[0];
-            if tag & !(TAG_KIND | TAG_INLINE | TAG_EXPIRY) != 0 {
-                return Err(bad_meta(&name, format!("unknown tag bits {tag:#04x}")));
-            }
-            let kind = Kind::try_from(tag & TAG_KIND).map_err(|e| bad_meta(&name, e))?;
-            let len = r.varint(&bad)?;
-            let expire_at_ms = if tag & TAG_EXPIRY != 0 {
-                let at = u64::from_le_bytes(r.take(8, &bad)?.try_into().unwrap_or_default());
-                if at == 0 {
-                    return Err(bad_meta(&name, "expiry flag with expiry 0".into()));
-                }
-                at
-            } else {
-                0
-            };
-            let meta = if tag & TAG_INLINE != 0 {
-                if len > INLINE_MAX {
-                    return Err(bad_meta(&name, format!("inline value of {len} bytes")));
-                }
-                let mut meta = Meta::empty(kind);
-                let bytes = r.take(usize::try_from(len).unwrap_or(0), &bad)?;
-                meta.inline[..bytes.len()].copy_from_slice(bytes);
-                meta.len = len;
-                meta.ones = bytes.iter().map(|b| u64::from(b.count_ones())).sum();
-                meta.expire_at_ms = expire_at_ms;
-                meta
-            } else {
-                let id = r.varint(&bad)?;
-                let ones = r.varint(&bad)?;
-                if len.checked_mul(8).is_none_or(|bits| ones > bits) {
-                    return Err(bad_meta(&name, format!("{ones} set bits do not fit in {len} bytes")));
-                }
-                Meta::paged(kind, id, len, ones, expire_at_ms)
-            };
-            bucket.upsert(&name, key_hash(&name), meta);
+            let meta = read_entry(&mut r, &name, tag, &bad)?;
+            bucket.upsert_with(&name, key_hash(&name), meta, false);
             prev = name;
         }
         if r.at != body.len() {
@@ -476,26 +474,93 @@ impl Bucket {
     }
 }
 
+/// Writes an entry's tag and everything after it (the name goes before,
+/// written by the caller): the entry format buckets and delta records
+/// share.
+pub(crate) fn put_entry(b: &mut Vec<u8>, m: &Meta) {
+    let mut tag = m.kind as u8;
+    if m.body == Body::Inline {
+        tag |= TAG_INLINE;
+    }
+    if m.expire_at_ms != 0 {
+        tag |= TAG_EXPIRY;
+    }
+    b.push(tag);
+    varint::put(b, m.len);
+    if m.expire_at_ms != 0 {
+        b.extend_from_slice(&m.expire_at_ms.to_le_bytes());
+    }
+    match m.body {
+        Body::Inline => b.extend_from_slice(m.inline_value()),
+        Body::Paged(id) => {
+            varint::put(b, id);
+            varint::put(b, m.ones);
+        }
+    }
+}
+
+/// Reads what [`put_entry`] wrote after the tag `tag` (already read) of
+/// key `name`, validating every field.
+///
+/// # Errors
+/// [`Error::Corrupted`] naming `name` (or, for truncation, what `bad`
+/// names).
+pub(crate) fn read_entry(r: &mut Reader<'_>, name: &[u8], tag: u8, bad: &dyn Fn(String) -> Error) -> Result<Meta> {
+    if tag & !(TAG_KIND | TAG_INLINE | TAG_EXPIRY) != 0 {
+        return Err(bad_meta(name, format!("unknown tag bits {tag:#04x}")));
+    }
+    let kind = Kind::try_from(tag & TAG_KIND).map_err(|e| bad_meta(name, e))?;
+    let len = r.varint(bad)?;
+    let expire_at_ms = if tag & TAG_EXPIRY != 0 {
+        let at = u64::from_le_bytes(r.take(8, bad)?.try_into().unwrap_or_default());
+        if at == 0 {
+            return Err(bad_meta(name, "expiry flag with expiry 0".into()));
+        }
+        at
+    } else {
+        0
+    };
+    if tag & TAG_INLINE != 0 {
+        if len > INLINE_MAX {
+            return Err(bad_meta(name, format!("inline value of {len} bytes")));
+        }
+        let mut meta = Meta::empty(kind);
+        let bytes = r.take(usize::try_from(len).unwrap_or(0), bad)?;
+        meta.inline[..bytes.len()].copy_from_slice(bytes);
+        meta.len = len;
+        meta.ones = bytes.iter().map(|b| u64::from(b.count_ones())).sum();
+        meta.expire_at_ms = expire_at_ms;
+        Ok(meta)
+    } else {
+        let id = r.varint(bad)?;
+        let ones = r.varint(bad)?;
+        if len.checked_mul(8).is_none_or(|bits| ones > bits) {
+            return Err(bad_meta(name, format!("{ones} set bits do not fit in {len} bytes")));
+        }
+        Ok(Meta::paged(kind, id, len, ones, expire_at_ms))
+    }
+}
+
 /// A cursor over a record's bytes.
-struct Reader<'a> {
-    b: &'a [u8],
-    at: usize,
+pub(crate) struct Reader<'a> {
+    pub(crate) b: &'a [u8],
+    pub(crate) at: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, bad: &dyn Fn(String) -> Error) -> Result<&'a [u8]> {
+    pub(crate) fn take(&mut self, n: usize, bad: &dyn Fn(String) -> Error) -> Result<&'a [u8]> {
         let end = self.at.checked_add(n).filter(|&e| e <= self.b.len()).ok_or_else(|| bad("truncated".into()))?;
         let s = &self.b[self.at..end];
         self.at = end;
         Ok(s)
     }
 
-    fn varint(&mut self, bad: &dyn Fn(String) -> Error) -> Result<u64> {
+    pub(crate) fn varint(&mut self, bad: &dyn Fn(String) -> Error) -> Result<u64> {
         varint::read(self.b, &mut self.at).map_err(|e| bad(e.to_string()))
     }
 
     /// A varint that counts bytes of this record.
-    fn len(&mut self, bad: &dyn Fn(String) -> Error) -> Result<usize> {
+    pub(crate) fn len(&mut self, bad: &dyn Fn(String) -> Error) -> Result<usize> {
         let v = self.varint(bad)?;
         usize::try_from(v).ok().filter(|&n| n <= self.b.len()).ok_or_else(|| bad(format!("length {v} too large")))
     }
