@@ -93,8 +93,11 @@ fn deltas_replay_in_order() {
 #[test]
 fn folds_keep_pinned_buckets_within_the_budget() {
     let dir = tempfile::tempdir().unwrap();
-    let budget: u64 = 256 << 10;
-    let cfg = || Config::new(dir.path()).flush_interval(None).cache_bytes(2 * budget).dirty_bytes(64 << 10);
+    let cache: u64 = 512 << 10;
+    // The metadata budget: seven eighths of the cache while no page is
+    // cached.
+    let budget = cache / 8 * 7;
+    let cfg = || Config::new(dir.path()).flush_interval(None).cache_bytes(cache).dirty_bytes(64 << 10);
     let db = cfg().open().unwrap();
     let mut peak = 0;
     for i in 0..30_000 {

@@ -265,14 +265,17 @@ impl Engine {
     }
 
     /// The bytes pinned metadata buckets (changed since their last fold) may
-    /// take: half the cache budget, at least `dirty_bytes`. A pinned bucket
-    /// occupies its cache slot as a clean one would, and every fold
+    /// take: what the page cache leaves of seven eighths of the cache
+    /// budget, at least half of it and at least `dirty_bytes`. A pinned
+    /// bucket occupies its cache slot as a clean one would, and every fold
     /// rewrites a shard's pinned buckets whole, so the longer buckets stay
     /// pinned, the more changes each rewrite carries (see DESIGN.md,
     /// write-back).
     pub(super) fn meta_budget(&self) -> usize {
         let page_budget = usize::try_from(self.config.dirty_bytes).unwrap_or(usize::MAX);
-        page_budget.max(usize::try_from(self.config.cache_bytes / 2).unwrap_or(usize::MAX))
+        let total = usize::try_from(self.config.cache_bytes).unwrap_or(usize::MAX);
+        let left = (total / 8 * 7).saturating_sub(self.pages.bytes());
+        page_budget.max(total / 2).max(left)
     }
 
     /// Shares the cache budget between pages and metadata buckets: each may
