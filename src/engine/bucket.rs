@@ -353,16 +353,15 @@ impl Bucket {
     /// accepts by hash, keeping their changed marks and the removals whose
     /// hash it accepts.
     fn rebuilt(&self, depth: u8, keep: impl Fn(u32) -> bool) -> Bucket {
+        let kept: Vec<usize> = (0..self.len()).filter(|&i| keep(self.hashes[i])).collect();
+        let bytes: usize = kept.iter().map(|&i| self.entry(i).2 - self.offsets[i] as usize).sum();
         let mut b = Bucket::new(depth);
-        let n = (0..self.len()).filter(|&i| keep(self.hashes[i])).count();
-        b.offsets.reserve_exact(n);
-        b.hashes.reserve_exact(n);
-        b.arena.reserve_exact(self.arena.len() - self.garbage);
-        for i in 0..self.len() {
-            if keep(self.hashes[i]) {
-                let (name, meta, _) = self.entry(i);
-                b.upsert_with(name, self.hashes[i], meta, self.is_changed(i));
-            }
+        b.offsets.reserve_exact(kept.len());
+        b.hashes.reserve_exact(kept.len());
+        b.arena.reserve_exact(bytes);
+        for i in kept {
+            let (name, meta, _) = self.entry(i);
+            b.upsert_with(name, self.hashes[i], meta, self.is_changed(i));
         }
         b.removed = self.removed.iter().filter(|n| keep(key_hash(n))).cloned().collect();
         b

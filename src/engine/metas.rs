@@ -108,6 +108,11 @@ pub(crate) enum Fold {
 /// at most about as many bytes as the deltas it retires.
 const FOLD_FLOOR: usize = 64 << 10;
 
+/// Bytes of buckets one write-back folds at most (beyond [`Fold::All`] and
+/// [`Fold::Shard`]): shards that are due wait for the next write-back, so
+/// a batch, and what sled holds of it, stays bounded.
+const FOLD_BATCH: usize = 32 << 20;
+
 /// The metadata part of a write-back, captured with writers excluded.
 #[derive(Default)]
 pub(crate) struct MetaCapture {
@@ -182,12 +187,18 @@ impl MetaCache {
     /// [`Fold::Auto`] folds the shards holding the most.
     pub(crate) fn capture(&self, seq: u64, fold: Fold, pinned_limit: usize) -> MetaCapture {
         let pressured = match fold {
-            Fold::Auto if self.pinned_bytes() > pinned_limit => self.shards_to_relieve(pinned_limit / 4 * 3),
+            Fold::Auto if self.pinned_bytes() > pinned_limit => {
+                self.shards_to_relieve(pinned_limit.saturating_sub(FOLD_BATCH.min(pinned_limit / 4)))
+            }
             _ => Vec::new(),
         };
         let mut out = MetaCapture::default();
-        for (i, shard) in self.shards.iter().enumerate() {
-            let mut shard = shard.lock();
+        let mut folded = 0;
+        // Start where the last write-back stopped, so shards that are due
+        // and wait for a later batch are not always the same ones.
+        let first = usize::try_from(seq % SHARDS as u64).unwrap_or(0);
+        for i in (first..SHARDS).chain(0..first) {
+            let mut shard = self.shards[i].lock();
             let shard = &mut *shard;
             let mut writer = DeltaWriter::default();
             let mut unfolded = 0;
@@ -206,11 +217,12 @@ impl MetaCache {
                 Fold::Shard(s) => s == i,
                 Fold::Auto => {
                     pressured.contains(&i)
-                        || shard.delta_bytes + new_bytes >= FOLD_FLOOR.max(unfolded)
+                        || (folded < FOLD_BATCH && shard.delta_bytes + new_bytes >= FOLD_FLOOR.max(unfolded))
                         || parts.len() > usize::from(u16::MAX)
                 }
             };
             if folds {
+                folded += unfolded;
                 for (&(ks, start), slot) in &shard.map {
                     if slot.pinned() {
                         out.folds.push(DirtyBucket { ks, start, seq: slot.dirty, bucket: Arc::clone(&slot.bucket) });
