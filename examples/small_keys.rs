@@ -60,11 +60,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let days = [rng.gen_range(0..30), rng.gen_range(0..30), rng.gen_range(0..30)];
         db.set_bits(key.as_bytes(), &days, true)?;
         if uid % 1_000_000 == 999_999 {
+            let m = db.memory_stats();
             println!(
-                "{:>9} keys: +{:.1} s, {} MiB written so far",
+                "{:>9} keys: +{:.1} s, {} MiB written so far; metadata cache {} MiB ({} MiB pinned)",
                 uid + 1,
                 lap.elapsed().as_secs_f64(),
-                io_counter("write_bytes") >> 20
+                io_counter("write_bytes") >> 20,
+                m.metadata_cache_bytes >> 20,
+                m.dirty_metadata_bytes >> 20
             );
             lap = Instant::now();
         }

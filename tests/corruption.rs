@@ -2,7 +2,8 @@
 //! record, is reported as `Error::Corrupted` naming the key and page, never
 //! a panic; other keys keep working; `verify()` names the damaged key and
 //! page (a group by its first page). A damaged metadata bucket is reported
-//! naming the key that was looked up (and, by verify, the bucket).
+//! naming the key that was looked up (and, by verify, the bucket); a
+//! damaged metadata delta record refuses the open, naming the record.
 
 use bitsled::{Config, Db, Error};
 
@@ -13,6 +14,8 @@ const GROUP_NS: u8 = 0x07;
 const GROUP_1: u64 = 64 * 32_768;
 /// Namespace of metadata buckets.
 const BUCKET_NS: u8 = 0x06;
+/// Namespace of metadata delta records.
+const DELTA_NS: u8 = 0x08;
 
 fn open(dir: &std::path::Path) -> Db {
     Config::new(dir).flush_interval(None).open().unwrap()
@@ -121,6 +124,9 @@ fn truncated_and_zeroed_pages_are_errors() {
 fn damaged_metadata_is_reported_with_key() {
     let dir = tempfile::tempdir().unwrap();
     setup(dir.path());
+    // Opening replays the delta records into the buckets and folds them.
+    drop(open(dir.path()));
+    assert_eq!(damage_records(dir.path(), DELTA_NS, |_| ()), 0, "no delta record is left after the open");
     assert_eq!(damage_records(dir.path(), BUCKET_NS, |v| v[5] ^= 1), 1, "the victim's bucket");
     let db = open(dir.path());
     let r = db.getbit(b"victim", 1);
@@ -133,4 +139,20 @@ fn damaged_metadata_is_reported_with_key() {
     assert_eq!(report.problems.len(), 2, "{report:?}");
     assert_eq!(report.problems[1].key, None, "{report:?}");
     assert!(report.problems[1].reason.contains("belong to no key"), "{report:?}");
+}
+
+#[test]
+fn damaged_delta_record_refuses_the_open() {
+    for damage in [(|v: &mut Vec<u8>| v[6] ^= 0x04) as fn(&mut Vec<u8>), |v| v.truncate(7), |v| v.clear()] {
+        let dir = tempfile::tempdir().unwrap();
+        setup(dir.path());
+        assert_eq!(damage_records(dir.path(), BUCKET_NS, |_| ()), 0, "the key's metadata is only in a delta");
+        assert_eq!(damage_records(dir.path(), DELTA_NS, damage), 1, "the victim's delta record");
+        let r = Config::new(dir.path()).flush_interval(None).open();
+        assert!(
+            matches!(&r, Err(Error::Corrupted { key, .. }) if key.starts_with("<metadata delta")),
+            "{:?}",
+            r.as_ref().err()
+        );
+    }
 }

@@ -177,8 +177,9 @@ proptest! {
     }
 }
 
-/// Rewrites the store in `dir` (closed) as format 2 wrote it: every group
-/// member becomes a page record of its own and the superblock says 2.
+/// Rewrites the store in `dir` (closed, its metadata folded into buckets:
+/// no delta record) as format 2 wrote it: every group member becomes a
+/// page record of its own and the superblock says 2.
 fn downgrade_to_format_2(dir: &Path) {
     let store = sled::open(dir).unwrap();
     for r in store.scan_prefix([0x07u8]) {
@@ -193,7 +194,8 @@ fn downgrade_to_format_2(dir: &Path) {
         store.remove(&key).unwrap();
     }
     let mut superblock = store.get([0u8]).unwrap().unwrap().to_vec();
-    assert_eq!(superblock[8], 3, "written as format 3");
+    assert!(store.scan_prefix([0x08u8]).next().is_none(), "no metadata delta record");
+    assert_eq!(superblock[8], 4, "written as format 4");
     superblock[8] = 2;
     let crc = crc32fast::hash(&superblock[..11]);
     superblock[11..15].copy_from_slice(&crc.to_le_bytes());
@@ -201,7 +203,7 @@ fn downgrade_to_format_2(dir: &Path) {
     store.flush().unwrap();
 }
 
-/// A format 2 store opens as format 3 with every bit where it was: its
+/// A format 2 store opens as format 4 with every bit where it was: its
 /// small pages, page records of their own, read as they are and are
 /// reported as misplaced, not as problems; a page written again joins its
 /// group, and a compaction moves them all.
@@ -213,6 +215,8 @@ fn format_2_stores_open_and_regroup() {
         let db = open(dir.path());
         db.set_bits(b"sparse", &bits, true).unwrap();
         db.set_bits(b"dense", &(0..P).step_by(3).collect::<Vec<_>>(), true).unwrap();
+        // Folds the metadata into buckets, as format 2 kept it.
+        assert!(db.verify().unwrap().is_ok());
     }
     downgrade_to_format_2(dir.path());
     {
@@ -237,7 +241,7 @@ fn format_2_stores_open_and_regroup() {
         assert_eq!(listed(&compacted, b"sparse").len(), 71);
         assert_eq!(compacted.bitcount(b"dense", None).unwrap(), P.div_ceil(3));
     }
-    // The superblock was rewritten: the store is format 3 now.
+    // The superblock was rewritten: the store is format 4 now.
     let store = sled::open(dir.path()).unwrap();
-    assert_eq!(store.get([0u8]).unwrap().unwrap()[8], 3);
+    assert_eq!(store.get([0u8]).unwrap().unwrap()[8], 4);
 }

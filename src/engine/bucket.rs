@@ -32,7 +32,7 @@
 //! Varints are unsigned LEB128 (7 bits a byte, least significant first).
 
 use super::layout::key_hash;
-use super::record::{bad_meta, Body, Kind, Meta, INLINE_BYTES, INLINE_MAX};
+use super::record::{bad_meta, Body, Kind, Meta, INLINE_MAX};
 use crate::error::{Error, Result};
 use crate::le::read_u32;
 use crate::varint;
@@ -57,60 +57,40 @@ pub(crate) fn record_bytes(name_len: usize, meta: &Meta) -> usize {
     name_len + meta.inline_value().len() + 32
 }
 
-/// One entry as a bucket keeps it in memory: where its name and inline
-/// bytes lie in the bucket's arena, and the rest of its metadata.
-#[derive(Clone, Copy, Debug)]
-struct Slot {
-    name_at: u32,
-    name_len: u32,
-    inline_at: u32,
-    kind: Kind,
-    body: Body,
-    len: u64,
-    ones: u64,
-    expire_at_ms: u64,
-}
-
-impl Slot {
-    fn name_range(&self) -> std::ops::Range<usize> {
-        let at = self.name_at as usize;
-        at..at + self.name_len as usize
-    }
-
-    /// Bytes of the arena its inline value holds.
-    fn inline_room(&self) -> usize {
-        match self.body {
-            Body::Inline => usize::try_from(self.len).unwrap_or(0).min(INLINE_BYTES),
-            Body::Paged(_) => 0,
-        }
-    }
-}
-
-/// An arena offset or length as stored in a slot: a bucket's record stays
-/// far below 4 GiB (a name is at most what the caller can hold in memory,
-/// and buckets split at a few KiB).
+/// An arena offset as stored: a bucket's arena stays far below 4 GiB (a
+/// name is at most what the caller can hold in memory, and buckets split
+/// at a few KiB).
 fn arena_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// A decoded bucket: its depth and its entries.
 ///
-/// In memory the entries are in no order: names and inline values live in
-/// one arena, the entries' metadata in one vector and their key hashes in
-/// another, so a lookup scans the hashes (contiguous, in cache) and
-/// compares a name only where the hash matches, a new entry is appended,
-/// and copying a bucket (copy-on-write after a write-back captured it)
-/// copies three buffers. Encoding sorts the entries by name.
+/// In memory each entry is kept in the arena in its record form (varint
+/// name length, name, then the entry as [`put_entry`] writes it), in no
+/// order; the key hashes and the entries' arena offsets are two parallel
+/// vectors. A lookup scans the hashes (contiguous, in cache) and reads an
+/// entry only where the hash matches; a new entry is appended; a copy
+/// (copy-on-write after a write-back captured the bucket) copies three
+/// buffers. A key costs its record bytes plus 8 bytes, about a third of a
+/// decoded entry. Encoding sorts the entries by name.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Bucket {
     pub(crate) depth: u8,
-    slots: Vec<Slot>,
+    /// Arena offset of each entry.
+    offsets: Vec<u32>,
     hashes: Vec<u32>,
+    /// One bit per entry: changed since the last write-back drained the
+    /// bucket's changes into a delta record (see [`Bucket::drain_changes`]).
+    changed: Vec<u64>,
     arena: Vec<u8>,
     /// Arena bytes no entry uses any more (compacted past half).
     garbage: usize,
     /// Upper bound of the record's size (see [`record_bytes`]).
     pub(crate) bytes: usize,
+    /// Names removed since the last write-back drained the changes: each
+    /// becomes a deletion in the next delta record.
+    removed: Vec<Box<[u8]>>,
 }
 
 impl PartialEq for Bucket {
@@ -120,6 +100,12 @@ impl PartialEq for Bucket {
 }
 
 impl Eq for Bucket {}
+
+/// The error for an arena entry that does not parse: never happens, since
+/// the bucket wrote it; reported rather than trusted.
+fn arena_damage(reason: String) -> Error {
+    Error::Corrupted { key: "<bucket in memory>".into(), page: None, reason }
+}
 
 /// The first hash of the bucket of depth `depth` holding hash `h`.
 pub(crate) fn bucket_start(h: u32, depth: u8) -> u32 {
@@ -143,34 +129,44 @@ impl Bucket {
 
     /// Number of entries.
     pub(crate) fn len(&self) -> usize {
-        self.slots.len()
+        self.offsets.len()
     }
 
     /// Bytes the bucket holds in memory (for the cache's budget).
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.arena.capacity() + self.slots.capacity() * std::mem::size_of::<Slot>() + self.hashes.capacity() * 4
+        self.arena.capacity()
+            + self.offsets.capacity() * 4
+            + self.hashes.capacity() * 4
+            + self.changed.capacity() * 8
+            + self.removed.iter().map(|n| n.len() + 16).sum::<usize>()
     }
 
-    fn name(&self, s: &Slot) -> &[u8] {
-        &self.arena[s.name_range()]
+    /// The name of entry `i`, and the offset of the rest of its entry.
+    fn name_at(&self, i: usize) -> (&[u8], usize) {
+        let mut at = self.offsets[i] as usize;
+        let len = varint::read(&self.arena, &mut at).ok().and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
+        let end = at.saturating_add(len).min(self.arena.len());
+        (&self.arena[at.min(end)..end], end)
     }
 
-    /// The metadata of a slot, its inline bytes filled in.
-    fn meta(&self, s: &Slot) -> Meta {
-        let mut meta = Meta::empty(s.kind);
-        meta.body = s.body;
-        meta.len = s.len;
-        meta.ones = s.ones;
-        meta.expire_at_ms = s.expire_at_ms;
-        let n = s.inline_room();
-        let at = s.inline_at as usize;
-        meta.inline[..n].copy_from_slice(&self.arena[at..at + n]);
-        meta
+    /// The name and metadata of entry `i`, and the arena offset just past
+    /// it.
+    fn entry(&self, i: usize) -> (&[u8], Meta, usize) {
+        let (name, rest) = self.name_at(i);
+        let mut r = Reader { b: &self.arena, at: rest };
+        let meta = r
+            .take(1, &arena_damage)
+            .and_then(|tag| read_entry(&mut r, name, tag[0], &arena_damage))
+            .unwrap_or_else(|_| Meta::empty(Kind::String));
+        (name, meta, r.at)
     }
 
     /// Every entry: name and metadata, in no particular order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], Meta)> + '_ {
-        self.slots.iter().map(|s| (self.name(s), self.meta(s)))
+        (0..self.len()).map(|i| {
+            let (name, meta, _) = self.entry(i);
+            (name, meta)
+        })
     }
 
     /// The entries sorted by name.
@@ -182,7 +178,7 @@ impl Bucket {
 
     /// The bitmap ids of the paged values.
     pub(crate) fn ids(&self) -> impl Iterator<Item = u64> + '_ {
-        self.slots.iter().filter_map(|s| match s.body {
+        self.iter().filter_map(|(_, m)| match m.body {
             Body::Paged(id) => Some(id),
             Body::Inline => None,
         })
@@ -194,7 +190,7 @@ impl Bucket {
     /// only where the hash matches.
     fn position(&self, name: &[u8], h: u32) -> Option<usize> {
         const BLOCK: usize = 16;
-        let matches = |i: usize| self.name(&self.slots[i]) == name;
+        let matches = |i: usize| self.name_at(i).0 == name;
         let mut blocks = self.hashes.chunks_exact(BLOCK);
         for (b, block) in blocks.by_ref().enumerate() {
             let mut mask = block.iter().enumerate().fold(0u32, |m, (j, &x)| m | u32::from(x == h) << j);
@@ -217,57 +213,78 @@ impl Bucket {
 
     /// The metadata of `name` (whose hash is `h`), if it has an entry.
     pub(crate) fn get(&self, name: &[u8], h: u32) -> Option<Meta> {
-        self.position(name, h).map(|i| self.meta(&self.slots[i]))
+        self.position(name, h).map(|i| self.entry(i).1)
     }
 
-    /// Stores `meta` in slot `s`: its inline bytes in place when the old
-    /// ones had room, else at the end of the arena.
-    fn place(&mut self, s: &mut Slot, meta: &Meta) {
-        let had = s.inline_room();
-        let bytes = meta.inline_value();
-        if bytes.len() <= had {
-            let at = s.inline_at as usize;
-            self.arena[at..at + bytes.len()].copy_from_slice(bytes);
-            self.garbage += had - bytes.len();
-        } else {
-            self.garbage += had;
-            s.inline_at = arena_u32(self.arena.len());
-            self.arena.extend_from_slice(bytes);
+    fn is_changed(&self, i: usize) -> bool {
+        self.changed.get(i / 64).is_some_and(|w| w >> (i % 64) & 1 == 1)
+    }
+
+    fn set_changed(&mut self, i: usize, on: bool) {
+        if self.changed.len() <= i / 64 {
+            self.changed.resize(i / 64 + 1, 0);
         }
-        s.kind = meta.kind;
-        s.body = meta.body;
-        s.len = meta.len;
-        s.ones = meta.ones;
-        s.expire_at_ms = meta.expire_at_ms;
+        let bit = 1u64 << (i % 64);
+        if on {
+            self.changed[i / 64] |= bit;
+        } else {
+            self.changed[i / 64] &= !bit;
+        }
+    }
+
+    /// Appends the entry of `name` with `meta` to the arena; returns its
+    /// offset.
+    fn append(&mut self, name: &[u8], meta: &Meta) -> u32 {
+        let at = arena_u32(self.arena.len());
+        if self.arena.len() == self.arena.capacity() {
+            // Grow by a quarter, not double: buckets are many and small.
+            self.arena.reserve_exact((self.arena.len() / 4).max(64));
+        }
+        varint::put(&mut self.arena, name.len() as u64);
+        self.arena.extend_from_slice(name);
+        put_entry(&mut self.arena, meta);
+        at
     }
 
     /// Sets the metadata of `name` (whose hash is `h`), adding an entry if
-    /// it has none; returns the metadata it replaced.
+    /// it has none, and marks it changed; returns the metadata it replaced.
     pub(crate) fn upsert(&mut self, name: &[u8], h: u32, meta: Meta) -> Option<Meta> {
+        self.upsert_with(name, h, meta, true)
+    }
+
+    /// [`Bucket::upsert`], the entry's changed mark set to `changed` (a
+    /// rebuild of the bucket keeps each entry's mark).
+    fn upsert_with(&mut self, name: &[u8], h: u32, meta: Meta, changed: bool) -> Option<Meta> {
         let old = match self.position(name, h) {
             Some(i) => {
-                let mut s = self.slots[i];
-                let old = self.meta(&s);
+                let (_, old, end) = self.entry(i);
+                let (start, rest) = (self.offsets[i] as usize, self.name_at(i).1);
                 self.bytes -= record_bytes(name.len(), &old);
-                self.place(&mut s, &meta);
-                self.slots[i] = s;
+                let mut body = Vec::with_capacity(16 + meta.inline_value().len());
+                put_entry(&mut body, &meta);
+                if body.len() == end - rest {
+                    // Same size (a bit flipped in an inline value, a new
+                    // count of the same width): in place.
+                    self.arena[rest..end].copy_from_slice(&body);
+                } else {
+                    self.garbage += end - start;
+                    self.offsets[i] = self.append(name, &meta);
+                }
+                if changed {
+                    self.set_changed(i, true);
+                }
                 Some(old)
             }
             None => {
-                let mut s = Slot {
-                    name_at: arena_u32(self.arena.len()),
-                    name_len: arena_u32(name.len()),
-                    inline_at: 0,
-                    kind: meta.kind,
-                    body: Body::Paged(0),
-                    len: 0,
-                    ones: 0,
-                    expire_at_ms: 0,
-                };
-                self.arena.extend_from_slice(name);
-                self.place(&mut s, &meta);
-                self.slots.push(s);
+                let at = self.append(name, &meta);
+                if self.offsets.len() == self.offsets.capacity() {
+                    let more = (self.offsets.len() / 4).max(4);
+                    self.offsets.reserve_exact(more);
+                    self.hashes.reserve_exact(more);
+                }
+                self.offsets.push(at);
                 self.hashes.push(h);
+                self.set_changed(self.offsets.len() - 1, changed);
                 None
             }
         };
@@ -292,22 +309,67 @@ impl Bucket {
     /// metadata.
     pub(crate) fn remove(&mut self, name: &[u8], h: u32) -> Option<Meta> {
         let i = self.position(name, h)?;
-        let s = self.slots.swap_remove(i);
+        let (_, meta, end) = self.entry(i);
+        self.garbage += end - self.offsets[i] as usize;
+        // Move the last entry into `i`, its changed mark with it.
+        let last = self.offsets.len() - 1;
+        let last_changed = self.is_changed(last);
+        self.offsets.swap_remove(i);
         self.hashes.swap_remove(i);
-        let meta = self.meta(&s);
+        if i != last {
+            self.set_changed(i, last_changed);
+        }
+        self.set_changed(last, false);
         self.bytes -= record_bytes(name.len(), &meta);
-        self.garbage += name.len() + s.inline_room();
+        self.removed.push(name.into());
         self.compact_if_wasteful();
         Some(meta)
     }
 
+    /// Whether an entry changed or was removed since the last
+    /// [`Bucket::drain_changes`].
+    pub(crate) fn has_changes(&self) -> bool {
+        !self.removed.is_empty() || self.changed.iter().any(|&w| w != 0)
+    }
+
+    /// Hands every removal and then every changed entry since the last
+    /// call to `f` (`None` for a removal) and clears the marks: a delta
+    /// record applies them in that order, so a name removed and added
+    /// again ends with its entry.
+    pub(crate) fn drain_changes(&mut self, mut f: impl FnMut(&[u8], Option<&Meta>)) {
+        for name in std::mem::take(&mut self.removed) {
+            f(&name, None);
+        }
+        for i in 0..self.len() {
+            if self.is_changed(i) {
+                let (name, meta, _) = self.entry(i);
+                f(name, Some(&meta));
+            }
+        }
+        self.changed.iter_mut().for_each(|w| *w = 0);
+    }
+
+    /// Rebuilds the bucket (at `depth`) from `self`'s entries that `keep`
+    /// accepts by hash, keeping their changed marks and the removals whose
+    /// hash it accepts.
+    fn rebuilt(&self, depth: u8, keep: impl Fn(u32) -> bool) -> Bucket {
+        let kept: Vec<usize> = (0..self.len()).filter(|&i| keep(self.hashes[i])).collect();
+        let bytes: usize = kept.iter().map(|&i| self.entry(i).2 - self.offsets[i] as usize).sum();
+        let mut b = Bucket::new(depth);
+        b.offsets.reserve_exact(kept.len());
+        b.hashes.reserve_exact(kept.len());
+        b.arena.reserve_exact(bytes);
+        for i in kept {
+            let (name, meta, _) = self.entry(i);
+            b.upsert_with(name, self.hashes[i], meta, self.is_changed(i));
+        }
+        b.removed = self.removed.iter().filter(|n| keep(key_hash(n))).cloned().collect();
+        b
+    }
+
     /// Rewrites the arena without its garbage.
     fn compact(&mut self) {
-        let mut b = Bucket::new(self.depth);
-        for (s, &h) in self.slots.iter().zip(&self.hashes) {
-            b.upsert(self.name(s), h, self.meta(s));
-        }
-        *self = b;
+        *self = self.rebuilt(self.depth, |_| true);
     }
 
     /// Whether the bucket should split.
@@ -321,11 +383,8 @@ impl Bucket {
     pub(crate) fn split(self, start: u32) -> (Bucket, u32, Bucket) {
         let depth = self.depth + 1;
         let upper_start = start | (1u32 << (32 - u32::from(depth)));
-        let (mut lo, mut hi) = (Bucket::new(depth), Bucket::new(depth));
-        for (s, &h) in self.slots.iter().zip(&self.hashes) {
-            let half = if covers(upper_start, depth, h) { &mut hi } else { &mut lo };
-            half.upsert(self.name(s), h, self.meta(s));
-        }
+        let lo = self.rebuilt(depth, |h| !covers(upper_start, depth, h));
+        let hi = self.rebuilt(depth, |h| covers(upper_start, depth, h));
         (lo, upper_start, hi)
     }
 
@@ -351,32 +410,14 @@ impl Bucket {
         let mut b = Vec::with_capacity(self.bytes);
         b.push(VERSION);
         b.push(self.depth);
-        b.extend_from_slice(&u32::try_from(self.slots.len()).unwrap_or(u32::MAX).to_le_bytes());
+        b.extend_from_slice(&u32::try_from(self.len()).unwrap_or(u32::MAX).to_le_bytes());
         let mut prev: &[u8] = &[];
         for (name, m) in self.sorted() {
             let shared = prev.iter().zip(name.iter()).take_while(|(a, b)| a == b).count();
             varint::put(&mut b, shared as u64);
             varint::put(&mut b, (name.len() - shared) as u64);
             b.extend_from_slice(&name[shared..]);
-            let mut tag = m.kind as u8;
-            if m.body == Body::Inline {
-                tag |= TAG_INLINE;
-            }
-            if m.expire_at_ms != 0 {
-                tag |= TAG_EXPIRY;
-            }
-            b.push(tag);
-            varint::put(&mut b, m.len);
-            if m.expire_at_ms != 0 {
-                b.extend_from_slice(&m.expire_at_ms.to_le_bytes());
-            }
-            match m.body {
-                Body::Inline => b.extend_from_slice(m.inline_value()),
-                Body::Paged(id) => {
-                    varint::put(&mut b, id);
-                    varint::put(&mut b, m.ones);
-                }
-            }
+            put_entry(&mut b, &m);
             prev = name;
         }
         let crc = crc32fast::hash(&b);
@@ -414,6 +455,11 @@ impl Bucket {
         let count = read_u32(body, 2);
         let mut r = Reader { b: body, at: HEADER };
         let mut bucket = Bucket::new(depth);
+        // Each entry takes at least 3 bytes: no allocation from a bad count.
+        let n = usize::try_from(count).unwrap_or(0).min(body.len() / 3);
+        bucket.offsets.reserve_exact(n);
+        bucket.hashes.reserve_exact(n);
+        bucket.arena.reserve_exact(body.len() + n * 8);
         let mut prev: Vec<u8> = Vec::new();
         for _ in 0..count {
             let shared = r.len(&bad)?;
@@ -433,40 +479,8 @@ impl Bucket {
                 ));
             }
             let tag = r.take(1, &bad)?[0];
-            if tag & !(TAG_KIND | TAG_INLINE | TAG_EXPIRY) != 0 {
-                return Err(bad_meta(&name, format!("unknown tag bits {tag:#04x}")));
-            }
-            let kind = Kind::try_from(tag & TAG_KIND).map_err(|e| bad_meta(&name, e))?;
-            let len = r.varint(&bad)?;
-            let expire_at_ms = if tag & TAG_EXPIRY != 0 {
-                let at = u64::from_le_bytes(r.take(8, &bad)?.try_into().unwrap_or_default());
-                if at == 0 {
-                    return Err(bad_meta(&name, "expiry flag with expiry 0".into()));
-                }
-                at
-            } else {
-                0
-            };
-            let meta = if tag & TAG_INLINE != 0 {
-                if len > INLINE_MAX {
-                    return Err(bad_meta(&name, format!("inline value of {len} bytes")));
-                }
-                let mut meta = Meta::empty(kind);
-                let bytes = r.take(usize::try_from(len).unwrap_or(0), &bad)?;
-                meta.inline[..bytes.len()].copy_from_slice(bytes);
-                meta.len = len;
-                meta.ones = bytes.iter().map(|b| u64::from(b.count_ones())).sum();
-                meta.expire_at_ms = expire_at_ms;
-                meta
-            } else {
-                let id = r.varint(&bad)?;
-                let ones = r.varint(&bad)?;
-                if len.checked_mul(8).is_none_or(|bits| ones > bits) {
-                    return Err(bad_meta(&name, format!("{ones} set bits do not fit in {len} bytes")));
-                }
-                Meta::paged(kind, id, len, ones, expire_at_ms)
-            };
-            bucket.upsert(&name, key_hash(&name), meta);
+            let meta = read_entry(&mut r, &name, tag, &bad)?;
+            bucket.upsert_with(&name, key_hash(&name), meta, false);
             prev = name;
         }
         if r.at != body.len() {
@@ -476,26 +490,93 @@ impl Bucket {
     }
 }
 
+/// Writes an entry's tag and everything after it (the name goes before,
+/// written by the caller): the entry format buckets and delta records
+/// share.
+pub(crate) fn put_entry(b: &mut Vec<u8>, m: &Meta) {
+    let mut tag = m.kind as u8;
+    if m.body == Body::Inline {
+        tag |= TAG_INLINE;
+    }
+    if m.expire_at_ms != 0 {
+        tag |= TAG_EXPIRY;
+    }
+    b.push(tag);
+    varint::put(b, m.len);
+    if m.expire_at_ms != 0 {
+        b.extend_from_slice(&m.expire_at_ms.to_le_bytes());
+    }
+    match m.body {
+        Body::Inline => b.extend_from_slice(m.inline_value()),
+        Body::Paged(id) => {
+            varint::put(b, id);
+            varint::put(b, m.ones);
+        }
+    }
+}
+
+/// Reads what [`put_entry`] wrote after the tag `tag` (already read) of
+/// key `name`, validating every field.
+///
+/// # Errors
+/// [`Error::Corrupted`] naming `name` (or, for truncation, what `bad`
+/// names).
+pub(crate) fn read_entry(r: &mut Reader<'_>, name: &[u8], tag: u8, bad: &dyn Fn(String) -> Error) -> Result<Meta> {
+    if tag & !(TAG_KIND | TAG_INLINE | TAG_EXPIRY) != 0 {
+        return Err(bad_meta(name, format!("unknown tag bits {tag:#04x}")));
+    }
+    let kind = Kind::try_from(tag & TAG_KIND).map_err(|e| bad_meta(name, e))?;
+    let len = r.varint(bad)?;
+    let expire_at_ms = if tag & TAG_EXPIRY != 0 {
+        let at = u64::from_le_bytes(r.take(8, bad)?.try_into().unwrap_or_default());
+        if at == 0 {
+            return Err(bad_meta(name, "expiry flag with expiry 0".into()));
+        }
+        at
+    } else {
+        0
+    };
+    if tag & TAG_INLINE != 0 {
+        if len > INLINE_MAX {
+            return Err(bad_meta(name, format!("inline value of {len} bytes")));
+        }
+        let mut meta = Meta::empty(kind);
+        let bytes = r.take(usize::try_from(len).unwrap_or(0), bad)?;
+        meta.inline[..bytes.len()].copy_from_slice(bytes);
+        meta.len = len;
+        meta.ones = bytes.iter().map(|b| u64::from(b.count_ones())).sum();
+        meta.expire_at_ms = expire_at_ms;
+        Ok(meta)
+    } else {
+        let id = r.varint(bad)?;
+        let ones = r.varint(bad)?;
+        if len.checked_mul(8).is_none_or(|bits| ones > bits) {
+            return Err(bad_meta(name, format!("{ones} set bits do not fit in {len} bytes")));
+        }
+        Ok(Meta::paged(kind, id, len, ones, expire_at_ms))
+    }
+}
+
 /// A cursor over a record's bytes.
-struct Reader<'a> {
-    b: &'a [u8],
-    at: usize,
+pub(crate) struct Reader<'a> {
+    pub(crate) b: &'a [u8],
+    pub(crate) at: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, bad: &dyn Fn(String) -> Error) -> Result<&'a [u8]> {
+    pub(crate) fn take(&mut self, n: usize, bad: &dyn Fn(String) -> Error) -> Result<&'a [u8]> {
         let end = self.at.checked_add(n).filter(|&e| e <= self.b.len()).ok_or_else(|| bad("truncated".into()))?;
         let s = &self.b[self.at..end];
         self.at = end;
         Ok(s)
     }
 
-    fn varint(&mut self, bad: &dyn Fn(String) -> Error) -> Result<u64> {
+    pub(crate) fn varint(&mut self, bad: &dyn Fn(String) -> Error) -> Result<u64> {
         varint::read(self.b, &mut self.at).map_err(|e| bad(e.to_string()))
     }
 
     /// A varint that counts bytes of this record.
-    fn len(&mut self, bad: &dyn Fn(String) -> Error) -> Result<usize> {
+    pub(crate) fn len(&mut self, bad: &dyn Fn(String) -> Error) -> Result<usize> {
         let v = self.varint(bad)?;
         usize::try_from(v).ok().filter(|&n| n <= self.b.len()).ok_or_else(|| bad(format!("length {v} too large")))
     }
@@ -613,6 +694,40 @@ mod tests {
         }
         let want: Vec<(&[u8], Meta)> = model.iter().map(|(k, m)| (k.as_slice(), *m)).collect();
         assert_eq!(b.sorted(), want);
+    }
+
+    /// Invariant: the changes drained are exactly the removals and then the
+    /// entries upserted since the last drain, by name, with their marks
+    /// kept through removals of other entries, compaction and splits.
+    #[test]
+    fn drained_changes_are_the_changes_since_the_last_drain() {
+        use std::collections::BTreeMap;
+        let drain = |b: &mut Bucket| {
+            let mut got: BTreeMap<Vec<u8>, Option<Meta>> = BTreeMap::new();
+            b.drain_changes(|name, meta| {
+                got.insert(name.to_vec(), meta.copied());
+            });
+            got
+        };
+        let (start, mut b) = sample();
+        assert_eq!(drain(&mut b).len(), 12, "a new bucket's entries are all changed");
+        assert!(drain(&mut b).is_empty() && !b.has_changes(), "drained");
+        let names: Vec<Vec<u8>> = b.sorted().iter().map(|(n, _)| n.to_vec()).collect();
+        let meta = Meta::paged(Kind::String, 5, 100, 3, 0);
+        b.upsert(&names[3], key_hash(&names[3]), meta);
+        b.remove(&names[0], key_hash(&names[0]));
+        b.remove(&names[7], key_hash(&names[7]));
+        let mut want: BTreeMap<Vec<u8>, Option<Meta>> = BTreeMap::new();
+        want.insert(names[3].clone(), Some(meta));
+        want.insert(names[0].clone(), None);
+        want.insert(names[7].clone(), None);
+        let mut copy = b.clone();
+        copy.compact();
+        assert_eq!(drain(&mut copy), want, "compaction keeps the marks");
+        let (mut lo, _, mut hi) = b.split(start);
+        let mut got = drain(&mut lo);
+        got.extend(drain(&mut hi));
+        assert_eq!(got, want, "a split keeps the marks");
     }
 
     /// Lookups compare hashes a block of 16 at a time: names sharing one

@@ -1,4 +1,4 @@
-//! Key layout of the single sled tree (format version 3).
+//! Key layout of the single sled tree (format version 4).
 //!
 //! Every record lives in one tree so one atomic batch can cover metadata and
 //! pages together. The first byte of a key names its namespace:
@@ -15,6 +15,7 @@
 //! | `0x05`    | `0x05 keyspace u32 BE`                         | empty: a flushed keyspace to reclaim |
 //! | `0x06`    | `0x06 keyspace u32 BE, first-hash u32 BE`      | a bucket of key metadata |
 //! | `0x07`    | `0x07 bitmap-id u64 BE, group u64 BE`          | the small pages of a page group |
+//! | `0x08`    | `0x08 shard u8, write-back u64 BE, part u16 BE` | metadata changed by one write-back in one shard |
 //!
 //! Numbers in keys are big-endian so that sled's byte order is numeric order:
 //! a range scan over one bitmap id returns its pages in page order, and the
@@ -44,10 +45,15 @@ pub(crate) const NS_BUCKET: u8 = 0x06;
 /// Namespace byte of page groups.
 pub(crate) const NS_GROUP: u8 = 0x07;
 
+/// Namespace byte of metadata delta records.
+pub(crate) const NS_DELTA: u8 = 0x08;
+
 /// Length of a page key.
 pub(crate) const PAGE_KEY_LEN: usize = 17;
 /// Length of a bucket key.
 pub(crate) const BUCKET_KEY_LEN: usize = 9;
+/// Length of a metadata delta key.
+pub(crate) const DELTA_KEY_LEN: usize = 12;
 
 /// The seed of the key hash (the bytes `bitsled!`). Part of the format: it
 /// decides which bucket holds a key and the order SCAN visits keys in.
@@ -214,9 +220,41 @@ pub(crate) fn parse_bucket_key(key: &[u8]) -> Option<(u32, u32)> {
     Some((u32::from_be_bytes(key[1..5].try_into().ok()?), u32::from_be_bytes(key[5..9].try_into().ok()?)))
 }
 
+/// The key of part `part` of the metadata delta of lock shard `shard`
+/// written by write-back `seq`: a shard's deltas sort in write-back order.
+pub(crate) fn delta_key(shard: u8, seq: u64, part: u16) -> [u8; DELTA_KEY_LEN] {
+    let mut k = [0u8; DELTA_KEY_LEN];
+    k[0] = NS_DELTA;
+    k[1] = shard;
+    k[2..10].copy_from_slice(&seq.to_be_bytes());
+    k[10..12].copy_from_slice(&part.to_be_bytes());
+    k
+}
+
+/// The (shard, write-back, part) of a metadata delta key.
+pub(crate) fn parse_delta_key(key: &[u8]) -> Option<(u8, u64, u16)> {
+    if key.len() != DELTA_KEY_LEN || key[0] != NS_DELTA {
+        return None;
+    }
+    Some((key[1], u64::from_be_bytes(key[2..10].try_into().ok()?), u16::from_be_bytes(key[10..12].try_into().ok()?)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Delta keys sort by shard, then write-back, then part, and parse back.
+    #[test]
+    fn delta_keys_sort_by_shard_then_write_back() {
+        let keys = [(0u8, 0u64, 0u16), (0, 0, 1), (0, 1, 0), (0, 256, 0), (1, 0, 0), (255, u64::MAX, u16::MAX)];
+        for w in keys.windows(2) {
+            assert!(delta_key(w[0].0, w[0].1, w[0].2) < delta_key(w[1].0, w[1].1, w[1].2), "{w:?}");
+        }
+        for (shard, seq, part) in keys {
+            assert_eq!(parse_delta_key(&delta_key(shard, seq, part)), Some((shard, seq, part)));
+        }
+        assert_eq!(parse_delta_key(&bucket_key(0, 0)), None);
+    }
 
     /// Byte order of page keys must be (id, page) numeric order.
     #[test]

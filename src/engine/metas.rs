@@ -7,9 +7,19 @@
 //! bucket is shared copy-on-write (`Arc`): a write-back captures it without
 //! copying, and a writer that changes it afterwards copies it once.
 //!
+//! A write-back does not rewrite a changed bucket: it drains the bucket's
+//! changed entries into its shard's delta record (`delta.rs`), and the
+//! bucket becomes *unfolded*: newer than its stored record, which only the
+//! store's delta records bring up to date. A *fold* writes a shard's
+//! unfolded buckets whole and deletes its delta records, in one batch.
+//!
 //! Invariants:
-//! - A dirty bucket is never evicted; it becomes clean only once the
-//!   write-back that carried its latest version has been applied.
+//! - A dirty or unfolded bucket (a *pinned* one) is never evicted, so no
+//!   lookup reads a stored bucket that delta records have overtaken; it
+//!   becomes clean only once a fold that carried its latest version has
+//!   been applied.
+//! - The delta records of a shard in the store are exactly the shard's
+//!   `deltas` list, and every change they hold is in a pinned bucket.
 //! - In each keyspace, the buckets of a hash region (the hashes sharing the
 //!   top [`MIN_DEPTH`] bits) either do not exist (the region is empty) or
 //!   partition it; the cache and the store agree on every bucket the cache
@@ -22,7 +32,8 @@ use std::sync::Arc;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::bucket::{bucket_start, covers, Bucket, MIN_DEPTH};
-use super::layout;
+use super::delta::DeltaWriter;
+use super::layout::{self, DELTA_KEY_LEN};
 use super::pages::Seq;
 use super::store::Store;
 use crate::error::{Error, Result};
@@ -46,21 +57,71 @@ pub(crate) fn bucket_end(start: u32, depth: u8) -> u64 {
 
 struct Slot {
     bucket: Arc<Bucket>,
+    /// Changed since the last write-back (0: not).
     dirty: Seq,
+    /// Its stored record is older than the delta records of its shard.
+    unfolded: bool,
     hot: bool,
     bytes: usize,
     /// Of a flushed keyspace: leaves the cache once written back.
     doomed: bool,
 }
 
+impl Slot {
+    /// Whether the slot must stay in the cache (see the module's
+    /// invariants).
+    fn pinned(&self) -> bool {
+        self.dirty != 0 || self.unfolded
+    }
+}
+
 fn slot_bytes(b: &Bucket) -> usize {
     BUCKET_OVERHEAD + b.memory_bytes()
 }
 
-/// One shard: its cached buckets by (keyspace, first hash).
+/// One shard: its cached buckets by (keyspace, first hash), and its delta
+/// records in the store.
 #[derive(Default)]
 pub(crate) struct MetaShard {
     map: BTreeMap<(u32, u32), Slot>,
+    /// Keys of the shard's delta records in the store, oldest first.
+    deltas: Vec<[u8; DELTA_KEY_LEN]>,
+    /// Their bytes.
+    delta_bytes: usize,
+}
+
+/// Which shards a write-back folds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fold {
+    /// Those whose delta records have grown as large as their unfolded
+    /// buckets, and the largest ones while pinned buckets pass their
+    /// budget.
+    Auto,
+    /// Every shard: the store's buckets are then complete.
+    All,
+    /// This one (replay at open).
+    Shard(usize),
+}
+
+/// A shard folds once its delta records reach this many bytes or the
+/// bytes of its unfolded buckets, whichever is more: a fold then rewrites
+/// at most about as many bytes as the deltas it retires.
+const FOLD_FLOOR: usize = 64 << 10;
+
+/// Bytes of buckets one write-back folds at most (beyond [`Fold::All`] and
+/// [`Fold::Shard`]): shards that are due wait for the next write-back, so
+/// a batch, and what sled holds of it, stays bounded.
+const FOLD_BATCH: usize = 32 << 20;
+
+/// The metadata part of a write-back, captured with writers excluded.
+#[derive(Default)]
+pub(crate) struct MetaCapture {
+    /// New delta records: key and value.
+    pub(crate) deltas: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Buckets of folded shards, to write whole.
+    pub(crate) folds: Vec<DirtyBucket>,
+    /// Delta records the folds retire, to delete.
+    pub(crate) retired: Vec<Vec<u8>>,
 }
 
 /// One dirty bucket captured by a write-back.
@@ -76,8 +137,9 @@ pub(crate) struct MetaCache {
     shards: Box<[Mutex<MetaShard>]>,
     seq: AtomicU64,
     bytes: AtomicUsize,
-    /// Bytes of the dirty buckets (as [`slot_bytes`] counts them).
-    dirty_bytes: AtomicUsize,
+    /// Bytes of the pinned (dirty or unfolded) buckets, as [`slot_bytes`]
+    /// counts them.
+    pinned_bytes: AtomicUsize,
     capacity: AtomicUsize,
 }
 
@@ -87,7 +149,7 @@ impl MetaCache {
             shards: (0..SHARDS).map(|_| Mutex::new(MetaShard::default())).collect(),
             seq: AtomicU64::new(0),
             bytes: AtomicUsize::new(0),
-            dirty_bytes: AtomicUsize::new(0),
+            pinned_bytes: AtomicUsize::new(0),
             capacity: AtomicUsize::new(capacity_bytes),
         }
     }
@@ -98,17 +160,17 @@ impl MetaCache {
         MetaGuard { cache: self, shard: self.shards[shard].lock() }
     }
 
-    /// Bytes of the dirty buckets waiting for a write-back.
-    pub(crate) fn dirty_bytes(&self) -> usize {
-        self.dirty_bytes.load(Ordering::Relaxed)
+    /// Bytes of the pinned buckets: changed and not yet folded.
+    pub(crate) fn pinned_bytes(&self) -> usize {
+        self.pinned_bytes.load(Ordering::Relaxed)
     }
 
-    /// Notes that a slot of `bytes` became dirty (`true`) or clean.
-    fn count_dirty(&self, bytes: usize, dirty: bool) {
-        if dirty {
-            self.dirty_bytes.fetch_add(bytes, Ordering::Relaxed);
+    /// Notes that a slot of `bytes` became pinned (`true`) or not.
+    fn count_pinned(&self, bytes: usize, pinned: bool) {
+        if pinned {
+            self.pinned_bytes.fetch_add(bytes, Ordering::Relaxed);
         } else {
-            self.dirty_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            self.pinned_bytes.fetch_sub(bytes, Ordering::Relaxed);
         }
     }
 
@@ -117,32 +179,119 @@ impl MetaCache {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    /// Captures every dirty bucket. The caller excludes writers meanwhile.
-    pub(crate) fn dirty_snapshot(&self) -> Vec<DirtyBucket> {
-        let mut out = Vec::new();
-        for shard in self.shards.iter() {
-            for (&(ks, start), slot) in &shard.lock().map {
+    /// Captures the metadata part of write-back `seq`; the caller excludes
+    /// writers meanwhile. Each shard's changed entries become its delta
+    /// records and its dirty buckets unfolded, unless the shard folds:
+    /// then its pinned buckets are captured whole and its delta records
+    /// retired. `pinned_limit` is the budget of pinned bytes past which
+    /// [`Fold::Auto`] folds the shards holding the most.
+    pub(crate) fn capture(&self, seq: u64, fold: Fold, pinned_limit: usize) -> MetaCapture {
+        let pressured = match fold {
+            Fold::Auto if self.pinned_bytes() > pinned_limit => {
+                self.shards_to_relieve(pinned_limit.saturating_sub(FOLD_BATCH.min(pinned_limit / 4)))
+            }
+            _ => Vec::new(),
+        };
+        let mut out = MetaCapture::default();
+        let mut folded = 0;
+        // Start where the last write-back stopped, so shards that are due
+        // and wait for a later batch are not always the same ones.
+        let first = usize::try_from(seq % SHARDS as u64).unwrap_or(0);
+        for i in (first..SHARDS).chain(0..first) {
+            let mut shard = self.shards[i].lock();
+            let shard = &mut *shard;
+            let mut writer = DeltaWriter::default();
+            let mut unfolded = 0;
+            for (&(ks, _), slot) in shard.map.iter_mut() {
+                if slot.dirty != 0 && slot.bucket.has_changes() {
+                    Arc::make_mut(&mut slot.bucket).drain_changes(|name, meta| writer.add(ks, name, meta));
+                }
+                if slot.pinned() {
+                    unfolded += slot.bucket.bytes;
+                }
+            }
+            let parts = writer.finish();
+            let new_bytes: usize = parts.iter().map(Vec::len).sum();
+            let folds = match fold {
+                Fold::All => true,
+                Fold::Shard(s) => s == i,
+                Fold::Auto => {
+                    pressured.contains(&i)
+                        || (folded < FOLD_BATCH && shard.delta_bytes + new_bytes >= FOLD_FLOOR.max(unfolded))
+                        || parts.len() > usize::from(u16::MAX)
+                }
+            };
+            if folds {
+                folded += unfolded;
+                for (&(ks, start), slot) in &shard.map {
+                    if slot.pinned() {
+                        out.folds.push(DirtyBucket { ks, start, seq: slot.dirty, bucket: Arc::clone(&slot.bucket) });
+                    }
+                }
+                out.retired.extend(shard.deltas.drain(..).map(|k| k.to_vec()));
+                shard.delta_bytes = 0;
+                continue;
+            }
+            let shard_byte = u8::try_from(i).unwrap_or(u8::MAX);
+            for (part, value) in (0..=u16::MAX).zip(parts) {
+                let key = layout::delta_key(shard_byte, seq, part);
+                shard.deltas.push(key);
+                shard.delta_bytes += value.len();
+                out.deltas.push((key.to_vec(), value));
+            }
+            for slot in shard.map.values_mut() {
                 if slot.dirty != 0 {
-                    out.push(DirtyBucket { ks, start, seq: slot.dirty, bucket: Arc::clone(&slot.bucket) });
+                    slot.dirty = 0;
+                    slot.unfolded = true;
                 }
             }
         }
         out
     }
 
-    /// Marks the buckets of an applied write-back clean unless they changed
-    /// again since.
-    pub(crate) fn mark_clean(&self, written: &[DirtyBucket]) {
+    /// The shards to fold so that pinned bytes drop to `target`: those
+    /// holding the most first.
+    fn shards_to_relieve(&self, target: usize) -> Vec<usize> {
+        let mut per: Vec<(usize, usize)> = self
+            .shards
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.lock().map.values().filter(|v| v.pinned()).map(|v| v.bytes).sum(), i))
+            .collect();
+        per.sort_unstable_by(|a, b| b.cmp(a));
+        let mut left = self.pinned_bytes();
+        let mut out = Vec::new();
+        for (bytes, i) in per {
+            if left <= target || bytes == 0 {
+                break;
+            }
+            left -= bytes.min(left);
+            out.push(i);
+        }
+        out
+    }
+
+    /// Marks the buckets of an applied fold clean unless they changed
+    /// again since (then their new changes wait for the next delta).
+    pub(crate) fn mark_folded(&self, written: &[DirtyBucket]) {
         for w in written {
             let mut shard = self.shards[shard_of(w.start)].lock();
             if let Some(slot) = shard.map.get_mut(&(w.ks, w.start)) {
+                if !Arc::ptr_eq(&slot.bucket, &w.bucket) && slot.dirty == 0 {
+                    // Replaced by a bucket the fold did not carry.
+                    continue;
+                }
+                let was_pinned = slot.pinned();
+                slot.unfolded = false;
                 if slot.dirty == w.seq {
                     slot.dirty = 0;
-                    self.count_dirty(slot.bytes, false);
-                    if slot.doomed {
-                        self.bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
-                        shard.map.remove(&(w.ks, w.start));
-                    }
+                }
+                if was_pinned && !slot.pinned() {
+                    self.count_pinned(slot.bytes, false);
+                }
+                if slot.doomed && !slot.pinned() {
+                    self.bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
+                    shard.map.remove(&(w.ks, w.start));
                 }
             }
         }
@@ -150,7 +299,8 @@ impl MetaCache {
     }
 
     /// Forgets the cached buckets of keyspace `ks` (a flushed keyspace).
-    /// Dirty ones stay until the next write-back has stored them: the
+    /// Pinned ones stay until the next write-back, which folds every shard
+    /// since it records the flush, has stored them: the
     /// reclaimer reads the keyspace's stored buckets to find the values to
     /// reclaim, and an older stored version could name a value that has
     /// since moved to another database (MOVE).
@@ -161,7 +311,7 @@ impl MetaCache {
             let in_ks: Vec<(u32, u32)> = shard.map.range((ks, 0)..=(ks, u32::MAX)).map(|(k, _)| *k).collect();
             for k in in_ks {
                 let Some(slot) = shard.map.get_mut(&k) else { continue };
-                if slot.dirty != 0 {
+                if slot.pinned() {
                     slot.doomed = true;
                 } else if let Some(slot) = shard.map.remove(&k) {
                     bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
@@ -195,10 +345,10 @@ impl MetaCache {
 }
 
 /// One CLOCK sweep over a shard: drops the clean buckets not used since the
-/// last sweep and clears the others' `hot` bit; dirty buckets stay.
+/// last sweep and clears the others' `hot` bit; pinned buckets stay.
 fn sweep(map: &mut BTreeMap<(u32, u32), Slot>, bytes: &AtomicUsize) {
     map.retain(|_, slot| {
-        if slot.dirty != 0 {
+        if slot.pinned() {
             return true;
         }
         if slot.hot {
@@ -275,18 +425,23 @@ impl MetaGuard<'_> {
         let bytes = slot_bytes(&bucket);
         self.cache.bytes.fetch_add(bytes, Ordering::Relaxed);
         if dirty != 0 {
-            self.cache.count_dirty(bytes, true);
+            self.cache.count_pinned(bytes, true);
         }
-        let old = self
-            .shard
-            .map
-            .insert((ks, start), Slot { bucket: Arc::new(bucket), dirty, hot: true, bytes, doomed: false });
+        let slot = Slot { bucket: Arc::new(bucket), dirty, unfolded: false, hot: true, bytes, doomed: false };
+        let old = self.shard.map.insert((ks, start), slot);
         if let Some(old) = old {
             self.cache.bytes.fetch_sub(old.bytes, Ordering::Relaxed);
-            if old.dirty != 0 {
-                self.cache.count_dirty(old.bytes, false);
+            if old.pinned() {
+                self.cache.count_pinned(old.bytes, false);
             }
         }
+    }
+
+    /// Records that delta record `key` of `bytes` bytes of this shard is in
+    /// the store (found at open).
+    pub(crate) fn note_stored_delta(&mut self, key: [u8; DELTA_KEY_LEN], bytes: usize) {
+        self.shard.deltas.push(key);
+        self.shard.delta_bytes += bytes;
     }
 
     /// The cached bucket starting at `start` (located first).
@@ -303,10 +458,10 @@ impl MetaGuard<'_> {
         let bytes = slot_bytes(&slot.bucket);
         self.cache.bytes.fetch_add(bytes, Ordering::Relaxed);
         self.cache.bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
-        if slot.dirty != 0 {
-            self.cache.count_dirty(slot.bytes, false);
+        if slot.pinned() {
+            self.cache.count_pinned(slot.bytes, false);
         }
-        self.cache.count_dirty(bytes, true);
+        self.cache.count_pinned(bytes, true);
         slot.bytes = bytes;
         slot.dirty = seq;
         slot.hot = true;
@@ -321,11 +476,12 @@ impl MetaGuard<'_> {
     fn split(&mut self, ks: u32, start: u32) {
         let Some(slot) = self.shard.map.remove(&(ks, start)) else { return };
         self.cache.bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
-        if slot.dirty != 0 {
-            self.cache.count_dirty(slot.bytes, false);
+        if slot.pinned() {
+            self.cache.count_pinned(slot.bytes, false);
         }
         // Every part is dirty: the upper ones are new records, the lowest
-        // replaces the old record with a deeper bucket.
+        // replaces the old record with a deeper bucket. Their entries keep
+        // their changed marks for the next delta record.
         for (s, b) in Arc::unwrap_or_clone(slot.bucket).partition(start) {
             let seq = self.cache.seq.fetch_add(1, Ordering::Relaxed) + 1;
             self.insert(ks, s, b, seq);

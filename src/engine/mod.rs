@@ -26,10 +26,13 @@ mod bucket;
 mod build;
 mod claims;
 mod databases;
+mod delta;
 mod dirs;
 mod expiry;
 #[cfg(test)]
 mod fault;
+#[cfg(test)]
+mod fold_tests;
 mod idhash;
 mod journal;
 mod keys;
@@ -168,6 +171,9 @@ impl Engine {
             flusher: Mutex::new(None),
             config,
         });
+        // Before anything reads a stored bucket: delta records may hold
+        // newer metadata than the buckets.
+        engine.replay_deltas()?;
         engine.reclaim_at_open()?;
         // Keys that expired while the database was closed.
         while engine.sweep_expired(SWEEP_BATCH)? == SWEEP_BATCH {
@@ -230,16 +236,12 @@ impl Engine {
     /// past twice it (the background thread cannot keep up, or there is
     /// none), writes back itself. Trims the cache.
     ///
-    /// Dirty pages are bounded by `dirty_bytes`. Dirty metadata buckets may
-    /// take up to half the cache budget (at least `dirty_bytes`): a bucket
-    /// occupies its cache slot whether it is dirty or not, and every
-    /// write-back rewrites each dirty bucket whole, so early write-backs of
-    /// a few keys per bucket multiply the bytes written (see DESIGN.md,
-    /// write-back).
+    /// Dirty pages are bounded by `dirty_bytes`, pinned metadata buckets
+    /// (changed and not yet folded) by [`Engine::meta_budget`].
     fn after_change(&self) -> Result<()> {
         let page_budget = usize::try_from(self.config.dirty_bytes).unwrap_or(usize::MAX);
-        let meta_budget = page_budget.max(usize::try_from(self.config.cache_bytes / 2).unwrap_or(usize::MAX));
-        let (pages, metas) = (self.pages.dirty_bytes(), self.metas.dirty_bytes());
+        let meta_budget = self.meta_budget();
+        let (pages, metas) = (self.pages.dirty_bytes(), self.metas.pinned_bytes());
         let background = self.config.background_flush_interval().is_some();
         // sled applies a batch under its process-wide write lock, so every
         // store read waits for a write-back's batch: keep batches short in
@@ -260,6 +262,20 @@ impl Engine {
         }
         self.balance_caches();
         Ok(())
+    }
+
+    /// The bytes pinned metadata buckets (changed since their last fold) may
+    /// take: what the page cache leaves of seven eighths of the cache
+    /// budget, at least half of it and at least `dirty_bytes`. A pinned
+    /// bucket occupies its cache slot as a clean one would, and every fold
+    /// rewrites a shard's pinned buckets whole, so the longer buckets stay
+    /// pinned, the more changes each rewrite carries (see DESIGN.md,
+    /// write-back).
+    pub(super) fn meta_budget(&self) -> usize {
+        let page_budget = usize::try_from(self.config.dirty_bytes).unwrap_or(usize::MAX);
+        let total = usize::try_from(self.config.cache_bytes).unwrap_or(usize::MAX);
+        let left = (total / 8 * 7).saturating_sub(self.pages.bytes());
+        page_budget.max(total / 2).max(left)
     }
 
     /// Shares the cache budget between pages and metadata buckets: each may
@@ -351,7 +367,8 @@ impl Drop for Engine {
 }
 
 /// Decodes arbitrary bytes as a metadata bucket (keyspace and first hash
-/// from the first 8 bytes) and as a keyspace catalog; neither may panic,
+/// from the first 8 bytes), as a keyspace catalog and as a metadata delta
+/// record (of the shard the first byte names); none may panic,
 /// and whatever decodes must encode to a record that decodes to the same
 /// value. The bytes are tried again with their CRC trailer recomputed, so
 /// random input also reaches the checks behind the checksum.
@@ -369,6 +386,14 @@ pub(crate) fn check_record_decode(data: &[u8]) {
         }
         if let Ok(c) = record::Catalog::decode(bytes) {
             assert_eq!(record::Catalog::decode(&c.encode()).expect("an encoded catalog decodes"), c);
+        }
+        let shard = usize::from(head[0]);
+        if let Ok(entries) = delta::decode(shard, "fuzz", bytes) {
+            let again: Vec<delta::DeltaEntry> = delta::encode(&entries)
+                .iter()
+                .flat_map(|p| delta::decode(shard, "fuzz", p).expect("an encoded delta decodes"))
+                .collect();
+            assert_eq!(again, entries, "delta round trip");
         }
     }
 }

@@ -8,7 +8,11 @@ use crate::geometry::PAGE_WORDS as WORDS_PER_PAGE;
 use crate::le::{read_u32, read_u64};
 
 /// The on-disk format version this build writes.
-pub(crate) const FORMAT_VERSION: u8 = 3;
+pub(crate) const FORMAT_VERSION: u8 = 4;
+/// Format 3: format 4 without metadata delta records. Every format 3
+/// store is a valid format 4 store, so opening one only rewrites the
+/// superblock.
+pub(crate) const FORMAT_V3: u8 = 3;
 /// The oldest format this build can upgrade from (metadata records per
 /// key, see `upgrade.rs`).
 pub(crate) const FORMAT_V1: u8 = 1;
@@ -244,7 +248,7 @@ pub(crate) fn check_superblock(b: &[u8]) -> Result<u8> {
     if stored != crc32fast::hash(&b[..CRC]) {
         return Err(bad("superblock checksum mismatch".into()));
     }
-    if ![FORMAT_VERSION, FORMAT_V2, FORMAT_V1].contains(&b[VERSION]) {
+    if ![FORMAT_VERSION, FORMAT_V3, FORMAT_V2, FORMAT_V1].contains(&b[VERSION]) {
         return Err(Error::UnsupportedVersion { found: b[VERSION], supported: FORMAT_VERSION });
     }
     let words = u16::from_le_bytes([b[super_layout::PAGE_WORDS], b[super_layout::PAGE_WORDS + 1]]);
@@ -389,9 +393,10 @@ mod tests {
         assert_eq!(check_superblock(&encode_superblock()).unwrap(), FORMAT_VERSION);
         assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V1)).unwrap(), FORMAT_V1);
         assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V2)).unwrap(), FORMAT_V2);
+        assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V3)).unwrap(), FORMAT_V3);
         assert!(matches!(
-            check_superblock(&encode_superblock_of(4)),
-            Err(Error::UnsupportedVersion { found: 4, supported: FORMAT_VERSION })
+            check_superblock(&encode_superblock_of(5)),
+            Err(Error::UnsupportedVersion { found: 5, supported: FORMAT_VERSION })
         ));
         let r = check_superblock(&encode_superblock_of(9));
         assert!(matches!(r, Err(Error::UnsupportedVersion { found: 9, .. })), "{r:?}");

@@ -45,7 +45,7 @@ impl Engine {
         // Holding the write-back lock keeps the store still: no write-back
         // and no reclamation runs until the scan is done.
         let f = self.flush_lock.lock();
-        self.write_back_locked(&f)?;
+        self.write_back_locked(&f, super::metas::Fold::Auto)?;
         // Any type: a Bloom filter's pages are counted like a string's.
         let Some(meta) = self.read(db, &[key], |tx| tx.meta(key))? else { return Ok(None) };
         let mut st = KeyStats { len: meta.len, ones: meta.ones, ..KeyStats::default() };
@@ -157,7 +157,7 @@ impl Engine {
             page_cache_bytes: self.pages.bytes() as u64,
             dirty_page_bytes: self.pages.dirty_bytes() as u64,
             metadata_cache_bytes: self.metas.bytes() as u64,
-            dirty_metadata_bytes: self.metas.dirty_bytes() as u64,
+            dirty_metadata_bytes: self.metas.pinned_bytes() as u64,
             budget_bytes: c.cache_bytes.saturating_add(c.dirty_bytes).saturating_add(c.store_cache_bytes),
         }
     }

@@ -1,7 +1,8 @@
 //! Upgrading older stores, at open.
 //!
-//! A format 2 store is a format 3 store without page groups: its upgrade
-//! rewrites the superblock ([`from_v2`]).
+//! A format 2 store is a format 3 store without page groups, and a format 3
+//! store a format 4 store without metadata delta records: their upgrade
+//! rewrites the superblock ([`to_current`]).
 //!
 //! Format 1 kept one metadata record per key (`0x01 | name`) and expiry
 //! index entries without a keyspace; format 2 keeps metadata in buckets and
@@ -13,7 +14,7 @@
 //!    still all there);
 //! 2. writes every key into the buckets of database 0, and an expiry index
 //!    entry for every key with an expiry;
-//! 3. in one batch, writes the catalog and the format 3 superblock: the
+//! 3. in one batch, writes the catalog and the format 4 superblock: the
 //!    commit point (a crash before it leaves a format 1 store, upgraded
 //!    again at the next open);
 //! 4. deletes the format 1 records (a crash in between leaves some, which
@@ -51,7 +52,7 @@ fn keys_under(store: &dyn Store, ns: u8) -> Result<Vec<Vec<u8>>> {
     store.scan_prefix(&[ns]).map(|r| r.map(|(k, _)| k.to_vec())).collect()
 }
 
-/// Upgrades the format 1 store `store` to format 3 (see the module's
+/// Upgrades the format 1 store `store` to format 4 (see the module's
 /// steps). Database 0 of `databases` gets the keys.
 ///
 /// # Errors
@@ -95,13 +96,14 @@ pub(super) fn from_v1(store: &dyn Store, databases: u16) -> Result<()> {
     remove_v1_leftovers(store)
 }
 
-/// Upgrades the format 2 store `store` to format 3: format 3 reads every
-/// format 2 record as it is (a page record stays valid; pages join their
-/// groups when next written), so only the superblock changes.
+/// Upgrades the format 2 or 3 store `store` to format 4: format 4 reads
+/// every format 2 and 3 record as it is (a page record stays valid and
+/// pages join their groups when next written; buckets are complete, with
+/// no delta records beside them), so only the superblock changes.
 ///
 /// # Errors
 /// A store error.
-pub(super) fn from_v2(store: &dyn Store) -> Result<()> {
+pub(super) fn to_current(store: &dyn Store) -> Result<()> {
     store.apply(vec![(layout::superblock_key(), Some(record::encode_superblock()))])
 }
 
@@ -154,7 +156,7 @@ mod tests {
     /// Invariant: opening a format 1 store upgrades it: every key keeps its
     /// value, length, count and expiry in database 0 (small values become
     /// inline), DBSIZE counts them, verify is clean, no format 1 record or
-    /// leftover bucket remains, and the store reopens as format 3.
+    /// leftover bucket remains, and the store reopens as format 4.
     #[test]
     fn format_1_stores_are_upgraded_at_open() {
         let dir = tempfile::tempdir().unwrap();

@@ -78,7 +78,7 @@ impl Engine {
     /// write-back lock meanwhile so the store stays still.
     pub(crate) fn verify(&self) -> Result<VerifyReport> {
         let f = self.flush_lock.lock();
-        self.write_back_locked(&f)?;
+        self.write_back_locked(&f, super::metas::Fold::All)?;
         let mut report = VerifyReport::default();
         match self.store.get(&layout::superblock_key())? {
             Some(b) => {
@@ -100,6 +100,24 @@ impl Engine {
             .scan_prefix(&[layout::NS_DEAD])
             .filter_map(|r| r.ok().and_then(|(k, _)| layout::parse_dead_key(&k)))
             .collect();
+        // The fold above wrote every bucket whole and retired every delta
+        // record: one left would hold changes no bucket has.
+        for r in self.store.scan_prefix(&[layout::NS_DELTA]) {
+            let (k, v) = r?;
+            let reason = match layout::parse_delta_key(&k) {
+                Some((shard, seq, part)) => {
+                    match super::delta::decode(usize::from(shard), &format!("{shard}/{seq}/{part}"), &v) {
+                        Ok(entries) => format!(
+                            "metadata delta {shard}/{seq}/{part} ({} entries) left after a full fold",
+                            entries.len()
+                        ),
+                        Err(e) => e.to_string(),
+                    }
+                }
+                None => format!("malformed metadata delta key {k:?}"),
+            };
+            report.problems.push(problem(None, None, reason));
+        }
         if self.store.scan_prefix(&[layout::NS_META_V1]).next().is_some() {
             report.problems.push(problem(None, None, "format 1 metadata records left after the upgrade".into()));
         }

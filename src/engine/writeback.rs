@@ -10,11 +10,13 @@ use std::time::{Duration, Instant};
 use parking_lot::MutexGuard;
 
 use super::bucket::Bucket;
+use super::delta;
 use super::journal::JournalEntry;
-use super::layout;
+use super::layout::{self, key_hash};
+use super::metas::{shard_of, Fold};
 use super::pages::DirtyPage;
 use super::pagewrites::page_writes;
-use super::record::{self, Catalog, FORMAT_V1, FORMAT_V2};
+use super::record::{self, Catalog, FORMAT_V1, FORMAT_V2, FORMAT_V3};
 use super::store::{Store, Write};
 use super::{upgrade, Engine};
 use crate::error::{Error, Result};
@@ -55,8 +57,8 @@ pub(super) fn check_or_create(dir: &Path, store: &dyn Store, databases: u16) -> 
             } else if store.scan_prefix(&[layout::NS_META_V1]).next().is_some() {
                 upgrade::remove_v1_leftovers(store)?;
             }
-            if version == FORMAT_V2 {
-                upgrade::from_v2(store)?;
+            if version == FORMAT_V2 || version == FORMAT_V3 {
+                upgrade::to_current(store)?;
             }
         }
         // A new store's superblock is made durable, and then the side
@@ -170,15 +172,20 @@ impl Engine {
     /// to the store in one atomic batch, then does a step of reclamation.
     pub(crate) fn write_back(&self) -> Result<()> {
         let f = self.flush_lock.lock();
-        self.write_back_locked(&f)
+        self.write_back_locked(&f, Fold::Auto)
     }
 
     /// [`Engine::write_back`] with the write-back lock already held (so the
     /// caller can keep the store still afterwards: no write-back or
-    /// reclamation runs until it releases the lock).
-    pub(super) fn write_back_locked(&self, flush_lock: &MutexGuard<'_, ()>) -> Result<()> {
+    /// reclamation runs until it releases the lock), folding the shards
+    /// `fold` names. A write-back that records a flushed keyspace folds
+    /// every shard, so that the reclaimer, which reads the keyspace's
+    /// stored buckets, finds every value they hold.
+    pub(super) fn write_back_locked(&self, flush_lock: &MutexGuard<'_, ()>, fold: Fold) -> Result<()> {
         self.check_writable()?;
-        let (pages, buckets, journal, building, catalog, catalog_changed) = {
+        // Write-backs are serialised by `flush_lock`, so this is the next number.
+        let seq = self.sequence.load(Ordering::SeqCst) + 1;
+        let (pages, metas, journal, building, catalog, catalog_changed) = {
             let _g = self.gate.write();
             // `building` is read under the gate too, and after the journal:
             // starting a build (not gated) adds to `building` before it
@@ -190,21 +197,32 @@ impl Engine {
             let journal = self.journal.snapshot();
             let building = self.building.lock().clone();
             let changed = self.keyspaces.take_changed();
-            (pages, self.metas.dirty_snapshot(), journal, building, self.keyspaces.catalog(), changed)
+            let flushed = journal.iter().any(|(k, _, v)| v.is_some() && layout::parse_dead_key(k).is_some());
+            let fold = if flushed { Fold::All } else { fold };
+            let metas = self.metas.capture(seq, fold, self.meta_budget());
+            (pages, metas, journal, building, self.keyspaces.catalog(), changed)
         };
-        if pages.is_empty() && buckets.is_empty() && journal.is_empty() && !catalog_changed {
+        if pages.is_empty()
+            && metas.deltas.is_empty()
+            && metas.folds.is_empty()
+            && metas.retired.is_empty()
+            && journal.is_empty()
+            && !catalog_changed
+        {
             return self.reclaim_step(flush_lock, RECLAIM_BUDGET).map(|_| ());
         }
         let pages = self.drop_dead_pages(pages, &journal, &building);
-        let mut writes: Vec<Write> = Vec::with_capacity(pages.len() + buckets.len() + journal.len() + 2);
-        // Write-backs are serialised by `flush_lock`, so this is the next number.
-        let seq = self.sequence.load(Ordering::SeqCst) + 1;
+        let mut writes: Vec<Write> = Vec::with_capacity(
+            pages.len() + metas.deltas.len() + metas.folds.len() + metas.retired.len() + journal.len() + 2,
+        );
         writes.push((layout::sequence_key(), Some(record::encode_sequence(seq))));
         writes.push((layout::catalog_key(), Some(catalog.encode())));
         page_writes(&*self.store, &pages, &mut writes)?;
-        for b in &buckets {
+        for b in &metas.folds {
             writes.push((layout::bucket_key(b.ks, b.start).to_vec(), Some(b.bucket.encode())));
         }
+        writes.extend(metas.retired.iter().map(|k| (k.clone(), None)));
+        writes.extend(metas.deltas.into_iter().map(|(k, v)| (k, Some(v))));
         for (k, _, v) in &journal {
             writes.push((k.clone(), v.clone()));
         }
@@ -213,7 +231,7 @@ impl Engine {
         let stored: Vec<(u64, u64, bool)> = pages.iter().map(|p| (p.id.0, p.id.1, p.page.is_some())).collect();
         self.dirs.apply(&stored);
         self.pages.mark_clean(&pages);
-        self.metas.mark_clean(&buckets);
+        self.metas.mark_folded(&metas.folds);
         self.journal.mark_clean(&journal);
         self.reclaim_step(flush_lock, RECLAIM_BUDGET).inspect_err(|e| self.poison(e))?;
         self.balance_caches();
@@ -247,6 +265,71 @@ impl Engine {
         let ids: Vec<_> = gone.iter().map(|p| p.id).collect();
         self.pages.discard(&ids);
         keep
+    }
+
+    /// At open: replays the store's metadata delta records into their
+    /// buckets, shard by shard in write-back order, and folds each shard
+    /// (its buckets written whole, its delta records deleted, in one
+    /// batch). Memory holds one shard's changed buckets at a time.
+    ///
+    /// # Errors
+    /// [`Error::Corrupted`] for a delta record that does not decode (the
+    /// store is then refused: its keys' metadata would be incomplete); a
+    /// store error.
+    pub(super) fn replay_deltas(&self) -> Result<()> {
+        let f = self.flush_lock.lock();
+        // Keys first: sled's iterators are not snapshots, and each fold
+        // deletes records.
+        let keys: Vec<Vec<u8>> =
+            self.store.scan_prefix(&[layout::NS_DELTA]).map(|r| r.map(|(k, _)| k.to_vec())).collect::<Result<_>>()?;
+        let mut at = 0;
+        while at < keys.len() {
+            let shard = layout::parse_delta_key(&keys[at]).map(|(s, _, _)| s);
+            let end = keys[at..].iter().position(|k| layout::parse_delta_key(k).map(|(s, _, _)| s) != shard);
+            let end = end.map_or(keys.len(), |n| at + n);
+            match shard {
+                Some(shard) => self.replay_shard(usize::from(shard), &keys[at..end])?,
+                None => {
+                    return Err(Error::Corrupted {
+                        key: "<metadata delta>".into(),
+                        page: None,
+                        reason: format!("malformed delta key {:?}", keys[at]),
+                    })
+                }
+            }
+            self.write_back_locked(&f, Fold::Shard(usize::from(shard.unwrap_or(0))))?;
+            at = end;
+        }
+        Ok(())
+    }
+
+    /// Applies the delta records `keys` (all of shard `shard`, in order) to
+    /// the cached buckets.
+    fn replay_shard(&self, shard: usize, keys: &[Vec<u8>]) -> Result<()> {
+        let mut g = self.metas.lock_shard(shard);
+        for key in keys {
+            let Some(value) = self.store.get(key)? else { continue };
+            let fixed: [u8; layout::DELTA_KEY_LEN] = key.as_slice().try_into().unwrap_or([0; layout::DELTA_KEY_LEN]);
+            let what = match layout::parse_delta_key(key) {
+                Some((s, seq, part)) => format!("{s}/{seq}/{part}"),
+                None => format!("{key:?}"),
+            };
+            for e in delta::decode(shard, &what, &value)? {
+                let h = key_hash(&e.name);
+                debug_assert_eq!(shard_of(h), shard);
+                let start = g.locate(e.ks, h, &*self.store)?;
+                g.update(e.ks, start, |b| match e.meta {
+                    Some(m) => {
+                        b.upsert(&e.name, h, m);
+                    }
+                    None => {
+                        b.remove(&e.name, h);
+                    }
+                });
+            }
+            g.note_stored_delta(fixed, value.len());
+        }
+        Ok(())
     }
 
     /// Reclaims until nothing is left or `limit` has passed (at open).
