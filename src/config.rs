@@ -1,5 +1,6 @@
-//! Configuration of a database: the memory budgets, the background flush,
-//! the largest value built in memory and the clock.
+//! Configuration of a database: the memory budgets, the durability policy
+//! (and the background flush it implies), the largest value built in
+//! memory and the clock.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,14 +13,61 @@ use crate::error::Result;
 pub const DEFAULT_CACHE_BYTES: u64 = 512 << 20;
 /// Default byte budget of changes held in memory before a write-back: 64 MiB.
 pub const DEFAULT_DIRTY_BYTES: u64 = 64 << 20;
-/// Default interval of the background flush: 1 second.
+/// Interval of the background flush under [`Durability::Always`] and
+/// [`Durability::EverySecond`] (the default): 1 second.
 pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+/// Interval of the background flush under [`Durability::Lazy`]: 30 seconds.
+pub const LAZY_FLUSH_INTERVAL: Duration = Duration::from_secs(30);
 /// Default largest value `get` builds in memory: 512 MiB (Redis's string limit).
 pub const DEFAULT_MAX_VALUE_BYTES: u64 = 512 << 20;
 /// Default byte budget of sled's own page cache: 64 MiB.
 pub const DEFAULT_STORE_CACHE_BYTES: u64 = 64 << 20;
 /// Default number of databases (Redis's `databases`): 16.
 pub const DEFAULT_DATABASES: u16 = 16;
+
+/// When changes become durable, and so what a crash (kill -9, power loss)
+/// can lose; set with [`Config::durability`], read with
+/// [`Db::durability`]. Whatever the policy, [`Db::flush`] is a barrier:
+/// what it acknowledged is never lost, and a crash keeps the state of the
+/// last completed write-back, never a mix of two.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Durability {
+    /// Every write is made durable before it is acknowledged: whoever
+    /// acknowledges writes (the Redis server replying to a client) first
+    /// waits for a [`Db::flush`] that covers them, one flush for any number
+    /// of writes (the server's group commit: one per pipelined batch,
+    /// shared by concurrent clients). The library's own calls return before
+    /// that flush, and the background flush runs every
+    /// [`DEFAULT_FLUSH_INTERVAL`] as under [`Durability::EverySecond`].
+    ///
+    /// A crash loses nothing that was acknowledged; writes not yet
+    /// acknowledged may or may not survive.
+    Always,
+    /// A background thread flushes every [`DEFAULT_FLUSH_INTERVAL`] (1 s).
+    ///
+    /// A crash loses at most the writes of the last second or so: the
+    /// interval plus one write-back's time.
+    #[default]
+    EverySecond,
+    /// A background thread flushes every [`LAZY_FLUSH_INTERVAL`] (30 s), for
+    /// the fewest syncs; [`Db::flush`] (the server's SAVE) makes a durable
+    /// point in between.
+    ///
+    /// A crash loses up to the last 30 s of writes, plus one write-back's
+    /// time.
+    Lazy,
+}
+
+impl Durability {
+    /// The interval of the background flush this policy runs.
+    #[must_use]
+    pub fn flush_interval(self) -> Duration {
+        match self {
+            Durability::Always | Durability::EverySecond => DEFAULT_FLUSH_INTERVAL,
+            Durability::Lazy => LAZY_FLUSH_INTERVAL,
+        }
+    }
+}
 
 /// The source of the current time, Unix milliseconds.
 #[derive(Clone)]
@@ -64,7 +112,10 @@ pub struct Config {
     pub(crate) cache_bytes: u64,
     pub(crate) dirty_bytes: u64,
     pub(crate) store_cache_bytes: u64,
-    pub(crate) flush_interval: Option<Duration>,
+    pub(crate) durability: Durability,
+    /// An explicit background flush interval (`Some(None)`: no background
+    /// thread), overriding the one `durability` implies.
+    flush_interval: Option<Option<Duration>>,
     pub(crate) max_value_bytes: u64,
     pub(crate) databases: u16,
     pub(crate) clock: Clock,
@@ -79,7 +130,8 @@ impl Config {
             cache_bytes: DEFAULT_CACHE_BYTES,
             dirty_bytes: DEFAULT_DIRTY_BYTES,
             store_cache_bytes: DEFAULT_STORE_CACHE_BYTES,
-            flush_interval: Some(DEFAULT_FLUSH_INTERVAL),
+            durability: Durability::default(),
+            flush_interval: None,
             max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
             databases: DEFAULT_DATABASES,
             clock: Clock(Arc::new(system_clock_ms)),
@@ -112,12 +164,30 @@ impl Config {
         self
     }
 
-    /// How often a background thread runs [`Db::flush`]; `None` disables it
-    /// (then only explicit flushes, the dirty budget and dropping the last
-    /// handle write changes). Default [`DEFAULT_FLUSH_INTERVAL`].
-    pub fn flush_interval(mut self, interval: Option<Duration>) -> Config {
-        self.flush_interval = interval;
+    /// When changes become durable; see [`Durability`] for what a crash
+    /// loses under each policy. The background flush runs at the policy's
+    /// [`Durability::flush_interval`] unless [`Config::flush_interval`] sets
+    /// another. Default [`Durability::EverySecond`].
+    pub fn durability(mut self, durability: Durability) -> Config {
+        self.durability = durability;
         self
+    }
+
+    /// How often a background thread runs [`Db::flush`], overriding the
+    /// interval of the [`Config::durability`] policy (in either order of
+    /// the calls); `None` disables the thread (then only explicit flushes,
+    /// the dirty budget and dropping the last handle write changes, and a
+    /// crash loses everything since the last of them). For tests and
+    /// tuning. Default: the policy's [`Durability::flush_interval`].
+    pub fn flush_interval(mut self, interval: Option<Duration>) -> Config {
+        self.flush_interval = Some(interval);
+        self
+    }
+
+    /// The interval of the background flush (`None`: no background
+    /// thread): the one place it is decided.
+    pub(crate) fn background_flush_interval(&self) -> Option<Duration> {
+        self.flush_interval.unwrap_or_else(|| Some(self.durability.flush_interval()))
     }
 
     /// Largest value [`Db::get`] builds in memory. Default
@@ -154,5 +224,24 @@ impl Config {
     /// cannot be opened (for example, locked by another process).
     pub fn open(self) -> Result<Db> {
         Db::open_with(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The background flush follows the durability policy unless an
+    /// explicit interval overrides it, whichever setter comes last.
+    #[test]
+    fn the_flush_interval_derives_from_the_durability() {
+        let cfg = || Config::new("unused");
+        assert_eq!(cfg().durability, Durability::EverySecond, "the documented default");
+        assert_eq!(cfg().background_flush_interval(), Some(DEFAULT_FLUSH_INTERVAL));
+        assert_eq!(cfg().durability(Durability::Always).background_flush_interval(), Some(DEFAULT_FLUSH_INTERVAL));
+        assert_eq!(cfg().durability(Durability::Lazy).background_flush_interval(), Some(LAZY_FLUSH_INTERVAL));
+        let short = Some(Duration::from_millis(5));
+        assert_eq!(cfg().durability(Durability::Lazy).flush_interval(short).background_flush_interval(), short);
+        assert_eq!(cfg().flush_interval(None).durability(Durability::Lazy).background_flush_interval(), None);
     }
 }

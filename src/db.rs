@@ -17,13 +17,14 @@ use crate::error::{Error, Result};
 /// # Durability
 /// Every operation changes the in-memory state at once and is visible to all
 /// handles, but reaches the disk only through a write-back: [`Db::flush`], the
-/// background flush every [`Config::flush_interval`], a write-back forced by
-/// the dirty budget, or dropping the last handle. A crash (kill -9, power
-/// loss) keeps exactly the state of the last write-back that completed: every
-/// write-back is one atomic batch, so the state after recovery is the state
-/// at one moment between two operations, never a mix. What [`Db::flush`]
-/// acknowledged is never lost; the window of loss without it is the flush
-/// interval (1 s by default) plus the time of one write-back.
+/// background flush (every second by default; [`Config::durability`] sets the
+/// policy, see [`crate::Durability`]), a write-back forced by the dirty
+/// budget, or dropping the last handle. A crash (kill -9, power loss) keeps
+/// exactly the state of the last write-back that completed: every write-back
+/// is one atomic batch, so the state after recovery is the state at one moment
+/// between two operations, never a mix. What [`Db::flush`] acknowledged is
+/// never lost; the window of loss without it is the flush interval (1 s by
+/// default) plus the time of one write-back.
 #[derive(Clone)]
 pub struct Db {
     pub(crate) engine: Arc<Engine>,
@@ -114,6 +115,15 @@ impl Db {
     #[must_use]
     pub fn max_value_bytes(&self) -> u64 {
         self.engine.config().max_value_bytes
+    }
+
+    /// The durability policy the store was opened with
+    /// ([`Config::durability`]). Under [`crate::Durability::Always`],
+    /// whoever acknowledges writes calls [`Db::flush`] before it does (the
+    /// Redis server reads the policy here).
+    #[must_use]
+    pub fn durability(&self) -> crate::Durability {
+        self.engine.config().durability
     }
 
     /// Writes every change made so far to the store and makes it durable.

@@ -90,6 +90,19 @@ pub enum Error {
     #[error("database refused the write: an earlier write to the store failed ({0}); reopen it")]
     Poisoned(String),
 
+    /// An invariant of the engine did not hold: a bug in bitsled (or damage
+    /// that passed every checksum), never a consequence of the arguments.
+    /// The message says which invariant and names the key, as in a key
+    /// whose count of set bits would drop below zero.
+    ///
+    /// Recovery: please report it with the message. Only the operation that
+    /// met it failed, possibly after part of its change, as any failed
+    /// write; the handle stays usable. [`crate::Db::verify`] lists the keys
+    /// whose metadata disagrees with their pages; rewriting or deleting
+    /// such a key repairs it.
+    #[error("internal error (a bug in bitsled, please report it): {0}")]
+    Internal(String),
+
     /// A HyperLogLog operation met a string that is not a HyperLogLog (its
     /// header is not Redis's `HYLL` header of a known encoding and length).
     ///

@@ -44,8 +44,8 @@ mod varint;
 
 pub use bloom::{BloomAdd, BloomInfo, BloomOptions};
 pub use config::{
-    Config, DEFAULT_CACHE_BYTES, DEFAULT_DATABASES, DEFAULT_DIRTY_BYTES, DEFAULT_FLUSH_INTERVAL,
-    DEFAULT_MAX_VALUE_BYTES, DEFAULT_STORE_CACHE_BYTES,
+    Config, Durability, DEFAULT_CACHE_BYTES, DEFAULT_DATABASES, DEFAULT_DIRTY_BYTES, DEFAULT_FLUSH_INTERVAL,
+    DEFAULT_MAX_VALUE_BYTES, DEFAULT_STORE_CACHE_BYTES, LAZY_FLUSH_INTERVAL,
 };
 pub use db::{Db, Watch};
 pub use engine::{DbCounts, KeyStats, MemoryStats, Problem, VerifyReport};

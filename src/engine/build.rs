@@ -8,7 +8,7 @@ use super::layout;
 use super::record::{Body, Kind, Meta, INLINE_BYTES};
 use super::tx::WriteTx;
 use super::Engine;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::page::Page;
 
 /// A value under construction; see [`Engine::begin_build`].
@@ -17,6 +17,8 @@ pub(crate) struct Build<'e> {
     /// The database it is published in.
     db: u32,
     id: u64,
+    /// The set bits of the pages put so far: the new value's count.
+    ones: u64,
     published: bool,
 }
 
@@ -32,32 +34,41 @@ impl Engine {
         let id = self.store.next_id()?;
         self.building.lock().insert(id);
         self.journal.set(layout::reclaim_key(id), Some(Vec::new()));
-        Ok(Build { engine: self, db, id, published: false })
+        Ok(Build { engine: self, db, id, ones: 0, published: false })
     }
 }
 
 impl Build<'_> {
-    /// Stores page `page` of the new value (an empty page is skipped).
+    /// Stores page `page` of the new value (an empty page is skipped) and
+    /// adds its set bits to the value's count. Each page is put at most
+    /// once (a page put again would be counted twice).
     ///
     /// # Errors
-    /// As a write-back forced by the dirty budget.
-    pub(crate) fn put(&self, page: u64, p: Page) -> Result<()> {
+    /// As a write-back forced by the dirty budget; [`Error::Internal`] if
+    /// the count overflows, which a value of at most
+    /// [`crate::MAX_OFFSET`] + 1 bits never does.
+    pub(crate) fn put(&mut self, page: u64, p: Page) -> Result<()> {
         if !p.is_empty() {
+            self.ones = self
+                .ones
+                .checked_add(u64::from(p.count_ones()))
+                .ok_or_else(|| Error::Internal("a built value's set bit count overflows".into()))?;
             self.engine.pages.put((self.id, page), Some(p));
             self.engine.after_change()?;
         }
         Ok(())
     }
 
-    /// The metadata of the new value: `len` bytes with `ones` set bits.
-    pub(crate) fn meta(&self, kind: Kind, len: u64, ones: u64, expire_at_ms: u64) -> Meta {
-        Meta::paged(kind, self.id, len, ones, expire_at_ms)
+    /// The metadata of the new value: `len` bytes, with the set bits of the
+    /// pages put so far.
+    pub(crate) fn meta(&self, kind: Kind, len: u64, expire_at_ms: u64) -> Meta {
+        Meta::paged(kind, self.id, len, self.ones, expire_at_ms)
     }
 
     /// `meta` (another value's metadata) describing the new value instead,
-    /// for a copy.
+    /// for a copy whose pages were all put: its count is theirs.
     pub(crate) fn adopt(&self, meta: Meta) -> Meta {
-        Meta { body: Body::Paged(self.id), inline: [0; INLINE_BYTES], ..meta }
+        Meta { body: Body::Paged(self.id), ones: self.ones, inline: [0; INLINE_BYTES], ..meta }
     }
 
     /// Makes the new value the value of `name` (or deletes `name` when
@@ -189,7 +200,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = Config::new(dir.path()).flush_interval(None).open().unwrap();
         let engine = &db.engine;
-        let build = engine.begin_build(0).unwrap();
+        let mut build = engine.begin_build(0).unwrap();
         build.put(0, Page::from_positions(&[3])).unwrap();
         // Stores the build's marker and page 0.
         engine.write_back().unwrap();

@@ -179,7 +179,7 @@ impl Engine {
         while engine.sweep_expired(SWEEP_BATCH)? == SWEEP_BATCH {
             engine.write_back()?;
         }
-        if let Some(interval) = engine.config.flush_interval {
+        if let Some(interval) = engine.config.background_flush_interval() {
             let weak = Arc::downgrade(&engine);
             let signal = Arc::clone(&engine.signal);
             let handle = std::thread::Builder::new()
@@ -242,7 +242,7 @@ impl Engine {
         let page_budget = usize::try_from(self.config.dirty_bytes).unwrap_or(usize::MAX);
         let meta_budget = self.meta_budget();
         let (pages, metas) = (self.pages.dirty_bytes(), self.metas.pinned_bytes());
-        let background = self.config.flush_interval.is_some();
+        let background = self.config.background_flush_interval().is_some();
         // sled applies a batch under its process-wide write lock, so every
         // store read waits for a write-back's batch: keep batches short in
         // records too (many tiny pages fill no byte budget).

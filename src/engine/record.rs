@@ -69,8 +69,9 @@ pub(crate) struct Meta {
     pub(super) body: Body,
     /// Logical length in bytes (Redis STRLEN).
     pub(crate) len: u64,
-    /// Number of set bits.
-    pub(crate) ones: u64,
+    /// Number of set bits. Private to the engine, which keeps it as pages
+    /// and inline bytes change: operations read it with [`Meta::ones`].
+    pub(super) ones: u64,
     /// Expiry as Unix time in milliseconds; 0 means none.
     pub(crate) expire_at_ms: u64,
     /// An inline body's bytes (the first `len`; the rest zero); all zero
@@ -85,6 +86,11 @@ impl Meta {
             Body::Paged(id) => Some(id),
             Body::Inline => None,
         }
+    }
+
+    /// The number of set bits of the value.
+    pub(crate) fn ones(&self) -> u64 {
+        self.ones
     }
 
     /// Whether the value is kept inline (it has no pages).

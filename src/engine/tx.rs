@@ -16,6 +16,13 @@
 //! A key's metadata changes only through [`WriteTx::record`], which also
 //! keeps the counts, the expiry index, the watchers and the reclaim
 //! markers of replaced values, and decides whether a value is kept inline.
+//!
+//! The engine keeps each key's count of set bits (`Meta::ones`, which lets
+//! a whole-key BITCOUNT read no page): every in-place change goes through
+//! [`WriteTx::update_page`] or [`WriteTx::put_bit`], which see the page (or
+//! the inline bytes) before and after and move the count by the difference;
+//! a value built whole gets the sum of its pages from its
+//! [`super::Build`]. Operations never set the count themselves.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
@@ -189,7 +196,7 @@ impl<'e> ReadTx<'e> {
             Ok(i) => Ok(&mut self.locks[i].1),
             Err(_) => {
                 debug_assert!(false, "key {:?} not declared by its transaction", String::from_utf8_lossy(key));
-                Err(Error::InvalidArgument("internal: key not locked by its transaction".into()))
+                Err(Error::Internal("key not locked by its transaction".into()))
             }
         }
     }
@@ -405,6 +412,34 @@ impl<'e> ReadTx<'e> {
     }
 }
 
+/// `ones`, the count of set bits of key `key`, less the `part` set bits
+/// of a page (or a bit) about to change: with [`count_with`], the count
+/// follows each change of a part of the value.
+///
+/// # Errors
+/// [`Error::Internal`] if `ones` is below `part`: the count already
+/// disagrees with the pages. Never saturated, which would leave BITCOUNT
+/// wrong from then on, unnoticed until [`crate::Db::verify`].
+fn count_without(key: &[u8], ones: u64, part: u32) -> Result<u64> {
+    ones.checked_sub(u64::from(part)).ok_or_else(|| {
+        Error::Internal(format!(
+            "key {:?} counts {ones} set bits, fewer than the {part} of one of its pages",
+            String::from_utf8_lossy(key)
+        ))
+    })
+}
+
+/// `rest` (from [`count_without`]) plus the `part` set bits of the changed
+/// page (or bit).
+///
+/// # Errors
+/// [`Error::Internal`] on overflow, which a count of at most
+/// [`crate::MAX_OFFSET`] + 1 bits never reaches.
+fn count_with(key: &[u8], rest: u64, part: u32) -> Result<u64> {
+    rest.checked_add(u64::from(part))
+        .ok_or_else(|| Error::Internal(format!("key {:?}: set bit count overflows", String::from_utf8_lossy(key))))
+}
+
 /// The byte index and mask of bit `offset` in an inline value's bytes, if
 /// it falls inside them.
 fn inline_bit(offset: u64) -> Option<(usize, u8)> {
@@ -465,14 +500,15 @@ impl WriteTx<'_> {
     }
 
     /// Changes page `page` of the value `meta` describes (the value of
-    /// `key`) with `f`; an absent page starts all zero. The caller then
-    /// records `meta` (with its new length and count) with
-    /// [`WriteTx::set`]. An inline value that outgrows its bytes moves to
-    /// pages, which `meta` then says.
+    /// `key`) with `f`; an absent page starts all zero. `meta`'s count of
+    /// set bits follows the page's; the caller then records `meta` (with
+    /// its new length) with [`WriteTx::set`]. An inline value that outgrows
+    /// its bytes moves to pages, which `meta` then says.
     ///
     /// # Errors
     /// [`Error::Corrupted`] if the stored page does not decode; a store
-    /// error allocating an id.
+    /// error allocating an id; [`Error::Internal`], changing nothing, if
+    /// `meta` counts fewer set bits than the page holds.
     pub(crate) fn update_page<R>(
         &mut self,
         key: &[u8],
@@ -485,7 +521,9 @@ impl WriteTx<'_> {
                 self.promote(meta, None)?;
             } else {
                 let mut p = inline_page(meta, 0).unwrap_or_else(Page::zeros);
+                let rest = count_without(key, meta.ones, p.count_ones())?;
                 let r = f(&mut p);
+                meta.ones = count_with(key, rest, p.count_ones())?;
                 let inline_bits = u32::try_from(INLINE_MAX * 8).unwrap_or(u32::MAX);
                 if p.count_range(inline_bits, u32::try_from(PAGE_BITS).unwrap_or(u32::MAX)) == 0 {
                     p.write_bytes(&mut meta.inline);
@@ -496,19 +534,37 @@ impl WriteTx<'_> {
             }
         }
         let engine = self.engine;
-        let Body::Paged(id) = meta.body else { return Err(Error::InvalidArgument("internal: inline page".into())) };
-        engine.pages.update((id, page), |_| engine.fetch_page(key, id, page), f)
+        let Body::Paged(id) = meta.body else {
+            return Err(Error::Internal("an inline value's page changed as a paged one".into()));
+        };
+        let ones = meta.ones;
+        // The count is checked against the page before `f` runs, so a count
+        // that already disagrees changes nothing.
+        let (r, ones) = engine.pages.update(
+            (id, page),
+            |_| engine.fetch_page(key, id, page),
+            |p| {
+                let rest = count_without(key, ones, p.count_ones())?;
+                let r = f(p);
+                Ok::<_, Error>((r, count_with(key, rest, p.count_ones())?))
+            },
+        )??;
+        meta.ones = ones;
+        Ok(r)
     }
 
     /// Sets bit `offset` of the value `meta` describes (the value of `key`)
-    /// to `value`, in place for an inline value; the caller then records
-    /// `meta` with its new count (and length) with [`WriteTx::set`].
+    /// to `value`, in place for an inline value, and keeps `meta`'s count;
+    /// the caller then records `meta` (with its new length) with
+    /// [`WriteTx::set`].
     ///
     /// # Errors
     /// As [`WriteTx::update_page`].
     pub(crate) fn put_bit(&mut self, key: &[u8], meta: &mut Meta, offset: u64, value: bool) -> Result<()> {
         if meta.body == Body::Inline {
             if let Some((i, mask)) = inline_bit(offset) {
+                let was = meta.inline[i] & mask != 0;
+                meta.ones = count_with(key, count_without(key, meta.ones, u32::from(was))?, u32::from(value))?;
                 if value {
                     meta.inline[i] |= mask;
                 } else {
@@ -566,10 +622,10 @@ impl WriteTx<'_> {
     /// it held is reclaimed.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a longer value; as [`ReadTx::meta`].
+    /// [`Error::Internal`] for a longer value; as [`ReadTx::meta`].
     pub(crate) fn set_short(&mut self, key: &[u8], value: &[u8], expire_at_ms: u64) -> Result<()> {
         if value.len() as u64 > INLINE_MAX {
-            return Err(Error::InvalidArgument("internal: value too long to keep inline".into()));
+            return Err(Error::Internal("a value too long to keep inline was given to set_short".into()));
         }
         let mut meta = Meta::empty(Kind::String);
         meta.inline[..value.len()].copy_from_slice(value);
@@ -650,5 +706,48 @@ impl WriteTx<'_> {
         let live = meta.is_some_and(|m| m.id() == Some(id));
         self.engine.journal.set(layout::reclaim_key(id), if live { None } else { Some(Vec::new()) });
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Config, Error};
+
+    /// Invariant: a key's count follows its pages, and a count that
+    /// already disagrees with them (here set too low by hand) is refused
+    /// as an internal error that changes nothing, never saturated.
+    #[test]
+    fn a_count_below_a_page_is_an_internal_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Config::new(dir.path()).flush_interval(None).open().unwrap();
+        // An inline value and a paged one.
+        for (key, offset) in [(&b"short"[..], 9u64), (b"long", 100_000)] {
+            db.set_bits(key, &[1, offset], true).unwrap();
+            assert_eq!(db.bitcount(key, None).unwrap(), 2);
+            db.engine
+                .write(0, &[key], |tx| {
+                    let mut meta = tx.string(key)?.unwrap();
+                    meta.ones = 0;
+                    tx.set(key, meta)
+                })
+                .unwrap();
+            let r = db.setbit(key, offset, false);
+            assert!(matches!(r, Err(Error::Internal(_))), "{r:?}");
+            assert!(db.getbit(key, offset).unwrap(), "the refused change changed nothing");
+            let r = db
+                .bitfield(key, &[crate::BitfieldOp::Set { ty: crate::BitfieldType::Unsigned(8), offset: 0, value: 0 }]);
+            assert!(matches!(r, Err(Error::Internal(_))), "{r:?}");
+            assert!(db.getbit(key, 1).unwrap(), "the refused change changed nothing");
+            if key == b"long" {
+                // (An inline value's stored form has no count: it is
+                // counted from the bytes when read.)
+                assert!(!db.verify().unwrap().is_ok(), "verify names the key");
+            }
+            // Rewriting the key repairs it.
+            db.set(key, b"\x01").unwrap();
+            assert_eq!(db.bitcount(key, None).unwrap(), 1);
+        }
+        let report = db.verify().unwrap();
+        assert!(report.is_ok(), "{report:?}");
     }
 }

@@ -224,25 +224,19 @@ fn read_raw(tx: &ReadTx<'_>, key: &[u8], meta: &Meta, offset: u64, width: u32) -
 }
 
 /// Writes `raw` into the field of `width` bits at `offset` of the value
-/// `meta` describes; returns the change in the number of set bits.
-fn write_raw(tx: &mut WriteTx<'_>, key: &[u8], meta: &mut Meta, offset: u64, width: u32, raw: u64) -> Result<i64> {
-    let mut delta = 0i64;
+/// `meta` describes.
+fn write_raw(tx: &mut WriteTx<'_>, key: &[u8], meta: &mut Meta, offset: u64, width: u32, raw: u64) -> Result<()> {
     let mut done = 0u32;
     for (page, bit, n) in pieces(offset, width) {
-        delta += tx.update_page(key, meta, page, |p| {
-            let mut d = 0i64;
+        tx.update_page(key, meta, page, |p| {
             for i in 0..n {
                 // Field bit `done + i`, counted from the most significant.
-                let v = (raw >> (width - 1 - (done + i))) & 1 == 1;
-                if p.set(bit + i, v) != v {
-                    d += if v { 1 } else { -1 };
-                }
+                p.set(bit + i, (raw >> (width - 1 - (done + i))) & 1 == 1);
             }
-            d
         })?;
         done += n;
     }
-    Ok(delta)
+    Ok(())
 }
 
 impl Db {
@@ -376,8 +370,7 @@ impl Db {
                     changes += 1;
                 }
                 if new_raw != old_raw {
-                    let delta = write_raw(tx, key, &mut meta, offset, width, new_raw)?;
-                    meta.ones = meta.ones.checked_add_signed(delta).unwrap_or(0);
+                    write_raw(tx, key, &mut meta, offset, width, new_raw)?;
                 }
                 out.push(Some(if reply_old { old } else { new }));
             }

@@ -90,17 +90,13 @@ impl Db {
         let _claim = sources.contains(&dest).then(|| self.engine.claim(dest));
         self.engine.check_writable()?;
         let (len, streams) = self.source_streams(sources)?;
-        let build = self.engine.begin_build(self.index)?;
+        let mut build = self.engine.begin_build(self.index)?;
         if len == 0 {
             build.publish(dest, None)?;
             return Ok(0);
         }
-        let mut ones = 0u64;
-        each_result_page(op, streams, len, |page, result| {
-            ones += u64::from(result.ones());
-            build.put(page, result.into_page())
-        })?;
-        let meta = build.meta(Kind::String, len, ones, 0);
+        each_result_page(op, streams, len, |page, result| build.put(page, result.into_page()))?;
+        let meta = build.meta(Kind::String, len, 0);
         build.publish(dest, Some(meta))?;
         Ok(len)
     }

@@ -42,11 +42,6 @@ impl Db {
             let mut changed = false;
             if current != value {
                 tx.put_bit(key, &mut meta, offset, value)?;
-                if value {
-                    meta.ones += 1;
-                } else {
-                    meta.ones -= 1;
-                }
                 changed = true;
             }
             if byte_len > meta.len {
@@ -126,11 +121,6 @@ impl Db {
                     changed += tx.update_page(key, &mut meta, page, |p| {
                         same_page.iter().filter(|&&o| p.set(locate(o).bit, value) != value).count() as u64
                     })?;
-                }
-                if value {
-                    meta.ones += changed;
-                } else {
-                    meta.ones -= changed;
                 }
                 let byte_len = group.last().map_or(0, |o| o / 8 + 1);
                 meta.len = meta.len.max(byte_len);

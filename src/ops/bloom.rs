@@ -162,19 +162,15 @@ fn store_filter(tx: &mut WriteTx<'_>, key: &[u8], filter: &mut Filter, to_set: H
     let mut meta = filter.meta;
     let mut offsets: Vec<u64> = to_set.into_iter().collect();
     offsets.sort_unstable();
-    let mut set = 0u64;
     for same_page in offsets.chunk_by(|a, b| a / PAGE_BITS == b / PAGE_BITS) {
-        set += tx.update_page(key, &mut meta, same_page[0] / PAGE_BITS, |p| {
-            same_page.iter().filter(|&&o| !p.set(locate(o).bit, true)).count() as u64
+        tx.update_page(key, &mut meta, same_page[0] / PAGE_BITS, |p| {
+            for &o in same_page {
+                p.set(locate(o).bit, true);
+            }
         })?;
     }
     let page = header_page(&filter.header);
-    let (old, new) = tx.update_page(key, &mut meta, HEADER_PAGE, |p| {
-        let old = p.count_ones();
-        *p = page;
-        (old, p.count_ones())
-    })?;
-    meta.ones = meta.ones.saturating_sub(u64::from(old)) + u64::from(new) + set;
+    tx.update_page(key, &mut meta, HEADER_PAGE, |p| *p = page)?;
     meta.len = filter.header.end_page().saturating_mul(PAGE_BYTES);
     tx.set(key, meta)?;
     filter.meta = meta;

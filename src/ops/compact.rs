@@ -63,7 +63,7 @@ impl Db {
             let (src, dst) = (self.select(index)?, out.select(index)?);
             for name in src.keys(b"*")? {
                 let Some((meta, mut stream)) = src.meta_and_all_pages(&name)? else { continue };
-                let build = dst.engine.begin_build(index)?;
+                let mut build = dst.engine.begin_build(index)?;
                 while let Some((page, p)) = stream.next_page()? {
                     build.put(page, Arc::unwrap_or_clone(p))?;
                     // An inline value's page is not a stored page, here or

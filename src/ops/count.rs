@@ -61,7 +61,7 @@ impl Db {
             self.string_and_stream(key, |m| partial(m).map(|(f, l)| (f / PAGE_BITS, l / PAGE_BITS)))?;
         let Some(meta) = meta else { return Ok(0) };
         let (Some((first, last)), Some(mut stream)) = (partial(&meta), stream) else {
-            return Ok(if span.is_some_and(|s| span_bits(s, meta.len).is_none()) { 0 } else { meta.ones });
+            return Ok(if span.is_some_and(|s| span_bits(s, meta.len).is_none()) { 0 } else { meta.ones() });
         };
         count_pages(&mut stream, first, last)
     }

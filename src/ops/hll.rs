@@ -68,12 +68,7 @@ fn store(tx: &mut WriteTx<'_>, key: &[u8], mut meta: Meta, old: &[u8], new: &[u8
         if before == after {
             continue;
         }
-        let delta = tx.update_page(key, &mut meta, page as u64, |p| {
-            let was = i64::from(p.count_ones());
-            *p = Page::from_bytes(after);
-            i64::from(p.count_ones()) - was
-        })?;
-        meta.ones = meta.ones.checked_add_signed(delta).unwrap_or(0);
+        tx.update_page(key, &mut meta, page as u64, |p| *p = Page::from_bytes(after))?;
     }
     meta.len = new.len() as u64;
     if announce {

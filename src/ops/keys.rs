@@ -95,7 +95,7 @@ impl Db {
         if same_key || (!replace && dest.exists(to)?) {
             return Ok(false);
         }
-        let build = dest.engine.begin_build(dest.index)?;
+        let mut build = dest.engine.begin_build(dest.index)?;
         while let Some((page, p)) = stream.next_page()? {
             build.put(page, (*p).clone())?;
         }

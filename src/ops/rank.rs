@@ -42,7 +42,7 @@ impl Db {
             self.string_and_stream(key, |m| partial(m.len).map(|(f, l)| (f / PAGE_BITS, l / PAGE_BITS)))?;
         let Some(meta) = meta else { return Ok(0) };
         let (Some((first, last)), Some(mut stream)) = (partial(meta.len), stream) else {
-            return Ok(if bit_range(&range, meta.len).is_some() { meta.ones } else { 0 });
+            return Ok(if bit_range(&range, meta.len).is_some() { meta.ones() } else { 0 });
         };
         count_pages(&mut stream, first, last)
     }
@@ -93,7 +93,7 @@ impl Db {
     /// ```
     pub fn select_bit(&self, key: &[u8], n: u64) -> Result<Option<u64>> {
         let all_pages = |len: u64| bit_range(&(..), len).map(|(f, l)| (f / PAGE_BITS, l / PAGE_BITS));
-        let (meta, stream) = self.string_and_stream(key, |m| (n < m.ones).then(|| all_pages(m.len)).flatten())?;
+        let (meta, stream) = self.string_and_stream(key, |m| (n < m.ones()).then(|| all_pages(m.len)).flatten())?;
         let (Some(_), Some(mut stream)) = (meta, stream) else { return Ok(None) };
         let mut before = n;
         while let Some((page, p)) = stream.next_page()? {

@@ -245,7 +245,7 @@ impl Db {
             if build.is_none() {
                 build = Some(self.engine.begin_build(self.index)?);
             }
-            if let Some(b) = &build {
+            if let Some(b) = &mut build {
                 b.put(page, Page::from_positions(positions))?;
             }
             Ok(())
@@ -295,7 +295,7 @@ impl Db {
                 self.set(key, &bytes)?;
             }
             Some(build) => {
-                let meta = build.meta(Kind::String, len, ones, 0);
+                let meta = build.meta(Kind::String, len, 0);
                 build.publish(key, Some(meta))?;
             }
         }

@@ -369,14 +369,11 @@ impl Db {
     /// Builds the string `value` page by page under a fresh id, unpublished:
     /// the build and the metadata (no expiry) to publish it with.
     fn build_string(&self, value: &[u8]) -> Result<(Build<'_>, Meta)> {
-        let build = self.engine.begin_build(self.index)?;
-        let mut ones = 0u64;
+        let mut build = self.engine.begin_build(self.index)?;
         for (i, chunk) in value.chunks(PAGE_LEN).enumerate() {
-            let page = Page::from_bytes(chunk);
-            ones += u64::from(page.count_ones());
-            build.put(i as u64, page)?;
+            build.put(i as u64, Page::from_bytes(chunk))?;
         }
-        let meta = build.meta(Kind::String, value.len() as u64, ones, 0);
+        let meta = build.meta(Kind::String, value.len() as u64, 0);
         Ok((build, meta))
     }
 }
@@ -390,7 +387,6 @@ fn write_in_tx(tx: &mut WriteTx<'_>, key: &[u8], value: &[u8], expire_at_ms: u64
     let mut meta = tx.new_value(Kind::String)?;
     for (i, chunk) in value.chunks(PAGE_LEN).enumerate() {
         let page = Page::from_bytes(chunk);
-        meta.ones += u64::from(page.count_ones());
         tx.update_page(key, &mut meta, i as u64, |p| *p = page)?;
     }
     meta.len = value.len() as u64;

@@ -138,14 +138,11 @@ impl Db {
                 let in_page = (at % PAGE_BYTES) as usize;
                 let n = (PAGE_LEN - in_page).min(value.len() - written);
                 let chunk = &value[written..written + n];
-                let delta = tx.update_page(key, &mut meta, page, |p| {
-                    let before = i64::from(p.count_ones());
+                tx.update_page(key, &mut meta, page, |p| {
                     p.write_bytes(&mut page_buf);
                     page_buf[in_page..in_page + n].copy_from_slice(chunk);
                     *p = Page::from_bytes(&page_buf);
-                    i64::from(p.count_ones()) - before
                 })?;
-                meta.ones = meta.ones.checked_add_signed(delta).unwrap_or(0);
                 written += n;
             }
             meta.len = meta.len.max(end);

@@ -19,8 +19,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::resp::{self, Parsed, Parser};
-use super::{ClientInfo, Fsync, Link, Shared};
+use super::{ClientInfo, Link, Shared};
 use crate::command::{Close, Session};
+use bitsled::Durability;
 
 /// Bytes read at a time, and the initial size of the input buffer.
 const READ_CHUNK: usize = 16 * 1024;
@@ -151,8 +152,9 @@ impl Conn<'_> {
     }
 
     /// Runs every complete request in the input buffer, appending the
-    /// replies to the output; under `fsync always`, the batch's writes are
-    /// made durable before its replies may go out.
+    /// replies to the output; under [`Durability::Always`] (the database's
+    /// policy), the batch's writes are made durable before its replies may
+    /// go out.
     fn process(&mut self) {
         while !self.close && !self.kill {
             let parsed = self.parser.parse(&self.buf[self.lo..self.hi], self.session.authed);
@@ -176,7 +178,7 @@ impl Conn<'_> {
                 }
             }
         }
-        if self.session.take_wrote() && self.shared.config.fsync == Fsync::Always && !self.kill {
+        if self.session.take_wrote() && self.shared.db.durability() == Durability::Always && !self.kill {
             if let Err(why) = self.shared.committer.commit(&self.shared.db, &self.shared.stats) {
                 // The replies are not sent: nothing in this batch counts as
                 // acknowledged.

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
-use super::{ClientInfo, Shared};
+use super::{ClientInfo, Fsync, Shared};
 use crate::command::{Fail, Reply, REDIS_VERSION};
 use bitsled::glob::glob_match;
 use bitsled::Db;
@@ -164,7 +164,7 @@ fn server_section(shared: &Shared, name: &str, out: &mut String) {
             "# Persistence\r\nloading:0\r\naof_enabled:0\r\nfsync_policy:{}\r\nserver_flushes:{}\r\n\
              server_flush_failures:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\n\
              rdb_last_bgsave_status:{}\r\n",
-            cfg.fsync.name(),
+            Fsync::from(shared.db.durability()).name(),
             st.flushes.load(Ordering::Relaxed),
             st.flush_failures.load(Ordering::Relaxed),
             u8::from(shared.saves.running()),
@@ -246,7 +246,7 @@ fn human(bytes: u64) -> String {
 pub(crate) fn config_get(shared: &Shared, patterns: &[Vec<u8>]) -> Vec<(Reply, Reply)> {
     let cfg = &shared.config;
     let params: Vec<(&str, String)> = vec![
-        ("appendfsync", cfg.fsync.name().to_string()),
+        ("appendfsync", Fsync::from(shared.db.durability()).name().to_string()),
         ("appendonly", "no".into()),
         ("bind", cfg.bind.to_string()),
         ("databases", shared.db.databases().to_string()),

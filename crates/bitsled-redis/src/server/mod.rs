@@ -19,7 +19,10 @@
 //! go through [`crate::command::execute`]; connection and server commands
 //! (AUTH, HELLO, CLIENT, SELECT, QUIT, INFO, CONFIG, MULTI/EXEC/DISCARD,
 //! SHUTDOWN) are handled here. See DESIGN.md, "The server", for limits and
-//! the durability policy.
+//! the durability policy. The policy belongs to the database
+//! ([`bitsled::Durability`], set on its [`Config`]): the server reads it
+//! from the [`Db`] it serves and, under [`bitsled::Durability::Always`],
+//! flushes before it replies to a batch of requests with a write.
 
 mod conn;
 pub(crate) mod info;
@@ -43,26 +46,51 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use crate::command::CommandStat;
 use bitsled::Config;
 use bitsled::Db;
+use bitsled::Durability;
 use bitsled::{Error, Result};
 
-/// When the server makes writes durable before acknowledging them.
+/// Redis's names for the durability policies (`--fsync`, `appendfsync`):
+/// each is one [`Durability`] of the database.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fsync {
-    /// A reply to a write is sent only after [`Db::flush`] covering it has
-    /// returned (group commit: one flush for a pipelined batch, shared by
-    /// concurrent clients). Nothing acknowledged is lost on a crash.
+    /// [`Durability::Always`]: a reply to a write is sent only after a
+    /// [`Db::flush`] covering it has returned (group commit: one flush for
+    /// a pipelined batch, shared by concurrent clients). Nothing
+    /// acknowledged is lost on a crash.
     Always,
-    /// The database's background thread flushes once a second; a crash
-    /// loses at most about the last second (plus one write-back's time).
+    /// [`Durability::EverySecond`]: the database's background thread
+    /// flushes once a second; a crash loses at most about the last second
+    /// (plus one write-back's time).
     EverySec,
-    /// No barrier from the server: the background flush runs every
-    /// [`NO_FSYNC_INTERVAL`], and write-backs forced by the dirty budget
-    /// are not synced. A crash loses up to that interval.
+    /// [`Durability::Lazy`]: no barrier from the server, and the background
+    /// flush runs every [`NO_FSYNC_INTERVAL`]. A crash loses up to that
+    /// interval.
     No,
 }
 
-/// The background flush interval under [`Fsync::No`].
-pub const NO_FSYNC_INTERVAL: Duration = Duration::from_secs(30);
+/// The background flush interval under [`Fsync::No`]
+/// ([`Durability::Lazy`]'s).
+pub const NO_FSYNC_INTERVAL: Duration = bitsled::LAZY_FLUSH_INTERVAL;
+
+impl From<Fsync> for Durability {
+    fn from(fsync: Fsync) -> Durability {
+        match fsync {
+            Fsync::Always => Durability::Always,
+            Fsync::EverySec => Durability::EverySecond,
+            Fsync::No => Durability::Lazy,
+        }
+    }
+}
+
+impl From<Durability> for Fsync {
+    fn from(durability: Durability) -> Fsync {
+        match durability {
+            Durability::Always => Fsync::Always,
+            Durability::EverySecond => Fsync::EverySec,
+            Durability::Lazy => Fsync::No,
+        }
+    }
+}
 
 impl Fsync {
     /// The name used by `--fsync` and `CONFIG GET appendfsync`.
@@ -176,7 +204,10 @@ impl ServerConfig {
         self
     }
 
-    /// The durability policy. Default [`Fsync::EverySec`].
+    /// The durability policy to open the database with:
+    /// [`ServerConfig::db_config`] sets it on the database's
+    /// configuration. The server follows the policy of the [`Db`] it is
+    /// given ([`Db::durability`]). Default [`Fsync::EverySec`].
     pub fn fsync(mut self, fsync: Fsync) -> ServerConfig {
         self.fsync = fsync;
         self
@@ -203,14 +234,10 @@ impl ServerConfig {
         self
     }
 
-    /// `db` with the background flush interval the durability policy
-    /// needs: 1 s for `always` and `everysec`, [`NO_FSYNC_INTERVAL`] for
-    /// `no`.
+    /// `db` with the durability policy chosen by [`ServerConfig::fsync`]
+    /// ([`Config::durability`]), which also sets the background flush.
     pub fn db_config(&self, db: Config) -> Config {
-        match self.fsync {
-            Fsync::Always | Fsync::EverySec => db.flush_interval(Some(bitsled::DEFAULT_FLUSH_INTERVAL)),
-            Fsync::No => db.flush_interval(Some(NO_FSYNC_INTERVAL)),
-        }
+        db.durability(self.fsync.into())
     }
 }
 
@@ -246,7 +273,7 @@ pub(crate) struct ClientInfo {
     pub(crate) stream: TcpStream,
 }
 
-/// Group commit under [`Fsync::Always`]: writers take a ticket after their
+/// Group commit under [`Durability::Always`]: writers take a ticket after their
 /// writes; one of them flushes for everyone whose ticket is covered.
 #[derive(Default)]
 pub(crate) struct Committer {
