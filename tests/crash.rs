@@ -289,8 +289,16 @@ fn apply_model(m: &mut State, step: &Step) {
 /// The child: applies operations from `start` on, flushing every
 /// `FLUSH_EVERY`, until killed.
 fn child(dir: &str, seed: u64, start: u64) {
-    // A short flush interval adds background write-backs at random moments.
-    let db = Config::new(dir).flush_interval(Some(Duration::from_millis(7))).dirty_bytes(256 << 10).open().unwrap();
+    // A short flush interval adds background write-backs at random moments
+    // (each writes metadata delta records; FLUSHDB and FLUSHALL fold every
+    // shard, and each open replays and folds); a small cache evicts pages
+    // and clean buckets often.
+    let db = Config::new(dir)
+        .flush_interval(Some(Duration::from_millis(7)))
+        .dirty_bytes(256 << 10)
+        .cache_bytes(1 << 20)
+        .open()
+        .unwrap();
     let mut out = std::io::stdout();
     writeln!(out, "open").unwrap();
     out.flush().unwrap();
