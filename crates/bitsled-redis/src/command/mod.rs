@@ -192,17 +192,14 @@ pub fn execute(db: &Db, args: &[Vec<u8>]) -> Reply {
     Session::new(db.clone()).execute(args)
 }
 
-/// Whether `name` is a command [`execute`] knows (in any case).
-#[must_use]
-pub fn is_known(name: &[u8]) -> bool {
-    table::lookup(name).is_some()
-}
-
-/// Whether `name` (in any case) changes the data set when it succeeds:
-/// Redis's `write` command flag.
-#[must_use]
-pub fn is_write(name: &[u8]) -> bool {
-    table::lookup(name).is_some_and(Spec::is_write)
+/// The positions of the secrets in `args` that logs redact
+/// ([`Spec::secret_args`] of the command or subcommand they call); none
+/// for a call the table refuses.
+pub(crate) fn secret_args(args: &[Vec<u8>]) -> Vec<usize> {
+    if args.is_empty() {
+        return Vec::new();
+    }
+    session::resolve(args).map_or_else(|_| Vec::new(), |spec| spec.secret_args(args))
 }
 
 /// Redis's arity error for command `name` (lowercase; `container|sub` for a

@@ -133,7 +133,7 @@ impl Session {
         if !self.authed && !spec.flags.contains(Flags::NO_AUTH) {
             return self.refuse(NOAUTH);
         }
-        if self.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset") {
+        if self.multi.is_some() && !spec.flags.contains(Flags::NOT_QUEUED) {
             if spec.flags.contains(Flags::NO_MULTI) {
                 return self.refuse("ERR Command not allowed inside a transaction");
             }
