@@ -1,6 +1,8 @@
 //! The Redis command layer: argument parsing, dispatch and replies with
 //! Redis 7's exact semantics and error texts. Shared by the `bitsled` CLI
-//! and the server.
+//! and the server. It knows nothing of the server's state: the server
+//! commands ask the server behind a session through this layer's `Host`
+//! trait, which the server implements for each connection.
 //!
 //! ```
 //! # fn main() -> bitsled::Result<()> {
@@ -32,6 +34,8 @@ mod connection;
 mod dump;
 mod expiry;
 mod hll;
+mod host;
+mod info;
 mod introspect;
 mod keyspace;
 mod longdouble;
@@ -41,6 +45,7 @@ mod strings;
 mod transaction;
 
 pub(crate) use connection::REDIS_VERSION;
+pub(crate) use host::{Bgsave, ClientAddr, Host, SaveFailed};
 pub(crate) use session::Close;
 pub(crate) use session::CommandStat;
 pub use session::{Proto, Session};
