@@ -253,3 +253,32 @@ impl Spec {
         self.subcommands.iter().find(|s| short(s).as_bytes().eq_ignore_ascii_case(sub))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Flags, Spec};
+    use crate::command::table::{lookup, COMMANDS};
+
+    /// bitsled's own flags survive `from_bits` but never reach `COMMAND
+    /// INFO`, which lists Redis's 21 alone.
+    #[test]
+    fn own_flags_are_not_listed() {
+        let all = Flags::from_bits(u32::MAX);
+        for own in [Flags::NOT_QUEUED, Flags::SECRET_ARGS, Flags::SECRET_AUTH_OPTION, Flags::SECRET_CONFIG_VALUES] {
+            assert!(all.contains(own), "{own:?}");
+        }
+        assert_eq!(all.names().count(), 21);
+        let exec = lookup(b"exec").expect("exec");
+        assert_eq!(exec.flags.names().collect::<Vec<_>>(), ["noscript", "loading", "stale", "skip_slowlog"]);
+    }
+
+    /// The commands MULTI runs at once are the six Redis 7 names.
+    #[test]
+    fn not_queued_commands() {
+        let every = COMMANDS.iter().flat_map(|s| std::iter::once(s).chain(s.subcommands));
+        let mut names: Vec<&str> =
+            every.filter(|s: &&Spec| s.flags.contains(Flags::NOT_QUEUED)).map(|s| s.name).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["discard", "exec", "multi", "quit", "reset", "watch"]);
+    }
+}
