@@ -1,18 +1,21 @@
 //! Server commands: CLIENT (ID, GETNAME, SETNAME, SETINFO, INFO, LIST,
 //! KILL), INFO, CONFIG, SLOWLOG, ROLE, SAVE, BGSAVE,
 //! LASTSAVE, SHUTDOWN. They describe or change
-//! the server behind the session; outside a server (the CLI) INFO describes
-//! the database alone and the others answer an error.
+//! the server behind the session, through its [`Host`]; outside a server
+//! (the CLI) INFO describes the database alone and the others answer an
+//! error.
 
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
+use bitsled::glob::glob_match;
+
+use super::host::{Bgsave, ClientAddr, Host, SaveFailed};
 use super::session::{Close, Session};
 use super::{args, CmdResult, Fail, Reply};
-use crate::server::{info, save, Link};
 
 /// The server behind `s`, or the error for a command that needs one.
-fn server(s: &Session) -> Result<&Link, Fail> {
-    s.server.as_ref().ok_or_else(|| Fail::new("ERR this command needs a connection to `bitsled serve`"))
+fn server(s: &Session) -> Result<&Arc<dyn Host>, Fail> {
+    s.host.as_ref().ok_or_else(|| Fail::new("ERR this command needs a connection to `bitsled serve`"))
 }
 
 fn help(lines: &[&str]) -> CmdResult {
@@ -21,7 +24,7 @@ fn help(lines: &[&str]) -> CmdResult {
 
 /// `CLIENT ID`.
 pub(crate) fn client_id(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
-    Ok(Reply::Integer(i64::try_from(server(s)?.info.id).unwrap_or(i64::MAX)))
+    Ok(Reply::Integer(i64::try_from(server(s)?.client_id()).unwrap_or(i64::MAX)))
 }
 
 /// `CLIENT GETNAME`.
@@ -46,25 +49,17 @@ pub(crate) fn client_setinfo(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
 
 /// `CLIENT INFO`: this client's line.
 pub(crate) fn client_info(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
-    let link = server(s)?;
-    let line = info::client_line(&link.info, s.multi.as_ref().map(|m| m.queue.len()));
+    let line = server(s)?.client_info(s.multi.as_ref().map(|m| m.queue.len()));
     Ok(Reply::bulk(line))
 }
 
 /// `CLIENT LIST`: every client's line, by id.
 pub(crate) fn client_list(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
-    let link = server(s)?;
+    let host = server(s)?;
     if a.len() > 2 {
         return Err(Fail::new(super::args::ERR_SYNTAX));
     }
-    let mut clients: Vec<_> = link.shared.clients.lock().values().cloned().collect();
-    clients.sort_by_key(|c| c.id);
-    let mut text = String::new();
-    for c in &clients {
-        let multi = if c.id == link.info.id { s.multi.as_ref().map(|m| m.queue.len()) } else { None };
-        text.push_str(&info::client_line(c, multi));
-    }
-    Ok(Reply::bulk(text))
+    Ok(Reply::bulk(host.client_list(s.multi.as_ref().map(|m| m.queue.len()))))
 }
 
 /// `CLIENT KILL addr` (Redis's old form: `OK`, or an error if no client
@@ -73,7 +68,7 @@ pub(crate) fn client_list(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
 /// clients closed; the caller only with `SKIPME no`). A client closed is
 /// cut off at once; the caller gets its reply first.
 pub(crate) fn client_kill(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
-    let link = server(s)?;
+    let host = server(s)?;
     let old_form = a.len() == 3;
     let (mut id, mut addr, mut laddr, mut skipme) = (None, None, None, !old_form);
     // A TYPE no client has (every client here is a normal one).
@@ -114,24 +109,14 @@ pub(crate) fn client_kill(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
             }
         }
     }
-    let me = link.info.id;
-    let mut clients = link.shared.clients.lock();
-    let matching: Vec<_> = clients
-        .values()
-        .filter(|c| addr.is_none_or(|x| c.addr.to_string().as_bytes() == x))
-        .filter(|c| laddr.is_none_or(|x| c.laddr.to_string().as_bytes() == x))
-        .filter(|c| id.is_none_or(|x| c.id == x))
-        .filter(|c| !(other_type || (skipme && c.id == me)))
-        .cloned()
-        .collect();
-    for c in matching.iter().filter(|c| c.id != me) {
-        // Gone from the client list at once, as in Redis; its thread finds
-        // the socket shut and ends.
-        clients.remove(&c.id);
-        let _ = c.stream.shutdown(std::net::Shutdown::Both);
-    }
-    drop(clients);
-    if matching.iter().any(|c| c.id == me) {
+    let me = host.client_id();
+    let matching = host.kill_clients(&|c: &ClientAddr| {
+        addr.is_none_or(|x| c.addr.to_string().as_bytes() == x)
+            && laddr.is_none_or(|x| c.laddr.to_string().as_bytes() == x)
+            && id.is_none_or(|x| c.id == x)
+            && !(other_type || (skipme && c.id == me))
+    });
+    if matching.contains(&me) {
         s.close = Some(Close::AfterReply);
     }
     match (old_form, matching.len()) {
@@ -178,12 +163,15 @@ pub(crate) fn client_help(_s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
 
 /// `INFO [section...]`.
 pub(crate) fn info(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
-    Ok(Reply::bulk(info::info(&s.db, s.server.as_ref().map(|l| &*l.shared), &a[1..])?))
+    Ok(Reply::bulk(super::info::info(&s.db, s.host.as_deref(), &a[1..])?))
 }
 
 /// `CONFIG GET pattern...`: the known parameters matching any pattern.
 pub(crate) fn config_get(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
-    Ok(Reply::Map(info::config_get(&server(s)?.shared, &a[2..])))
+    let patterns: Vec<Vec<u8>> = a[2..].iter().map(|p| p.to_ascii_lowercase()).collect();
+    let params = server(s)?.config().into_iter();
+    let matching = params.filter(|(name, _)| patterns.iter().any(|p| glob_match(p, name.as_bytes())));
+    Ok(Reply::Map(matching.map(|(name, value)| (Reply::bulk(name), Reply::bulk(value))).collect()))
 }
 
 /// The parameters `CONFIG SET` changes, with the least value each takes.
@@ -196,7 +184,7 @@ const SETTABLE: &[(&str, i64)] = &[("slowlog-log-slower-than", -1), ("slowlog-ma
 /// left to right, the first parameter that is unknown or given twice; then
 /// the first value that is not an integer in range.
 pub(crate) fn config_set(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
-    let shared = &server(s)?.shared;
+    let host = server(s)?;
     if a.len() % 2 == 1 {
         return Err(Fail::new("ERR syntax error"));
     }
@@ -235,8 +223,8 @@ pub(crate) fn config_set(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
     }
     for (k, v) in values {
         match SETTABLE[k].0 {
-            "slowlog-log-slower-than" => shared.slowlog.set_slower_than_usec(v),
-            _ => shared.slowlog.set_max_len(v.unsigned_abs()),
+            "slowlog-log-slower-than" => host.set_slowlog_slower_than(v),
+            _ => host.set_slowlog_max_len(v.unsigned_abs()),
         }
     }
     Ok(Reply::ok())
@@ -245,7 +233,7 @@ pub(crate) fn config_set(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
 /// `SLOWLOG GET [count]`: the newest `count` entries (10 by default, all
 /// for -1).
 pub(crate) fn slowlog_get(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
-    let log = &server(s)?.shared.slowlog;
+    let host = server(s)?;
     if a.len() > 3 {
         let mut text = b"ERR unknown subcommand or wrong number of arguments for '".to_vec();
         text.extend_from_slice(super::c_str(&a[1], 128));
@@ -260,17 +248,17 @@ pub(crate) fn slowlog_get(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
             _ => return Err(Fail::new("ERR count should be greater than or equal to -1")),
         },
     };
-    Ok(log.get(count))
+    Ok(host.slowlog_get(count))
 }
 
 /// `SLOWLOG LEN`.
 pub(crate) fn slowlog_len(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
-    Ok(Reply::Integer(i64::try_from(server(s)?.shared.slowlog.len()).unwrap_or(i64::MAX)))
+    Ok(Reply::Integer(i64::try_from(server(s)?.slowlog_len()).unwrap_or(i64::MAX)))
 }
 
 /// `SLOWLOG RESET`.
 pub(crate) fn slowlog_reset(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
-    server(s)?.shared.slowlog.reset();
+    server(s)?.slowlog_reset();
     Ok(Reply::ok())
 }
 
@@ -294,26 +282,25 @@ pub(crate) fn slowlog_help(_s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
 
 /// `SAVE`: makes everything written so far durable before replying.
 pub(crate) fn save(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
-    let shared = &server(s)?.shared;
-    if shared.saves.running() {
-        return Err(Fail::new("ERR Background save already in progress"));
+    match server(s)?.save() {
+        Ok(()) => Ok(Reply::ok()),
+        Err(SaveFailed::Busy) => Err(Fail::new("ERR Background save already in progress")),
+        Err(SaveFailed::Flush(e)) => Err(Fail(format!("ERR flush failed: {e}").into_bytes())),
     }
-    save::Saves::save(shared).map_err(|e| Fail(format!("ERR flush failed: {e}").into_bytes()))?;
-    Ok(Reply::ok())
 }
 
 /// `BGSAVE [SCHEDULE]`: the same on a thread of its own.
 pub(crate) fn bgsave(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
-    let shared = &server(s)?.shared;
+    let host = server(s)?;
     let schedule = match &a[1..] {
         [] => false,
         [opt] if args::is(opt, "schedule") => true,
         _ => return Err(Fail::new(args::ERR_SYNTAX)),
     };
-    match save::Saves::background(shared, schedule) {
-        Ok(save::Background::Started) => Ok(Reply::Status("Background saving started".into())),
-        Ok(save::Background::Scheduled) => Ok(Reply::Status("Background saving scheduled".into())),
-        Ok(save::Background::Busy) => Err(Fail::new("ERR Background save already in progress")),
+    match host.bgsave(schedule) {
+        Ok(Bgsave::Started) => Ok(Reply::Status("Background saving started".into())),
+        Ok(Bgsave::Scheduled) => Ok(Reply::Status("Background saving scheduled".into())),
+        Ok(Bgsave::Busy) => Err(Fail::new("ERR Background save already in progress")),
         Err(e) => Err(Fail(format!("ERR Can't start a background save: {e}").into_bytes())),
     }
 }
@@ -321,7 +308,7 @@ pub(crate) fn bgsave(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
 /// `LASTSAVE`: the Unix time of the last successful SAVE or BGSAVE (the
 /// server's start before any).
 pub(crate) fn lastsave(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
-    Ok(Reply::Integer(i64::try_from(server(s)?.shared.saves.last_save_secs()).unwrap_or(i64::MAX)))
+    Ok(Reply::Integer(i64::try_from(server(s)?.last_save_secs()).unwrap_or(i64::MAX)))
 }
 
 /// `ROLE`: a server without replicas, as a Redis master with none.
@@ -332,14 +319,8 @@ pub(crate) fn role(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
 
 /// `CONFIG RESETSTAT`.
 pub(crate) fn config_resetstat(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
-    let st = &server(s)?.shared.stats;
-    st.commands.lock().clear();
-    st.errors.lock().clear();
-    st.commands_processed.store(0, Ordering::Relaxed);
-    st.connections_received.store(0, Ordering::Relaxed);
-    st.rejected_connections.store(0, Ordering::Relaxed);
-    st.net_input_bytes.store(0, Ordering::Relaxed);
-    st.net_output_bytes.store(0, Ordering::Relaxed);
+    server(s)?.reset_stats();
+    // Counters this session has not yet handed to the server.
     s.stats.clear();
     s.errors.clear();
     Ok(Reply::ok())
@@ -373,7 +354,7 @@ pub(crate) fn config_help(_s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
 /// snapshot to skip), stops the server and closes the connection without a
 /// reply, as Redis does.
 pub(crate) fn shutdown(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
-    let link = server(s)?;
+    let host = server(s)?;
     for opt in &a[1..] {
         let opt = opt.to_ascii_lowercase();
         if opt == b"abort" {
@@ -383,11 +364,9 @@ pub(crate) fn shutdown(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
             return Err(Fail::new(super::args::ERR_SYNTAX));
         }
     }
-    if let Err(e) = link.shared.db.flush() {
-        eprintln!("bitsled serve: SHUTDOWN: flush failed: {e}");
+    if host.shutdown().is_err() {
         return Err(Fail::new("ERR Errors trying to SHUTDOWN. Check logs."));
     }
-    link.shared.begin_shutdown();
     s.close = Some(Close::Silently);
     Ok(Reply::ok())
 }

@@ -1,7 +1,5 @@
 //! Connection commands: AUTH, HELLO, SELECT, QUIT, RESET.
 
-use std::sync::atomic::Ordering;
-
 use super::session::{Close, Proto, Session};
 use super::{CmdResult, Fail, Reply};
 
@@ -14,7 +12,7 @@ pub(crate) const REDIS_VERSION: &str = "7.0.0";
 impl Session {
     /// The password clients must give, if the server has one.
     fn requirepass(&self) -> Option<&[u8]> {
-        self.server.as_ref().and_then(|l| l.shared.config.requirepass.as_deref())
+        self.host.as_ref().and_then(|h| h.requirepass())
     }
 
     /// Whether `user`/`pass` are the default user's credentials.
@@ -33,8 +31,8 @@ impl Session {
             return Err(Fail::new("ERR Client names cannot contain spaces, newlines or special characters."));
         }
         let name = (!name.is_empty()).then_some(name);
-        if let Some(link) = &self.server {
-            link.info.name.lock().clone_from(&name);
+        if let Some(host) = &self.host {
+            host.set_client_name(name.as_deref());
         }
         self.name = name;
         Ok(())
@@ -42,14 +40,14 @@ impl Session {
 
     fn set_proto(&mut self, proto: Proto) {
         self.proto = proto;
-        if let Some(link) = &self.server {
-            link.info.resp.store(if proto == Proto::Resp3 { 3 } else { 2 }, Ordering::Relaxed);
+        if let Some(host) = &self.host {
+            host.set_client_proto(proto);
         }
     }
 
     /// The client's id (0 outside a server).
     pub(crate) fn client_id(&self) -> u64 {
-        self.server.as_ref().map_or(0, |l| l.info.id)
+        self.host.as_ref().map_or(0, |h| h.client_id())
     }
 }
 
@@ -135,8 +133,8 @@ pub(crate) fn hello(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
 pub(crate) fn select(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
     let index = super::keyspace::db_index(&s.db, &a[1], None)?;
     s.db = s.db.select(index)?;
-    if let Some(link) = &s.server {
-        link.info.db.store(index, Ordering::Relaxed);
+    if let Some(host) = &s.host {
+        host.set_client_db(index);
     }
     Ok(Reply::ok())
 }
@@ -154,8 +152,8 @@ pub(crate) fn reset(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
     s.multi = None;
     s.watches.clear();
     s.db = s.db.select(0)?;
-    if let Some(link) = &s.server {
-        link.info.db.store(0, Ordering::Relaxed);
+    if let Some(host) = &s.host {
+        host.set_client_db(0);
     }
     s.set_proto(Proto::Resp2);
     // Removing the name cannot fail.

@@ -1,6 +1,8 @@
 //! The Redis command layer: argument parsing, dispatch and replies with
 //! Redis 7's exact semantics and error texts. Shared by the `bitsled` CLI
-//! and the server.
+//! and the server. It knows nothing of the server's state: the server
+//! commands ask the server behind a session through this layer's `Host`
+//! trait, which the server implements for each connection.
 //!
 //! ```
 //! # fn main() -> bitsled::Result<()> {
@@ -32,6 +34,8 @@ mod connection;
 mod dump;
 mod expiry;
 mod hll;
+mod host;
+mod info;
 mod introspect;
 mod keyspace;
 mod longdouble;
@@ -41,6 +45,7 @@ mod strings;
 mod transaction;
 
 pub(crate) use connection::REDIS_VERSION;
+pub(crate) use host::{Bgsave, ClientAddr, Host, SaveFailed};
 pub(crate) use session::Close;
 pub(crate) use session::CommandStat;
 pub use session::{Proto, Session};
@@ -192,17 +197,14 @@ pub fn execute(db: &Db, args: &[Vec<u8>]) -> Reply {
     Session::new(db.clone()).execute(args)
 }
 
-/// Whether `name` is a command [`execute`] knows (in any case).
-#[must_use]
-pub fn is_known(name: &[u8]) -> bool {
-    table::lookup(name).is_some()
-}
-
-/// Whether `name` (in any case) changes the data set when it succeeds:
-/// Redis's `write` command flag.
-#[must_use]
-pub fn is_write(name: &[u8]) -> bool {
-    table::lookup(name).is_some_and(Spec::is_write)
+/// The positions of the secrets in `args` that logs redact
+/// ([`Spec::secret_args`] of the command or subcommand they call); none
+/// for a call the table refuses.
+pub(crate) fn secret_args(args: &[Vec<u8>]) -> Vec<usize> {
+    if args.is_empty() {
+        return Vec::new();
+    }
+    session::resolve(args).map_or_else(|_| Vec::new(), |spec| spec.secret_args(args))
 }
 
 /// Redis's arity error for command `name` (lowercase; `container|sub` for a

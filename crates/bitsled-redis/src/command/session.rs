@@ -10,9 +10,9 @@ use std::time::Instant;
 
 use bitsled::Db;
 
+use super::host::Host;
 use super::spec::{Flags, Handler, Spec};
 use super::{table, unknown_command, unknown_subcommand, wrong_arity, Fail, Reply};
-use crate::server::Link;
 
 /// The reply protocol a session speaks (HELLO changes it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,7 +56,7 @@ pub(crate) enum Close {
 pub struct Session {
     pub(crate) db: Db,
     /// The server behind the connection; `None` in the CLI.
-    pub(crate) server: Option<Link>,
+    pub(crate) host: Option<Arc<dyn Host>>,
     pub(crate) authed: bool,
     pub(crate) proto: Proto,
     pub(crate) name: Option<Vec<u8>>,
@@ -86,7 +86,7 @@ impl Session {
     pub fn new(db: Db) -> Session {
         Session {
             db,
-            server: None,
+            host: None,
             authed: true,
             proto: Proto::Resp2,
             name: None,
@@ -100,11 +100,12 @@ impl Session {
         }
     }
 
-    /// A session of a server connection.
-    pub(crate) fn for_client(link: Link) -> Session {
-        let mut s = Session::new(link.shared.db.clone());
-        s.authed = link.shared.config.requirepass.is_none();
-        s.server = Some(link);
+    /// A session on `db` of a server connection, `host` being the server
+    /// as this connection sees it.
+    pub(crate) fn for_client(db: Db, host: Arc<dyn Host>) -> Session {
+        let mut s = Session::new(db);
+        s.authed = host.requirepass().is_none();
+        s.host = Some(host);
         s
     }
 
@@ -133,7 +134,7 @@ impl Session {
         if !self.authed && !spec.flags.contains(Flags::NO_AUTH) {
             return self.refuse(NOAUTH);
         }
-        if self.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset") {
+        if self.multi.is_some() && !spec.flags.contains(Flags::NOT_QUEUED) {
             if spec.flags.contains(Flags::NO_MULTI) {
                 return self.refuse("ERR Command not allowed inside a transaction");
             }
@@ -169,8 +170,7 @@ impl Session {
         // client's EXEC is not its own time.
         let (reply, start) = match spec.run {
             Handler::Data(f) => {
-                let server = self.server.as_ref().map(|l| Arc::clone(&l.shared));
-                let _shared = server.as_ref().filter(|_| !in_exec).map(|s| s.exec_lock.read());
+                let _shared = self.host.as_ref().filter(|_| !in_exec).map(|h| h.transaction_lock().read());
                 let start = Instant::now();
                 (f(&self.db, args), start)
             }
@@ -187,8 +187,8 @@ impl Session {
             self.wrote = true;
         }
         let usec = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
-        if let Some(link) = self.server.as_ref().filter(|_| !spec.flags.contains(Flags::SKIP_SLOWLOG)) {
-            link.shared.slowlog.record(args, usec, link.info.addr, self.name.as_deref().unwrap_or_default());
+        if let Some(host) = self.host.as_ref().filter(|_| !spec.flags.contains(Flags::SKIP_SLOWLOG)) {
+            host.log_command(args, usec, self.name.as_deref().unwrap_or_default());
         }
         let st = self.stats.entry(spec.name).or_default();
         st.calls += 1;

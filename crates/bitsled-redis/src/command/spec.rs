@@ -2,7 +2,8 @@
 //! (arity, flags, key positions and key specs, ACL categories, tips,
 //! subcommands) and the handler that runs it. One [`Spec`] per command is
 //! the only place these facts live: dispatch, arity checks, MULTI queueing,
-//! write detection (for `--fsync always`) and `COMMAND` all read it.
+//! write detection (for `--fsync always`), the slow log's redaction and
+//! `COMMAND` all read it.
 
 use bitsled::Db;
 
@@ -50,9 +51,32 @@ flags! {
     MOVABLEKEYS = 20, "movablekeys";
 }
 
+/// The bits of Redis's flags (those [`Flags::names`] lists).
+const REDIS_BITS: u32 = (1 << 21) - 1;
+
+/// The bits of bitsled's own flags: facts about a command that Redis keeps
+/// in its code rather than in its table. `COMMAND INFO` never lists them.
+const OWN_BITS: u32 =
+    Flags::NOT_QUEUED.0 | Flags::SECRET_ARGS.0 | Flags::SECRET_AUTH_OPTION.0 | Flags::SECRET_CONFIG_VALUES.0;
+
 impl Flags {
     /// No flag.
     pub const NONE: Flags = Flags(0);
+
+    /// bitsled's own flag: inside MULTI the command runs at once instead
+    /// of being queued (EXEC, DISCARD, MULTI, WATCH, QUIT and RESET, the
+    /// list Redis 7's `processCommand` spells out).
+    pub const NOT_QUEUED: Flags = Flags(1 << 24);
+    /// bitsled's own flag: every argument after the name is a secret that
+    /// logs show as `(redacted)` (AUTH's user name and password).
+    pub const SECRET_ARGS: Flags = Flags(1 << 25);
+    /// bitsled's own flag: the user name and password of an `AUTH user
+    /// pass` option are secrets that logs show as `(redacted)` (HELLO).
+    pub const SECRET_AUTH_OPTION: Flags = Flags(1 << 26);
+    /// bitsled's own flag: in `parameter value` pairs, the values of the
+    /// password parameters (`requirepass`, `masterauth`) are secrets that
+    /// logs show as `(redacted)` (CONFIG SET).
+    pub const SECRET_CONFIG_VALUES: Flags = Flags(1 << 27);
 
     /// The bits of the flags set.
     #[must_use]
@@ -63,7 +87,7 @@ impl Flags {
     /// The flags whose bits are set in `bits` (unknown bits are dropped).
     #[must_use]
     pub const fn from_bits(bits: u32) -> Flags {
-        Flags(bits & ((1 << 21) - 1))
+        Flags(bits & (REDIS_BITS | OWN_BITS))
     }
 
     /// Whether every flag of `other` is set.
@@ -72,7 +96,8 @@ impl Flags {
         self.0 & other.0 == other.0
     }
 
-    /// The names of the flags set, in Redis's order.
+    /// The names of Redis's flags set, in Redis's order (bitsled's own
+    /// flags have none).
     pub fn names(self) -> impl Iterator<Item = &'static str> {
         Flags::NAMED.iter().filter(move |(f, _)| self.contains(*f)).map(|(_, n)| *n)
     }
@@ -183,10 +208,77 @@ impl Spec {
         self.flags.contains(Flags::WRITE)
     }
 
+    /// The positions of the arguments in `args` (a call of this command,
+    /// its name first) that logs show as `(redacted)`, as Redis's
+    /// `redactClientCommandArgument` calls choose them; the
+    /// `SECRET_*` flags say which apply. Costs nothing for a command with
+    /// none of them.
+    #[must_use]
+    pub fn secret_args(&self, args: &[Vec<u8>]) -> Vec<usize> {
+        let is = |j: usize, word: &[u8]| args.get(j).is_some_and(|a| a.eq_ignore_ascii_case(word));
+        let mut out = Vec::new();
+        if self.flags.contains(Flags::SECRET_ARGS) {
+            out.extend(1..args.len());
+        }
+        // Only a call with whole pairs: an odd count is a syntax error
+        // before Redis looks at a parameter.
+        if self.flags.contains(Flags::SECRET_CONFIG_VALUES) && args.len() % 2 == 0 {
+            out.extend(
+                (2..args.len()).step_by(2).filter(|&j| is(j, b"requirepass") || is(j, b"masterauth")).map(|j| j + 1),
+            );
+        }
+        if self.flags.contains(Flags::SECRET_AUTH_OPTION) {
+            // HELLO protover [AUTH user pass] [SETNAME name], options in
+            // any order, read as Redis reads them: the first word that is
+            // neither option ends the options.
+            let mut j = 2;
+            while j < args.len() {
+                if is(j, b"auth") && j + 2 < args.len() {
+                    out.extend([j + 1, j + 2]);
+                    j += 3;
+                } else if is(j, b"setname") && j + 1 < args.len() {
+                    j += 2;
+                } else {
+                    break;
+                }
+            }
+        }
+        out
+    }
+
     /// The subcommand named `sub` (any case) of this container.
     #[must_use]
     pub fn subcommand(&self, sub: &[u8]) -> Option<&'static Spec> {
         let short = |s: &Spec| s.name.split_once('|').map_or(s.name, |(_, n)| n);
         self.subcommands.iter().find(|s| short(s).as_bytes().eq_ignore_ascii_case(sub))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Flags, Spec};
+    use crate::command::table::{lookup, COMMANDS};
+
+    /// bitsled's own flags survive `from_bits` but never reach `COMMAND
+    /// INFO`, which lists Redis's 21 alone.
+    #[test]
+    fn own_flags_are_not_listed() {
+        let all = Flags::from_bits(u32::MAX);
+        for own in [Flags::NOT_QUEUED, Flags::SECRET_ARGS, Flags::SECRET_AUTH_OPTION, Flags::SECRET_CONFIG_VALUES] {
+            assert!(all.contains(own), "{own:?}");
+        }
+        assert_eq!(all.names().count(), 21);
+        let exec = lookup(b"exec").expect("exec");
+        assert_eq!(exec.flags.names().collect::<Vec<_>>(), ["noscript", "loading", "stale", "skip_slowlog"]);
+    }
+
+    /// The commands MULTI runs at once are the six Redis 7 names.
+    #[test]
+    fn not_queued_commands() {
+        let every = COMMANDS.iter().flat_map(|s| std::iter::once(s).chain(s.subcommands));
+        let mut names: Vec<&str> =
+            every.filter(|s: &&Spec| s.flags.contains(Flags::NOT_QUEUED)).map(|s| s.name).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["discard", "exec", "multi", "quit", "reset", "watch"]);
     }
 }

@@ -25,6 +25,10 @@ const NO_AUTH: u32 = Flags::NO_AUTH.bits();
 const NO_MULTI: u32 = Flags::NO_MULTI.bits();
 const NO_ASYNC_LOADING: u32 = Flags::NO_ASYNC_LOADING.bits();
 const ALLOW_BUSY: u32 = Flags::ALLOW_BUSY.bits();
+const NOT_QUEUED: u32 = Flags::NOT_QUEUED.bits();
+const SECRET_ARGS: u32 = Flags::SECRET_ARGS.bits();
+const SECRET_AUTH_OPTION: u32 = Flags::SECRET_AUTH_OPTION.bits();
+const SECRET_CONFIG_VALUES: u32 = Flags::SECRET_CONFIG_VALUES.bits();
 
 /// The flags of bits `bits`.
 const fn fl(bits: u32) -> Flags {
@@ -1168,7 +1172,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec {
         name: "watch",
         arity: -2,
-        flags: fl(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY),
+        flags: fl(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | NOT_QUEUED),
         keys: (1, -1, 1),
         acl: &["@fast", "@transaction"],
         tips: &[],
@@ -1284,7 +1288,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec {
         name: "auth",
         arity: -2,
-        flags: fl(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY),
+        flags: fl(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | SECRET_ARGS),
         keys: (0, 0, 0),
         acl: &["@fast", "@connection"],
         tips: &[],
@@ -1295,7 +1299,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec {
         name: "hello",
         arity: -1,
-        flags: fl(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY),
+        flags: fl(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | SECRET_AUTH_OPTION),
         keys: (0, 0, 0),
         acl: &["@fast", "@connection"],
         tips: &[],
@@ -1417,7 +1421,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec {
         name: "quit",
         arity: -1,
-        flags: fl(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY),
+        flags: fl(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | NOT_QUEUED),
         keys: (0, 0, 0),
         acl: &["@fast", "@connection"],
         tips: &[],
@@ -1492,7 +1496,7 @@ pub static COMMANDS: &[Spec] = &[
             Spec {
                 name: "config|set",
                 arity: -4,
-                flags: fl(ADMIN | NOSCRIPT | LOADING | STALE),
+                flags: fl(ADMIN | NOSCRIPT | LOADING | STALE | SECRET_CONFIG_VALUES),
                 keys: (0, 0, 0),
                 acl: &["@admin", "@slow", "@dangerous"],
                 tips: &["request_policy:all_nodes", "response_policy:all_succeeded"],
@@ -1506,7 +1510,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec {
         name: "multi",
         arity: 1,
-        flags: fl(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY),
+        flags: fl(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | NOT_QUEUED),
         keys: (0, 0, 0),
         acl: &["@fast", "@transaction"],
         tips: &[],
@@ -1517,7 +1521,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec {
         name: "exec",
         arity: 1,
-        flags: fl(NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG),
+        flags: fl(NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG | NOT_QUEUED),
         keys: (0, 0, 0),
         acl: &["@slow", "@transaction"],
         tips: &[],
@@ -1528,7 +1532,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec {
         name: "discard",
         arity: 1,
-        flags: fl(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY),
+        flags: fl(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | NOT_QUEUED),
         keys: (0, 0, 0),
         acl: &["@fast", "@transaction"],
         tips: &[],
@@ -1650,7 +1654,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec {
         name: "reset",
         arity: 1,
-        flags: fl(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY),
+        flags: fl(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | NOT_QUEUED),
         keys: (0, 0, 0),
         acl: &["@fast", "@connection"],
         tips: &[],

@@ -4,8 +4,6 @@
 //! exclusively), unless a watched key changed since WATCH: then it runs
 //! nothing and replies nil, as Redis does.
 
-use std::sync::Arc;
-
 use super::session::{resolve, Multi, Session};
 use super::{CmdResult, Fail, Reply};
 
@@ -56,8 +54,10 @@ pub(crate) fn exec(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
     if m.dirty {
         return Err(Fail::new("EXECABORT Transaction discarded because of previous errors."));
     }
-    let server = s.server.as_ref().map(|l| Arc::clone(&l.shared));
-    let _exclusive = server.as_ref().map(|sh| sh.exec_lock.write());
+    // A clone of the host, so that the guard does not borrow the session
+    // the queued commands run in.
+    let host = s.host.clone();
+    let _exclusive = host.as_ref().map(|h| h.transaction_lock().write());
     // Checked with every other client's commands held off, so nothing
     // changes a watched key between the check and the queue.
     if watches.iter().any(bitsled::Watch::changed) {

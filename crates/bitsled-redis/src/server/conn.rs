@@ -18,8 +18,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::link::Link;
 use super::resp::{self, Parsed, Parser};
-use super::{ClientInfo, Link, Shared};
+use super::{ClientInfo, Shared};
 use crate::command::{Close, Session};
 use bitsled::Durability;
 
@@ -55,7 +56,7 @@ struct Conn<'a> {
 }
 
 /// Serves the connection `stream` with client id `id` until it ends.
-pub(crate) fn serve(shared: &Arc<Shared>, stream: TcpStream, id: u64) {
+pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, id: u64) {
     let (Ok(addr), Ok(laddr), Ok(clone)) = (stream.peer_addr(), stream.local_addr(), stream.try_clone()) else {
         return;
     };
@@ -77,7 +78,8 @@ pub(crate) fn serve(shared: &Arc<Shared>, stream: TcpStream, id: u64) {
     if shared.shutting_down.load(Ordering::SeqCst) {
         let _ = stream.shutdown(std::net::Shutdown::Read);
     }
-    let session = Session::for_client(Link { shared: Arc::clone(shared), info: Arc::clone(&info) });
+    let link = Link { shared: Arc::clone(shared), info: Arc::clone(&info) };
+    let session = Session::for_client(shared.db.clone(), Arc::new(link));
     let mut conn = Conn {
         shared,
         stream,

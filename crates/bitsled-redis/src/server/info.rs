@@ -1,139 +1,18 @@
-//! INFO, CONFIG GET and CLIENT INFO/LIST texts, in Redis's formats.
+//! The server's INFO sections, its CONFIG GET parameters and the CLIENT
+//! INFO/LIST lines, in Redis's formats. The command layer chooses the
+//! sections and adds those of the database (`command::info`).
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
 use super::{ClientInfo, Fsync, Shared};
-use crate::command::{Fail, Reply, REDIS_VERSION};
-use bitsled::glob::glob_match;
-use bitsled::Db;
+use crate::command::{CommandStat, REDIS_VERSION};
 
-/// INFO sections in the default order (Redis 7's).
-const DEFAULT_SECTIONS: &[&str] = &[
-    "server",
-    "clients",
-    "memory",
-    "persistence",
-    "stats",
-    "replication",
-    "cpu",
-    "modules",
-    "errorstats",
-    "cluster",
-    "keyspace",
-];
-
-/// The INFO text for the requested sections (none: the default ones;
-/// `all`/`everything`: also commandstats). Unknown sections are left out,
-/// and so are the server's sections when there is no server (the CLI).
-pub(crate) fn info(db: &Db, shared: Option<&Shared>, args: &[Vec<u8>]) -> Result<String, Fail> {
-    let mut wanted: Vec<&str> = Vec::new();
-    if args.is_empty() {
-        wanted.extend(DEFAULT_SECTIONS);
-    }
-    for a in args {
-        let a = String::from_utf8_lossy(a).to_ascii_lowercase();
-        match a.as_str() {
-            "default" => wanted.extend(DEFAULT_SECTIONS),
-            "all" | "everything" => {
-                wanted.extend(DEFAULT_SECTIONS);
-                wanted.push("commandstats");
-            }
-            other => {
-                if let Some(s) = DEFAULT_SECTIONS.iter().chain(&["commandstats"]).find(|s| **s == other) {
-                    wanted.push(s);
-                }
-            }
-        }
-    }
-    let mut out = String::new();
-    let mut done: Vec<&str> = Vec::new();
-    for s in wanted {
-        if done.contains(&s) {
-            continue;
-        }
-        done.push(s);
-        let Some(text) = section(db, shared, s)? else { continue };
-        if !out.is_empty() {
-            out.push_str("\r\n");
-        }
-        out.push_str(&text);
-    }
-    Ok(out)
-}
-
-/// The text of section `name`; `None` for a server section without a
-/// server.
-fn section(db: &Db, shared: Option<&Shared>, name: &str) -> Result<Option<String>, Fail> {
-    let mut out = String::new();
-    // Writing to a String cannot fail.
-    let _ = match name {
-        "memory" => {
-            let rss = rss_bytes().unwrap_or(0);
-            let m = db.memory_stats();
-            let used = m.page_cache_bytes + m.metadata_cache_bytes;
-            write!(
-                out,
-                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\n\
-                 used_memory_rss_human:{}\r\nused_memory_dataset:{used}\r\nbitsled_page_cache:{}\r\n\
-                 bitsled_dirty_pages:{}\r\nbitsled_metadata_cache:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\n\
-                 maxmemory_policy:noeviction\r\nmem_allocator:libc\r\n",
-                human(used),
-                human(rss),
-                m.page_cache_bytes,
-                m.dirty_page_bytes,
-                m.metadata_cache_bytes,
-                m.budget_bytes,
-                human(m.budget_bytes),
-            )
-        }
-        "keyspace" => {
-            out.push_str("# Keyspace\r\n");
-            let now_secs = db.now_ms() / 1000;
-            for i in 0..db.databases() {
-                let c = db.select(i)?.counts()?;
-                if c.keys == 0 {
-                    continue;
-                }
-                // The mean remaining time to live of the keys with one, ms.
-                let avg_ttl = c
-                    .expire_secs
-                    .checked_div(c.expires)
-                    .map_or(0, |at| at.saturating_sub(now_secs).saturating_mul(1000));
-                let _ = write!(out, "db{i}:keys={},expires={},avg_ttl={avg_ttl}\r\n", c.keys, c.expires);
-            }
-            Ok(())
-        }
-        "replication" => write!(
-            out,
-            "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\n\
-             master_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\n\
-             repl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\n\
-             repl_backlog_histlen:0\r\n",
-            "0".repeat(40),
-            "0".repeat(40),
-        ),
-        "cpu" => {
-            let (user, sys) = cpu_seconds().unwrap_or((0.0, 0.0));
-            write!(
-                out,
-                "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:0.000000\r\n\
-                 used_cpu_user_children:0.000000\r\n"
-            )
-        }
-        "modules" => write!(out, "# Modules\r\n"),
-        "cluster" => write!(out, "# Cluster\r\ncluster_enabled:0\r\n"),
-        _ => {
-            let Some(shared) = shared else { return Ok(None) };
-            server_section(shared, name, &mut out);
-            Ok(())
-        }
-    };
-    Ok(Some(out))
-}
-
-/// A section only a server has.
-fn server_section(shared: &Shared, name: &str, out: &mut String) {
+/// The text of INFO section `name` if it is one only a server has
+/// (server, clients, persistence, stats, errorstats, commandstats).
+pub(super) fn section(shared: &Shared, name: &str) -> Option<String> {
+    let mut text = String::new();
+    let out = &mut text;
     let st = &shared.stats;
     let cfg = &shared.config;
     let up = shared.started.elapsed().as_secs();
@@ -191,10 +70,9 @@ fn server_section(shared: &Shared, name: &str, out: &mut String) {
             }
             Ok(())
         }
-        _ => {
+        "commandstats" => {
             out.push_str("# Commandstats\r\n");
-            let mut all: Vec<(&str, crate::command::CommandStat)> =
-                st.commands.lock().iter().map(|(k, v)| (*k, *v)).collect();
+            let mut all: Vec<(&str, CommandStat)> = st.commands.lock().iter().map(|(k, v)| (*k, *v)).collect();
             all.sort_by(|a, b| a.0.cmp(b.0));
             for (name, c) in all {
                 let per = if c.calls == 0 { 0.0 } else { c.usec as f64 / c.calls as f64 };
@@ -207,45 +85,16 @@ fn server_section(shared: &Shared, name: &str, out: &mut String) {
             }
             Ok(())
         }
+        _ => return None,
     };
+    Some(text)
 }
 
-/// User and system CPU seconds of this process, from `/proc/self/stat`
-/// (Linux; clock ticks of 1/100 s).
-fn cpu_seconds() -> Option<(f64, f64)> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name, which is in parentheses.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
-    // utime and stime are fields 14 and 15 of the line: 11 and 12 here.
-    Some((ticks(11)? as f64 / 100.0, ticks(12)? as f64 / 100.0))
-}
-
-/// Resident memory of this process, from `/proc/self/status` (Linux).
-fn rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
-fn human(bytes: u64) -> String {
-    let b = bytes as f64;
-    if b >= (1u64 << 30) as f64 {
-        format!("{:.2}G", b / (1u64 << 30) as f64)
-    } else if b >= (1u64 << 20) as f64 {
-        format!("{:.2}M", b / (1u64 << 20) as f64)
-    } else {
-        format!("{:.2}K", b / 1024.0)
-    }
-}
-
-/// CONFIG GET: the known parameters matching any of the glob patterns, as
-/// a flat list of names and values.
-pub(crate) fn config_get(shared: &Shared, patterns: &[Vec<u8>]) -> Vec<(Reply, Reply)> {
+/// CONFIG GET: every parameter the server reports, with its value (the
+/// command layer picks those matching the patterns).
+pub(super) fn config(shared: &Shared) -> Vec<(&'static str, String)> {
     let cfg = &shared.config;
-    let params: Vec<(&str, String)> = vec![
+    vec![
         ("appendfsync", Fsync::from(shared.db.durability()).name().to_string()),
         ("appendonly", "no".into()),
         ("bind", cfg.bind.to_string()),
@@ -260,20 +109,13 @@ pub(crate) fn config_get(shared: &Shared, patterns: &[Vec<u8>]) -> Vec<(Reply, R
         ("slowlog-log-slower-than", shared.slowlog.slower_than_usec().to_string()),
         ("slowlog-max-len", shared.slowlog.max_len().to_string()),
         ("timeout", cfg.timeout.map_or(0, |t| t.as_secs()).to_string()),
-    ];
-    let mut flat = Vec::new();
-    for (name, value) in params {
-        if patterns.iter().any(|p| glob_match(&p.to_ascii_lowercase(), name.as_bytes())) {
-            flat.push((Reply::bulk(name), Reply::bulk(value)));
-        }
-    }
-    flat
+    ]
 }
 
 /// One CLIENT LIST line (with its newline). `multi` is the number of
 /// queued commands when the client is in a transaction (known only for
 /// the calling client).
-pub(crate) fn client_line(c: &ClientInfo, multi: Option<usize>) -> String {
+pub(super) fn client_line(c: &ClientInfo, multi: Option<usize>) -> String {
     let name = c.name.lock().clone().unwrap_or_default();
     let idle = c.last_active.lock().elapsed().as_secs();
     format!(

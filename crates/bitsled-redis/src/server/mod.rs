@@ -1,6 +1,7 @@
 //! A Redis-protocol (RESP2/RESP3) server over a [`Db`]: what `bitsled
-//! serve` runs. Part of the library (it needs only `std` and
-//! `parking_lot`), so tests and applications can start one in-process.
+//! serve` runs. A library module (it needs only `std` and `parking_lot`,
+//! not the CLI's dependencies), so tests and applications can start one
+//! in-process.
 //!
 //! ```no_run
 //! # fn main() -> bitsled::Result<()> {
@@ -15,20 +16,27 @@
 //! ```
 //!
 //! One thread per connection reads requests, runs every complete request
-//! in its buffer (pipelining), and writes their replies together. Commands
-//! go through [`crate::command::execute`]; connection and server commands
-//! (AUTH, HELLO, CLIENT, SELECT, QUIT, INFO, CONFIG, MULTI/EXEC/DISCARD,
-//! SHUTDOWN) are handled here. See DESIGN.md, "The server", for limits and
-//! the durability policy. The policy belongs to the database
+//! in its buffer (pipelining), and writes their replies together. Each
+//! connection owns a [`crate::command::Session`], and every command, the
+//! connection and server commands included (AUTH, HELLO, CLIENT, SELECT,
+//! QUIT, INFO, CONFIG, SLOWLOG, SAVE, MULTI/EXEC/DISCARD, SHUTDOWN), runs
+//! through it and the command table. The server adds I/O, limits,
+//! statistics and the durability policy; what the server commands need
+//! from it they ask through the command layer's `Host` trait, which
+//! `link.rs` implements for each connection, so this module uses
+//! `command` and never the reverse, and its shared state's fields are
+//! private to it. See DESIGN.md, "The server", for limits and the
+//! durability policy. The policy belongs to the database
 //! ([`bitsled::Durability`], set on its [`Config`]): the server reads it
 //! from the [`Db`] it serves and, under [`bitsled::Durability::Always`],
 //! flushes before it replies to a batch of requests with a write.
 
 mod conn;
-pub(crate) mod info;
+mod info;
+mod link;
 pub mod resp;
-pub(crate) mod save;
-pub(crate) mod slowlog;
+mod save;
+mod slowlog;
 
 pub use slowlog::{
     DEFAULT_MAX_LEN as DEFAULT_SLOWLOG_MAX_LEN, DEFAULT_SLOWER_THAN_USEC as DEFAULT_SLOWLOG_SLOWER_THAN_USEC,
@@ -129,16 +137,16 @@ pub const DEFAULT_MAX_PENDING_REPLY_BYTES: usize = 1 << 30;
 #[derive(Clone, Debug)]
 #[must_use]
 pub struct ServerConfig {
-    pub(crate) bind: IpAddr,
-    pub(crate) port: u16,
-    pub(crate) requirepass: Option<Vec<u8>>,
-    pub(crate) max_clients: usize,
-    pub(crate) fsync: Fsync,
-    pub(crate) timeout: Option<Duration>,
-    pub(crate) protected_mode: bool,
-    pub(crate) max_pending_reply_bytes: usize,
-    pub(crate) slowlog_slower_than_usec: i64,
-    pub(crate) slowlog_max_len: u64,
+    bind: IpAddr,
+    port: u16,
+    requirepass: Option<Vec<u8>>,
+    max_clients: usize,
+    fsync: Fsync,
+    timeout: Option<Duration>,
+    protected_mode: bool,
+    max_pending_reply_bytes: usize,
+    slowlog_slower_than_usec: i64,
+    slowlog_max_len: u64,
 }
 
 impl Default for ServerConfig {
@@ -243,40 +251,54 @@ impl ServerConfig {
 
 /// Counters for INFO stats and commandstats.
 #[derive(Default)]
-pub(crate) struct Stats {
-    pub(crate) connections_received: AtomicU64,
-    pub(crate) rejected_connections: AtomicU64,
-    pub(crate) commands_processed: AtomicU64,
-    pub(crate) net_input_bytes: AtomicU64,
-    pub(crate) net_output_bytes: AtomicU64,
-    pub(crate) flushes: AtomicU64,
-    pub(crate) flush_failures: AtomicU64,
+struct Stats {
+    connections_received: AtomicU64,
+    rejected_connections: AtomicU64,
+    commands_processed: AtomicU64,
+    net_input_bytes: AtomicU64,
+    net_output_bytes: AtomicU64,
+    flushes: AtomicU64,
+    flush_failures: AtomicU64,
     /// Per command (its table name): calls, microseconds, failed calls.
-    pub(crate) commands: Mutex<HashMap<&'static str, CommandStat>>,
+    commands: Mutex<HashMap<&'static str, CommandStat>>,
     /// Error replies by code (INFO errorstats).
-    pub(crate) errors: Mutex<HashMap<String, u64>>,
+    errors: Mutex<HashMap<String, u64>>,
+}
+
+impl Stats {
+    /// CONFIG RESETSTAT: the counters of commands, errors, connections and
+    /// network bytes start again from zero (the flush counters are kept).
+    fn reset(&self) {
+        self.commands.lock().clear();
+        self.errors.lock().clear();
+        self.commands_processed.store(0, Ordering::Relaxed);
+        self.connections_received.store(0, Ordering::Relaxed);
+        self.rejected_connections.store(0, Ordering::Relaxed);
+        self.net_input_bytes.store(0, Ordering::Relaxed);
+        self.net_output_bytes.store(0, Ordering::Relaxed);
+    }
 }
 
 /// What CLIENT LIST shows about a connection, shared with other threads.
-pub(crate) struct ClientInfo {
-    pub(crate) id: u64,
-    pub(crate) addr: SocketAddr,
-    pub(crate) laddr: SocketAddr,
-    pub(crate) created: Instant,
-    pub(crate) name: Mutex<Option<Vec<u8>>>,
-    pub(crate) last_cmd: Mutex<&'static str>,
-    pub(crate) last_active: Mutex<Instant>,
-    pub(crate) resp: AtomicUsize,
+struct ClientInfo {
+    id: u64,
+    addr: SocketAddr,
+    laddr: SocketAddr,
+    created: Instant,
+    name: Mutex<Option<Vec<u8>>>,
+    last_cmd: Mutex<&'static str>,
+    last_active: Mutex<Instant>,
+    resp: AtomicUsize,
     /// The selected database (SELECT).
-    pub(crate) db: AtomicU32,
+    db: AtomicU32,
     /// A clone of the connection's socket, to shut it down from outside.
-    pub(crate) stream: TcpStream,
+    stream: TcpStream,
 }
 
 /// Group commit under [`Durability::Always`]: writers take a ticket after their
 /// writes; one of them flushes for everyone whose ticket is covered.
 #[derive(Default)]
-pub(crate) struct Committer {
+struct Committer {
     /// Tickets handed out (writes completed before each).
     issued: AtomicU64,
     state: Mutex<CommitState>,
@@ -294,7 +316,7 @@ struct CommitState {
 impl Committer {
     /// Waits until everything done before this call is durable, flushing
     /// `db` or riding on a concurrent flush.
-    pub(crate) fn commit(&self, db: &Db, stats: &Stats) -> std::result::Result<(), String> {
+    fn commit(&self, db: &Db, stats: &Stats) -> std::result::Result<(), String> {
         // Writes that completed before this point are covered by any flush
         // that starts after a ticket at least this high was issued.
         let ticket = self.issued.fetch_add(1, Ordering::SeqCst) + 1;
@@ -336,37 +358,30 @@ impl Committer {
 }
 
 /// State shared by the listener and every connection.
-pub(crate) struct Shared {
-    pub(crate) db: Db,
-    pub(crate) config: ServerConfig,
-    pub(crate) local_addr: SocketAddr,
-    pub(crate) started: Instant,
-    pub(crate) stats: Stats,
-    pub(crate) slowlog: slowlog::SlowLog,
-    pub(crate) saves: save::Saves,
-    pub(crate) committer: Committer,
+struct Shared {
+    db: Db,
+    config: ServerConfig,
+    local_addr: SocketAddr,
+    started: Instant,
+    stats: Stats,
+    slowlog: slowlog::SlowLog,
+    saves: save::Saves,
+    committer: Committer,
     /// Normal commands hold it shared, EXEC exclusively: a transaction runs
     /// with no other client's command between its commands.
-    pub(crate) exec_lock: RwLock<()>,
-    pub(crate) clients: Mutex<HashMap<u64, Arc<ClientInfo>>>,
+    exec_lock: RwLock<()>,
+    clients: Mutex<HashMap<u64, Arc<ClientInfo>>>,
     /// Connection threads running; `run` waits for zero at shutdown.
-    pub(crate) active: Mutex<usize>,
-    pub(crate) idle: Condvar,
+    active: Mutex<usize>,
+    idle: Condvar,
     next_id: AtomicU64,
-    pub(crate) shutting_down: AtomicBool,
-}
-
-/// What a connection's session knows of the server: its shared state and
-/// the connection's own entry in the client list.
-pub(crate) struct Link {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) info: Arc<ClientInfo>,
+    shutting_down: AtomicBool,
 }
 
 impl Shared {
     /// Starts the shutdown: no new connections, every connection's reading
     /// side closed (each finishes what it has read and exits).
-    pub(crate) fn begin_shutdown(&self) {
+    fn begin_shutdown(&self) {
         if self.shutting_down.swap(true, Ordering::SeqCst) {
             return;
         }

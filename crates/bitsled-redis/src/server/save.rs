@@ -11,9 +11,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 
 use super::Shared;
+use crate::command::Bgsave;
 
 /// The state of saves.
-pub(crate) struct Saves {
+pub(super) struct Saves {
     last_save_secs: AtomicU64,
     background: Mutex<Running>,
     last_ok: AtomicBool,
@@ -27,22 +28,12 @@ struct Running {
     scheduled: bool,
 }
 
-/// What [`Saves::background`] did.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Background {
-    Started,
-    /// One is running; another follows it.
-    Scheduled,
-    /// One is running and none was scheduled.
-    Busy,
-}
-
 fn now_secs() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 impl Saves {
-    pub(crate) fn new() -> Saves {
+    pub(super) fn new() -> Saves {
         Saves {
             last_save_secs: AtomicU64::new(now_secs()),
             background: Mutex::new(Running::default()),
@@ -51,17 +42,17 @@ impl Saves {
     }
 
     /// LASTSAVE.
-    pub(crate) fn last_save_secs(&self) -> u64 {
+    pub(super) fn last_save_secs(&self) -> u64 {
         self.last_save_secs.load(Ordering::Relaxed)
     }
 
     /// Whether a background save runs.
-    pub(crate) fn running(&self) -> bool {
+    pub(super) fn running(&self) -> bool {
         self.background.lock().running
     }
 
     /// Whether the last background save succeeded.
-    pub(crate) fn last_ok(&self) -> bool {
+    pub(super) fn last_ok(&self) -> bool {
         self.last_ok.load(Ordering::Relaxed)
     }
 
@@ -70,7 +61,7 @@ impl Saves {
     ///
     /// # Errors
     /// The flush's error, as text.
-    pub(crate) fn save(shared: &Shared) -> Result<(), String> {
+    pub(super) fn save(shared: &Shared) -> Result<(), String> {
         let result = shared.db.flush();
         shared.stats.flushes.fetch_add(1, Ordering::Relaxed);
         match result {
@@ -90,14 +81,14 @@ impl Saves {
     ///
     /// # Errors
     /// The thread could not be started.
-    pub(crate) fn background(shared: &Arc<Shared>, schedule: bool) -> std::io::Result<Background> {
+    pub(super) fn background(shared: &Arc<Shared>, schedule: bool) -> std::io::Result<Bgsave> {
         let mut state = shared.saves.background.lock();
         if state.running {
             if schedule {
                 state.scheduled = true;
-                return Ok(Background::Scheduled);
+                return Ok(Bgsave::Scheduled);
             }
-            return Ok(Background::Busy);
+            return Ok(Bgsave::Busy);
         }
         let mine = Arc::clone(shared);
         std::thread::Builder::new().name("bitsled-bgsave".into()).spawn(move || loop {
@@ -112,6 +103,6 @@ impl Saves {
             }
         })?;
         state.running = true;
-        Ok(Background::Started)
+        Ok(Bgsave::Started)
     }
 }

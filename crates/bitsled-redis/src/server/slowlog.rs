@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
-use crate::command::Reply;
+use crate::command::{self, Reply};
 
 /// Redis's default `slowlog-log-slower-than`, microseconds.
 pub const DEFAULT_SLOWER_THAN_USEC: i64 = 10_000;
@@ -142,7 +142,8 @@ impl SlowLog {
 /// of them `... (N more arguments)` when there are more; each at most 128
 /// bytes, followed by `... (N more bytes)` when cut.
 fn entry_args(args: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    let redacted = redacted(args);
+    // Which arguments are secret is the command table's to say.
+    let redacted = command::secret_args(args);
     let kept = args.len().min(MAX_ARGS);
     (0..kept)
         .map(|j| {
@@ -162,39 +163,6 @@ fn entry_args(args: &[Vec<u8>]) -> Vec<Vec<u8>> {
             }
         })
         .collect()
-}
-
-/// The arguments Redis redacts from logs: every argument of AUTH, the
-/// user name and password of HELLO's `AUTH` option, and the values of
-/// the password settings in a CONFIG SET with whole pairs (whether or not
-/// it succeeds).
-fn redacted(args: &[Vec<u8>]) -> Vec<usize> {
-    let is = |j: usize, word: &[u8]| args.get(j).is_some_and(|a| a.eq_ignore_ascii_case(word));
-    if is(0, b"auth") {
-        return (1..args.len()).collect();
-    }
-    let mut out = Vec::new();
-    if is(0, b"config") && is(1, b"set") && args.len() % 2 == 0 {
-        out.extend(
-            (2..args.len()).step_by(2).filter(|&j| is(j, b"requirepass") || is(j, b"masterauth")).map(|j| j + 1),
-        );
-    }
-    if is(0, b"hello") {
-        // HELLO protover [AUTH user pass] [SETNAME name], options in any
-        // order, read as Redis reads them.
-        let mut j = 2;
-        while j < args.len() {
-            if is(j, b"auth") && j + 2 < args.len() {
-                out.extend([j + 1, j + 2]);
-                j += 3;
-            } else if is(j, b"setname") && j + 1 < args.len() {
-                j += 2;
-            } else {
-                break;
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]

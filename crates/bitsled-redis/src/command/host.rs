@@ -1,0 +1,143 @@
+//! What the command layer asks of the server behind a session: the
+//! [`Host`] trait. The server implements it for each connection; the
+//! command layer sees nothing else of the server, so the crate's
+//! dependency runs one way (`server` uses `command`, never the reverse).
+//! A session without a host (the CLI's) answers the server commands with
+//! an error, and INFO describes the database alone.
+
+use std::net::SocketAddr;
+
+use parking_lot::RwLock;
+
+use super::{Proto, Reply};
+
+/// Where a client is connected from and to, and its id: what CLIENT
+/// KILL's filters look at.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ClientAddr {
+    /// The client's id.
+    pub(crate) id: u64,
+    /// The client's address (`ADDR`).
+    pub(crate) addr: SocketAddr,
+    /// The server's address of the connection (`LADDR`).
+    pub(crate) laddr: SocketAddr,
+}
+
+/// Why SAVE did not make the data durable.
+#[derive(Debug)]
+pub(crate) enum SaveFailed {
+    /// A background save runs.
+    Busy,
+    /// The flush failed, with its error.
+    Flush(String),
+}
+
+/// What BGSAVE did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Bgsave {
+    /// A save started on a thread of its own.
+    Started,
+    /// One is running; another follows it (`BGSAVE SCHEDULE`).
+    Scheduled,
+    /// One is running and none was scheduled.
+    Busy,
+}
+
+/// The server behind one client's session. Every method is about this
+/// client's connection or the server as a whole; none hands out the
+/// server's state, except the transaction lock, which the session takes
+/// itself because only it knows when a command's time starts and ends.
+///
+/// `Send + Sync` so that a [`super::Session`] stays both.
+pub(crate) trait Host: Send + Sync {
+    /// This client's id (CLIENT ID, HELLO).
+    fn client_id(&self) -> u64;
+
+    /// The password clients must give before other commands, if any.
+    fn requirepass(&self) -> Option<&[u8]>;
+
+    /// Records this client's name (`None`: no name) for CLIENT LIST.
+    fn set_client_name(&self, name: Option<&[u8]>);
+
+    /// Records this client's protocol for CLIENT LIST.
+    fn set_client_proto(&self, proto: Proto);
+
+    /// Records this client's selected database for CLIENT LIST.
+    fn set_client_db(&self, index: u32);
+
+    /// CLIENT INFO: this client's line. `multi` is the number of commands
+    /// it has queued when it is in a transaction.
+    fn client_info(&self, multi: Option<usize>) -> String;
+
+    /// CLIENT LIST: every client's line, by id; `multi` is this client's
+    /// (the others' are not known).
+    fn client_list(&self, multi: Option<usize>) -> String;
+
+    /// CLIENT KILL: closes at once every other client for which `matches`
+    /// holds (it leaves the client list before this returns) and returns
+    /// the ids of all that matched, this client's own included: closing
+    /// this connection, after its reply, is the caller's to do.
+    fn kill_clients(&self, matches: &dyn Fn(&ClientAddr) -> bool) -> Vec<u64>;
+
+    /// The server-wide transaction lock: every command but EXEC runs
+    /// holding it shared, EXEC holds it exclusively, so no other client's
+    /// command runs between a transaction's commands.
+    fn transaction_lock(&self) -> &RwLock<()>;
+
+    /// Hands a finished command (its arguments, its duration in
+    /// microseconds, the client's name) to the slow log, which keeps it if
+    /// it was slow enough.
+    fn log_command(&self, args: &[Vec<u8>], usec: u64, client_name: &[u8]);
+
+    /// SLOWLOG GET: the newest `count` entries (`None`: all).
+    fn slowlog_get(&self, count: Option<usize>) -> Reply;
+
+    /// SLOWLOG LEN.
+    fn slowlog_len(&self) -> usize;
+
+    /// SLOWLOG RESET.
+    fn slowlog_reset(&self);
+
+    /// CONFIG SET `slowlog-log-slower-than` (microseconds; negative logs
+    /// nothing).
+    fn set_slowlog_slower_than(&self, usec: i64);
+
+    /// CONFIG SET `slowlog-max-len`.
+    fn set_slowlog_max_len(&self, len: u64);
+
+    /// The text of INFO section `name` when it is one of the server's
+    /// (server, clients, persistence, stats, errorstats, commandstats);
+    /// `None` for any other.
+    fn info_section(&self, name: &str) -> Option<String>;
+
+    /// CONFIG GET: every parameter the server reports, with its value.
+    fn config(&self) -> Vec<(&'static str, String)>;
+
+    /// CONFIG RESETSTAT: clears the server's statistics.
+    fn reset_stats(&self);
+
+    /// SAVE: makes everything written so far durable before returning.
+    ///
+    /// # Errors
+    /// [`SaveFailed::Busy`] while a background save runs; the flush's
+    /// error.
+    fn save(&self) -> Result<(), SaveFailed>;
+
+    /// BGSAVE: starts the same on a thread of its own, unless one runs
+    /// (then another follows it if `schedule`).
+    ///
+    /// # Errors
+    /// The thread could not be started.
+    fn bgsave(&self, schedule: bool) -> std::io::Result<Bgsave>;
+
+    /// LASTSAVE: the Unix time of the last successful save (the server's
+    /// start before any).
+    fn last_save_secs(&self) -> u64;
+
+    /// SHUTDOWN: makes everything acknowledged durable, then starts
+    /// stopping the server. A failed flush stops nothing.
+    ///
+    /// # Errors
+    /// The flush's error.
+    fn shutdown(&self) -> bitsled::Result<()>;
+}

@@ -1,0 +1,162 @@
+//! INFO: the choice of sections, and the sections that describe the
+//! database and the process (memory, keyspace, replication, cpu, modules,
+//! cluster). The server's own sections (server, clients, persistence,
+//! stats, errorstats, commandstats) come from the session's [`Host`];
+//! without one (the CLI) they are left out.
+
+use std::fmt::Write as _;
+
+use super::host::Host;
+use super::Fail;
+use bitsled::Db;
+
+/// INFO sections in the default order (Redis 7's).
+const DEFAULT_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "errorstats",
+    "cluster",
+    "keyspace",
+];
+
+/// The INFO text for the requested sections (none: the default ones;
+/// `all`/`everything`: also commandstats). Unknown sections are left out,
+/// and so are the server's sections when there is no server (the CLI).
+pub(crate) fn info(db: &Db, host: Option<&dyn Host>, args: &[Vec<u8>]) -> Result<String, Fail> {
+    let mut wanted: Vec<&str> = Vec::new();
+    if args.is_empty() {
+        wanted.extend(DEFAULT_SECTIONS);
+    }
+    for a in args {
+        let a = String::from_utf8_lossy(a).to_ascii_lowercase();
+        match a.as_str() {
+            "default" => wanted.extend(DEFAULT_SECTIONS),
+            "all" | "everything" => {
+                wanted.extend(DEFAULT_SECTIONS);
+                wanted.push("commandstats");
+            }
+            other => {
+                if let Some(s) = DEFAULT_SECTIONS.iter().chain(&["commandstats"]).find(|s| **s == other) {
+                    wanted.push(s);
+                }
+            }
+        }
+    }
+    let mut out = String::new();
+    let mut done: Vec<&str> = Vec::new();
+    for s in wanted {
+        if done.contains(&s) {
+            continue;
+        }
+        done.push(s);
+        let Some(text) = section(db, host, s)? else { continue };
+        if !out.is_empty() {
+            out.push_str("\r\n");
+        }
+        out.push_str(&text);
+    }
+    Ok(out)
+}
+
+/// The text of section `name`; `None` for a server section without a
+/// server.
+fn section(db: &Db, host: Option<&dyn Host>, name: &str) -> Result<Option<String>, Fail> {
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = match name {
+        "memory" => {
+            let rss = rss_bytes().unwrap_or(0);
+            let m = db.memory_stats();
+            let used = m.page_cache_bytes + m.metadata_cache_bytes;
+            write!(
+                out,
+                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\n\
+                 used_memory_rss_human:{}\r\nused_memory_dataset:{used}\r\nbitsled_page_cache:{}\r\n\
+                 bitsled_dirty_pages:{}\r\nbitsled_metadata_cache:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\n\
+                 maxmemory_policy:noeviction\r\nmem_allocator:libc\r\n",
+                human(used),
+                human(rss),
+                m.page_cache_bytes,
+                m.dirty_page_bytes,
+                m.metadata_cache_bytes,
+                m.budget_bytes,
+                human(m.budget_bytes),
+            )
+        }
+        "keyspace" => {
+            out.push_str("# Keyspace\r\n");
+            let now_secs = db.now_ms() / 1000;
+            for i in 0..db.databases() {
+                let c = db.select(i)?.counts()?;
+                if c.keys == 0 {
+                    continue;
+                }
+                // The mean remaining time to live of the keys with one, ms.
+                let avg_ttl = c
+                    .expire_secs
+                    .checked_div(c.expires)
+                    .map_or(0, |at| at.saturating_sub(now_secs).saturating_mul(1000));
+                let _ = write!(out, "db{i}:keys={},expires={},avg_ttl={avg_ttl}\r\n", c.keys, c.expires);
+            }
+            Ok(())
+        }
+        "replication" => write!(
+            out,
+            "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\n\
+             master_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\n\
+             repl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\n\
+             repl_backlog_histlen:0\r\n",
+            "0".repeat(40),
+            "0".repeat(40),
+        ),
+        "cpu" => {
+            let (user, sys) = cpu_seconds().unwrap_or((0.0, 0.0));
+            write!(
+                out,
+                "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:0.000000\r\n\
+                 used_cpu_user_children:0.000000\r\n"
+            )
+        }
+        "modules" => write!(out, "# Modules\r\n"),
+        "cluster" => write!(out, "# Cluster\r\ncluster_enabled:0\r\n"),
+        _ => return Ok(host.and_then(|h| h.info_section(name))),
+    };
+    Ok(Some(out))
+}
+
+/// User and system CPU seconds of this process, from `/proc/self/stat`
+/// (Linux; clock ticks of 1/100 s).
+fn cpu_seconds() -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    // utime and stime are fields 14 and 15 of the line: 11 and 12 here.
+    Some((ticks(11)? as f64 / 100.0, ticks(12)? as f64 / 100.0))
+}
+
+/// Resident memory of this process, from `/proc/self/status` (Linux).
+fn rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+fn human(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b >= (1u64 << 30) as f64 {
+        format!("{:.2}G", b / (1u64 << 30) as f64)
+    } else if b >= (1u64 << 20) as f64 {
+        format!("{:.2}M", b / (1u64 << 20) as f64)
+    } else {
+        format!("{:.2}K", b / 1024.0)
+    }
+}

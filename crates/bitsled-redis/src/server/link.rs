@@ -1,0 +1,139 @@
+//! The server as one connection's session sees it: [`Link`], the
+//! command layer's [`Host`] for that connection. Everything a server
+//! command reads or changes in the server's state goes through here, so
+//! the state's fields stay private to the server.
+
+use std::net::Shutdown;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use super::save::Saves;
+use super::{info, ClientInfo, Shared};
+use crate::command::{Bgsave, ClientAddr, Host, Proto, Reply, SaveFailed};
+
+/// The server's shared state and the connection's own entry in the
+/// client list.
+pub(super) struct Link {
+    pub(super) shared: Arc<Shared>,
+    pub(super) info: Arc<ClientInfo>,
+}
+
+impl Host for Link {
+    fn client_id(&self) -> u64 {
+        self.info.id
+    }
+
+    fn requirepass(&self) -> Option<&[u8]> {
+        self.shared.config.requirepass.as_deref()
+    }
+
+    fn set_client_name(&self, name: Option<&[u8]>) {
+        *self.info.name.lock() = name.map(<[u8]>::to_vec);
+    }
+
+    fn set_client_proto(&self, proto: Proto) {
+        self.info.resp.store(if proto == Proto::Resp3 { 3 } else { 2 }, Ordering::Relaxed);
+    }
+
+    fn set_client_db(&self, index: u32) {
+        self.info.db.store(index, Ordering::Relaxed);
+    }
+
+    fn client_info(&self, multi: Option<usize>) -> String {
+        info::client_line(&self.info, multi)
+    }
+
+    fn client_list(&self, multi: Option<usize>) -> String {
+        let mut clients: Vec<_> = self.shared.clients.lock().values().cloned().collect();
+        clients.sort_by_key(|c| c.id);
+        let mut text = String::new();
+        for c in &clients {
+            text.push_str(&info::client_line(c, if c.id == self.info.id { multi } else { None }));
+        }
+        text
+    }
+
+    fn kill_clients(&self, matches: &dyn Fn(&ClientAddr) -> bool) -> Vec<u64> {
+        // Matched and removed under one hold of the list's lock, so a
+        // client counted is a client closed.
+        let mut clients = self.shared.clients.lock();
+        let matching: Vec<Arc<ClientInfo>> = clients
+            .values()
+            .filter(|c| matches(&ClientAddr { id: c.id, addr: c.addr, laddr: c.laddr }))
+            .cloned()
+            .collect();
+        for c in matching.iter().filter(|c| c.id != self.info.id) {
+            // Gone from the client list at once, as in Redis; its thread
+            // finds the socket shut and ends.
+            clients.remove(&c.id);
+            let _ = c.stream.shutdown(Shutdown::Both);
+        }
+        matching.iter().map(|c| c.id).collect()
+    }
+
+    fn transaction_lock(&self) -> &RwLock<()> {
+        &self.shared.exec_lock
+    }
+
+    fn log_command(&self, args: &[Vec<u8>], usec: u64, client_name: &[u8]) {
+        self.shared.slowlog.record(args, usec, self.info.addr, client_name);
+    }
+
+    fn slowlog_get(&self, count: Option<usize>) -> Reply {
+        self.shared.slowlog.get(count)
+    }
+
+    fn slowlog_len(&self) -> usize {
+        self.shared.slowlog.len()
+    }
+
+    fn slowlog_reset(&self) {
+        self.shared.slowlog.reset();
+    }
+
+    fn set_slowlog_slower_than(&self, usec: i64) {
+        self.shared.slowlog.set_slower_than_usec(usec);
+    }
+
+    fn set_slowlog_max_len(&self, len: u64) {
+        self.shared.slowlog.set_max_len(len);
+    }
+
+    fn info_section(&self, name: &str) -> Option<String> {
+        info::section(&self.shared, name)
+    }
+
+    fn config(&self) -> Vec<(&'static str, String)> {
+        info::config(&self.shared)
+    }
+
+    fn reset_stats(&self) {
+        self.shared.stats.reset();
+    }
+
+    fn save(&self) -> Result<(), SaveFailed> {
+        if self.shared.saves.running() {
+            return Err(SaveFailed::Busy);
+        }
+        Saves::save(&self.shared).map_err(SaveFailed::Flush)
+    }
+
+    fn bgsave(&self, schedule: bool) -> std::io::Result<Bgsave> {
+        Saves::background(&self.shared, schedule)
+    }
+
+    fn last_save_secs(&self) -> u64 {
+        self.shared.saves.last_save_secs()
+    }
+
+    fn shutdown(&self) -> bitsled::Result<()> {
+        if let Err(e) = self.shared.db.flush() {
+            eprintln!("bitsled serve: SHUTDOWN: flush failed: {e}");
+            return Err(e);
+        }
+        self.shared.begin_shutdown();
+        Ok(())
+    }
+}
