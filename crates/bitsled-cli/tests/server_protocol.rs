@@ -254,6 +254,36 @@ fn malformed_frames_close_only_that_connection() {
     expect(&mut good, b"GETBIT g 3\r\n", b":1\r\n");
 }
 
+/// An inline request with a NUL byte before its newline is never run, as
+/// in Redis 7.0 (whose `strchr` finds no line end): neither the part before
+/// the NUL (`DEL important`, `SET k v` without the `EX 1`) nor the whole.
+/// The connection answers nothing more until over 64 KiB are pending, then
+/// gets `too big inline request` and is closed.
+#[test]
+fn inline_request_with_a_nul_byte_is_never_run() {
+    let (_dir, served) = start();
+    let mut s = served.raw();
+    expect(&mut s, b"SET important 1\r\n", b"+OK\r\n");
+    for line in [&b"DEL important\0-suffix\r\nPING\r\n"[..], b"SET k v\0 EX 1\r\nPING\r\n"] {
+        let mut bad = served.raw();
+        bad.set_read_timeout(Some(Duration::from_millis(300))).expect("timeout");
+        let (got, closed) = send_and_read_to_close(&mut bad, line);
+        assert!(
+            got.is_empty() && !closed,
+            "{:?} got {:?}",
+            String::from_utf8_lossy(line),
+            String::from_utf8_lossy(&got)
+        );
+        bad.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        let (got, closed) = send_and_read_to_close(&mut bad, &vec![b'x'; 64 * 1024]);
+        assert_eq!(String::from_utf8_lossy(&got), "-ERR Protocol error: too big inline request\r\n");
+        assert!(closed);
+    }
+    expect(&mut s, b"EXISTS important\r\nEXISTS k\r\n", b":1\r\n:0\r\n");
+    // As a bulk argument, a NUL is part of the key.
+    expect(&mut s, b"*2\r\n$3\r\nDEL\r\n$16\r\nimportant\0-suffix\r\nEXISTS important\r\n", b":0\r\n:1\r\n");
+}
+
 /// The server's resident memory in bytes, from INFO memory.
 fn rss(s: &mut TcpStream) -> u64 {
     s.write_all(b"INFO memory\r\n").expect("write");
