@@ -129,6 +129,39 @@ fn auth_required_and_refused() {
     assert!(bad.is_err(), "a wrong password must not connect");
 }
 
+/// Failed AUTHs are rate-limited: a pipelined burst of wrong passwords
+/// gets 10 replies at once, then one per 50 ms, and the connection is
+/// closed after the 100th; INFO stats counts every failure. A correct
+/// password after a few failures, even past the first 10, still works.
+#[test]
+fn auth_guessing_is_slowed_then_disconnected() {
+    const WRONGPASS: &[u8] = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n";
+    let (_dir, served) = start_with(&["--requirepass", "s3cret"]);
+    let mut s = served.raw();
+    expect(&mut s, &b"AUTH guess\r\n".repeat(3), &WRONGPASS.repeat(3));
+    expect(&mut s, b"AUTH s3cret\r\nPING\r\n", b"+OK\r\n+PONG\r\n");
+    let mut s = served.raw();
+    expect(&mut s, &b"HELLO 2 AUTH default guess\r\n".repeat(12), &WRONGPASS.repeat(12));
+    expect(&mut s, b"AUTH default s3cret\r\nPING\r\n", b"+OK\r\n+PONG\r\n");
+
+    let mut burst = served.raw();
+    burst.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    let t = Instant::now();
+    let (got, closed) = send_and_read_to_close(&mut burst, &b"AUTH guess\r\n".repeat(150));
+    let took = t.elapsed();
+    assert!(closed, "the guesser stays connected");
+    assert_eq!(got.len(), WRONGPASS.len() * 100, "{}", String::from_utf8_lossy(&got));
+    assert_eq!(got, WRONGPASS.repeat(100));
+    assert!(took >= Duration::from_millis(90 * 50 - 200), "90 failures past the first 10 took only {took:?}");
+
+    let mut con = redis::Client::open(format!("redis://:s3cret@127.0.0.1:{}/", served.port))
+        .expect("client")
+        .get_connection()
+        .expect("connect with password");
+    let info: String = redis::cmd("INFO").arg("stats").query(&mut con).expect("info");
+    assert!(info.contains("\r\nauth_failures:115\r\n"), "{info}");
+}
+
 /// MULTI queues, EXEC runs the queue, DISCARD drops it, and an error at
 /// queue time makes EXEC abort the whole transaction.
 #[test]

@@ -251,6 +251,8 @@ pub(crate) struct Stats {
     pub(crate) net_output_bytes: AtomicU64,
     pub(crate) flushes: AtomicU64,
     pub(crate) flush_failures: AtomicU64,
+    /// Failed AUTH and HELLO AUTH attempts (INFO stats `auth_failures`).
+    pub(crate) auth_failures: AtomicU64,
     /// Per command (its table name): calls, microseconds, failed calls.
     pub(crate) commands: Mutex<HashMap<&'static str, CommandStat>>,
     /// Error replies by code (INFO errorstats).
