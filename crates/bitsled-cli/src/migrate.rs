@@ -8,22 +8,40 @@
 //! that are not all zero (a sparse bitmap at offset 2^32-1 stays small).
 //! After every batch the SCAN cursor goes to a state file in the database
 //! directory, so `--resume` continues an interrupted run; a key copied
-//! again is rewritten whole. Keys of other types are counted and left.
+//! again is rewritten whole; a finished run removes the file. Keys of other
+//! types are counted and left.
+//!
+//! The source's password is never stored or printed: the state file holds
+//! the URL without it, every error's text has it replaced, and it may come
+//! from `BITSLED_MIGRATE_PASSWORD` or `--password-file` rather than the
+//! URL (which other users can see in the process list). The state file is
+//! created anew, readable by its owner only, and never through a symlink.
 
 use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use bitsled::{Db, ExpireCondition, SetExpiry};
 use clap::Args;
 use indicatif::ProgressBar;
-use redis::{Connection, RedisResult};
+use redis::{Connection, ConnectionInfo, IntoConnectionInfo, RedisResult};
 
 use crate::style;
 
 /// The state file, in the database directory.
 const STATE_FILE: &str = "migrate.state";
+
+/// The state file is written here first, then renamed over [`STATE_FILE`].
+const STATE_TMP: &str = "migrate.state.tmp";
+
+/// The environment variable the source's password may come from.
+const PASSWORD_ENV: &str = "BITSLED_MIGRATE_PASSWORD";
+
+/// What replaces a password in printed text.
+const REDACTED: &str = "(redacted)";
 
 /// Bytes written per SETRANGE of a long value: a page.
 const PAGE: usize = 4096;
@@ -35,9 +53,15 @@ const SHORT: u64 = 64 << 10;
 
 #[derive(Args, Debug)]
 pub(crate) struct MigrateArgs {
-    /// The source Redis (redis://[user:password@]host:port).
+    /// The source Redis (redis://[user@]host:port[/db]). A password in the
+    /// URL works but shows in the process list: prefer
+    /// BITSLED_MIGRATE_PASSWORD or --password-file, which take precedence.
     #[arg(long, default_value = "redis://127.0.0.1:6379")]
     from: String,
+    /// A file whose first line is the source's password (takes precedence
+    /// over BITSLED_MIGRATE_PASSWORD and the URL's).
+    #[arg(long)]
+    password_file: Option<PathBuf>,
     /// Source databases to copy, each into the database of the same number
     /// (repeatable); default: every database INFO keyspace lists.
     #[arg(long = "source-db")]
@@ -59,8 +83,8 @@ pub(crate) struct MigrateArgs {
     no_verify: bool,
 }
 
-/// Where a run is: the database being copied and its SCAN cursor; the
-/// databases already done.
+/// Where a run is: the source (its URL without a password), the database
+/// being copied and its SCAN cursor; the databases already done.
 #[derive(Debug, Default, PartialEq)]
 struct State {
     source: String,
@@ -83,16 +107,19 @@ impl State {
         for line in text.lines() {
             let mut w = line.split(' ');
             match (w.next(), w.next(), w.next()) {
-                (Some("source"), Some(url), None) => st.source = url.to_string(),
+                // An older version stored the URL as given, password and all.
+                (Some("source"), Some(url), None) => st.source = redact_url(url),
                 (Some("done"), Some(db), None) => st.done.push(db.parse()?),
                 (Some("at"), Some(db), Some(cursor)) => st.current = Some((db.parse()?, cursor.parse()?)),
-                _ => bail!("bad line in {}: {line:?}", STATE_FILE),
+                // The line is not shown: it may be a password.
+                _ => bail!("bad line in {}", STATE_FILE),
             }
         }
         Ok(Some(st))
     }
 
-    /// Written to a temporary file, then renamed over the old one.
+    /// Written to a new temporary file (owner-only), synced, then renamed
+    /// over the old one.
     fn save(&self, dir: &Path) -> Result<()> {
         let mut text = format!("source {}\n", self.source);
         for db in &self.done {
@@ -101,10 +128,126 @@ impl State {
         if let Some((db, cursor)) = self.current {
             text.push_str(&format!("at {db} {cursor}\n"));
         }
-        let tmp = dir.join(format!("{STATE_FILE}.tmp"));
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, Self::path(dir))?;
+        let tmp = dir.join(STATE_TMP);
+        let mut f = create_private(&tmp)?;
+        f.write_all(text.as_bytes()).and_then(|()| f.sync_all()).context("writing the migrate state file")?;
+        drop(f);
+        std::fs::rename(&tmp, Self::path(dir)).context("renaming the migrate state file")?;
         Ok(())
+    }
+
+    /// Removes the state file of `dir` (a finished run needs none).
+    fn remove(dir: &Path) -> Result<()> {
+        match std::fs::remove_file(Self::path(dir)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e).context("removing the migrate state file"),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Creates `path` for writing: a new file (`O_EXCL`), readable and writable
+/// by its owner only. A regular file left there by an interrupted run is
+/// removed first; a symlink or anything else is refused, never followed
+/// (and one placed there after the check makes the exclusive create fail).
+fn create_private(path: &Path) -> Result<File> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_file() => {
+            std::fs::remove_file(path).with_context(|| format!("removing the leftover {}", path.display()))?;
+        }
+        Ok(_) => bail!("refusing to write {}: it exists and is not a regular file (a symlink?)", path.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("checking {}", path.display())),
+    }
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(path).with_context(|| format!("creating {}", path.display()))
+}
+
+/// `url` with its password (user info, or a Unix socket URL's `pass`
+/// parameter) removed; a URL that does not parse is not shown at all.
+fn redact_url(url: &str) -> String {
+    let Some(mut u) = redis::parse_redis_url(url) else { return "(a URL that does not parse)".into() };
+    // Fails only for URLs that cannot have user info, which then has none.
+    let _ = u.set_password(None);
+    let pairs: Vec<(String, String)> =
+        u.query_pairs().filter(|(k, _)| k != "pass").map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+    if pairs.is_empty() {
+        u.set_query(None);
+    } else {
+        u.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    u.to_string()
+}
+
+/// The source to copy from, and what must never be printed.
+struct Source {
+    info: ConnectionInfo,
+    /// The URL without its password: for messages and the state file.
+    shown: String,
+    /// The password in every form it was given (as typed in the URL,
+    /// percent-decoded, from the file or the environment).
+    secrets: Vec<String>,
+}
+
+impl Source {
+    /// The source of `args`: `--from`, with the password from
+    /// `--password-file`, else `BITSLED_MIGRATE_PASSWORD`, else the URL.
+    ///
+    /// # Errors
+    /// A URL that does not parse, an unreadable or empty password file, a
+    /// password that is not UTF-8. No error text contains the URL or the
+    /// password.
+    fn from_args(args: &MigrateArgs) -> Result<Source> {
+        let shown = redact_url(&args.from);
+        let mut secrets = Vec::new();
+        if let Some(u) = redis::parse_redis_url(&args.from) {
+            secrets.extend(u.password().map(str::to_string));
+            secrets.extend(u.query_pairs().filter(|(k, _)| k == "pass").map(|(_, v)| v.into_owned()));
+        }
+        // The redis crate's errors for a bad URL do not quote it.
+        let mut info = args.from.as_str().into_connection_info().map_err(|e| anyhow!("bad --from {shown}: {e}"))?;
+        secrets.extend(info.redis_settings().password().map(str::to_string));
+        let given = match &args.password_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading the password file {}", path.display()))?;
+                let line = text.lines().next().unwrap_or_default();
+                if line.is_empty() {
+                    bail!("the password file {} is empty", path.display());
+                }
+                Some(line.to_string())
+            }
+            None => match std::env::var(PASSWORD_ENV) {
+                Ok(p) if !p.is_empty() => Some(p),
+                Ok(_) | Err(std::env::VarError::NotPresent) => None,
+                Err(std::env::VarError::NotUnicode(_)) => bail!("{PASSWORD_ENV} is not UTF-8"),
+            },
+        };
+        if let Some(p) = given {
+            let settings = info.redis_settings().clone().set_password(&p);
+            info = info.set_redis_settings(settings);
+            secrets.push(p);
+        } else if !secrets.is_empty() {
+            eprintln!(
+                "note: a password in --from shows in the process list; {PASSWORD_ENV} or --password-file keep it out"
+            );
+        }
+        secrets.retain(|s| !s.is_empty());
+        Ok(Source { info, shown, secrets })
+    }
+
+    /// `e` with every occurrence of the password replaced.
+    fn redact(&self, e: anyhow::Error) -> anyhow::Error {
+        let text = format!("{e:#}");
+        if !self.secrets.iter().any(|s| text.contains(s.as_str())) {
+            return e;
+        }
+        anyhow!(self.secrets.iter().fold(text, |t, s| t.replace(s.as_str(), REDACTED)))
     }
 }
 
@@ -117,17 +260,28 @@ struct Totals {
     vanished: u64,
 }
 
+/// Runs `bitsled migrate`; the exit status is 1 if the check found
+/// mismatches.
+///
+/// # Errors
+/// Any failure to read the source or write the database; the error's text
+/// never contains the source's password.
 pub(crate) fn migrate(db: &Db, dir: &Path, args: &MigrateArgs) -> Result<i32> {
-    let client = redis::Client::open(args.from.as_str()).with_context(|| format!("bad --from {}", args.from))?;
-    let mut con = client.get_connection().with_context(|| format!("connecting to {}", args.from))?;
+    let source = Source::from_args(args)?;
+    run(db, dir, args, &source).map_err(|e| source.redact(e))
+}
+
+fn run(db: &Db, dir: &Path, args: &MigrateArgs, source: &Source) -> Result<i32> {
+    let client = redis::Client::open(source.info.clone()).with_context(|| format!("bad --from {}", source.shown))?;
+    let mut con = client.get_connection().with_context(|| format!("connecting to {}", source.shown))?;
     let mut state = match (args.resume, State::load(dir)?) {
-        (true, Some(st)) if st.source == args.from => {
+        (true, Some(st)) if st.source == source.shown => {
             eprintln!("resuming: done {:?}, at {:?}", st.done, st.current);
             st
         }
-        (true, Some(st)) => bail!("the state file is of a migration from {}, not {}", st.source, args.from),
+        (true, Some(st)) => bail!("the state file is of a migration from {}, not {}", st.source, source.shown),
         (true, None) => bail!("--resume: no {} in {}", STATE_FILE, dir.display()),
-        (false, _) => State { source: args.from.clone(), ..State::default() },
+        (false, _) => State { source: source.shown.clone(), ..State::default() },
     };
     let sizes = source_databases(&mut con)?;
     let dbs: Vec<u32> =
@@ -188,10 +342,9 @@ pub(crate) fn migrate(db: &Db, dir: &Path, args: &MigrateArgs) -> Result<i32> {
         println!("stopped after {batches} batches: run again with --resume to continue");
         return Ok(0);
     }
-    if args.no_verify {
-        return Ok(0);
-    }
-    let mismatches = verify(&mut con, db, &dbs, args.batch)?;
+    let mismatches = if args.no_verify { 0 } else { verify(&mut con, db, &dbs, args.batch)? };
+    // Every database is copied: nothing is left to resume.
+    State::remove(dir)?;
     Ok(i32::from(mismatches > 0))
 }
 
@@ -382,6 +535,65 @@ mod tests {
         assert_eq!(State::load(dir.path()).unwrap(), Some(st));
         std::fs::write(dir.path().join(STATE_FILE), "nonsense\n").unwrap();
         assert!(State::load(dir.path()).is_err());
+    }
+
+    /// No password survives in a shown URL, in any of the forms the redis
+    /// crate accepts; the rest of the URL does.
+    #[test]
+    fn urls_lose_their_passwords() {
+        assert_eq!(redact_url("redis://:hunter2@h:1/2"), "redis://h:1/2");
+        assert_eq!(redact_url("redis://me:hunter2@h:1"), "redis://me@h:1");
+        assert_eq!(redact_url("redis://me:hun%40ter2@h:1"), "redis://me@h:1");
+        assert_eq!(redact_url("redis://h:1"), "redis://h:1");
+        assert_eq!(redact_url("redis+unix:///run/r.sock?pass=hunter2&db=3"), "redis+unix:///run/r.sock?db=3");
+        assert_eq!(redact_url("unix:///run/r.sock?pass=hunter2"), "unix:///run/r.sock");
+        assert!(!redact_url("redis://:hunter2@h:notaport").contains("hunter2"));
+    }
+
+    /// An older state file's password is dropped on load.
+    #[test]
+    fn old_state_files_lose_their_passwords() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(STATE_FILE), "source redis://:hunter2@h:1\ndone 0\n").unwrap();
+        let st = State::load(dir.path()).unwrap().unwrap();
+        assert_eq!(st.source, "redis://h:1");
+        std::fs::write(dir.path().join(STATE_FILE), "hunter2\n").unwrap();
+        let err = format!("{:#}", State::load(dir.path()).unwrap_err());
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+
+    /// The state file is owner-only; a symlink at the temporary path is
+    /// refused and its target left alone; a leftover regular file there is
+    /// replaced.
+    #[test]
+    #[cfg(unix)]
+    fn state_file_is_private_and_never_follows_a_symlink() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let st = State { source: "redis://h:1".into(), done: vec![0], current: None };
+        st.save(dir.path()).unwrap();
+        let mode = std::fs::metadata(dir.path().join(STATE_FILE)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.path().join(STATE_TMP)).unwrap();
+        let err = st.save(dir.path()).unwrap_err();
+        assert!(format!("{err:#}").contains("refusing"), "{err:#}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        // A dangling symlink is refused too.
+        std::fs::remove_file(&victim).unwrap();
+        assert!(st.save(dir.path()).is_err());
+        assert!(!victim.exists());
+
+        std::fs::remove_file(dir.path().join(STATE_TMP)).unwrap();
+        std::fs::write(dir.path().join(STATE_TMP), "leftover").unwrap();
+        st.save(dir.path()).unwrap();
+        assert_eq!(State::load(dir.path()).unwrap(), Some(st));
+        assert!(!dir.path().join(STATE_TMP).exists());
+        State::remove(dir.path()).unwrap();
+        assert!(!dir.path().join(STATE_FILE).exists());
+        State::remove(dir.path()).unwrap();
     }
 
     #[test]

@@ -20,7 +20,19 @@ use rand::{Rng, SeedableRng};
 mod redis_server;
 
 fn bitsled(dir: &std::path::Path, args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_bitsled")).arg("--db").arg(dir).args(args).output().unwrap();
+    bitsled_env(dir, args, &[])
+}
+
+/// Runs `bitsled --db DIR ARGS` with `env` added to its environment.
+fn bitsled_env(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_bitsled"))
+        .env_remove("BITSLED_MIGRATE_PASSWORD")
+        .envs(env.iter().copied())
+        .arg("--db")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     (out.status.code().unwrap_or(-1), format!("{stdout}{stderr}"))
@@ -117,4 +129,85 @@ fn migrate_copies_a_redis_dataset_and_verifies_it() {
     }
     assert!(db.verify().unwrap().is_ok());
     assert!(!dir.path().join("migrate.state.tmp").exists());
+    assert!(!dir.path().join("migrate.state").exists(), "a finished run leaves no state file");
+}
+
+/// A source with a password: the password is never written to the state
+/// file (which is owner-only) nor printed, whether it comes in the URL,
+/// from `BITSLED_MIGRATE_PASSWORD` or from `--password-file`; a symlink at
+/// the state file's temporary path is refused, not followed; a finished
+/// run removes the state file.
+#[test]
+#[cfg(unix)]
+fn migrate_keeps_the_source_password_secret() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(server) = redis_server::start() else { return };
+    let pw = "hunter2-Secret";
+    let mut con = redis::Client::open(format!("redis://127.0.0.1:{}", server.port)).unwrap().get_connection().unwrap();
+    let mut p = redis::pipe();
+    for i in 0..50 {
+        p.cmd("SETBIT").arg(format!("k{i}")).arg(i).arg(1).ignore();
+    }
+    p.cmd("CONFIG").arg("SET").arg("requirepass").arg(pw).ignore();
+    p.query::<()>(&mut con).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("migrate.state");
+    let with_pw = format!("redis://:{pw}@127.0.0.1:{}", server.port);
+    let bare = format!("redis://127.0.0.1:{}", server.port);
+    let (code, out) = bitsled(dir.path(), &["migrate", "--from", &with_pw, "--batch", "10", "--max-batches", "1"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains(pw), "{out}");
+    let text = std::fs::read_to_string(&state).unwrap();
+    assert!(!text.contains(pw), "{text}");
+    assert!(text.contains(&format!("source {bare}\n")), "{text}");
+    let mode = std::fs::metadata(&state).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{mode:o}");
+
+    // Wrong passwords and bad URLs: errors that do not show the password.
+    for from in [format!("redis://:wrong-{pw}@127.0.0.1:{}", server.port), format!("redis://:{pw}@127.0.0.1:x")] {
+        let (code, out) = bitsled(dir.path(), &["migrate", "--from", &from, "--resume"]);
+        assert_ne!(code, 0, "{out}");
+        assert!(!out.contains(pw), "{out}");
+    }
+    let (code, out) =
+        bitsled_env(dir.path(), &["migrate", "--from", &bare, "--resume"], &[("BITSLED_MIGRATE_PASSWORD", "nope")]);
+    assert_ne!(code, 0, "{out}");
+
+    // A symlink at the temporary path is refused and its target untouched.
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "keep").unwrap();
+    let tmp = dir.path().join("migrate.state.tmp");
+    std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+    let (code, out) = bitsled_env(
+        dir.path(),
+        &["migrate", "--from", &bare, "--batch", "10", "--max-batches", "1", "--resume"],
+        &[("BITSLED_MIGRATE_PASSWORD", pw)],
+    );
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("refusing"), "{out}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    std::fs::remove_file(&tmp).unwrap();
+
+    // The password from the environment, then from a file; resumed to the end.
+    let (code, out) = bitsled_env(
+        dir.path(),
+        &["migrate", "--from", &bare, "--batch", "10", "--max-batches", "1", "--resume"],
+        &[("BITSLED_MIGRATE_PASSWORD", pw)],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(!std::fs::read_to_string(&state).unwrap().contains(pw));
+    let pw_file = dir.path().join("pw");
+    std::fs::write(&pw_file, format!("{pw}\n")).unwrap();
+    let (code, out) = bitsled(
+        dir.path(),
+        &["migrate", "--from", &bare, "--batch", "10", "--resume", "--password-file", pw_file.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(" 0 mismatches"), "{out}");
+    assert!(!out.contains(pw), "{out}");
+    assert!(!state.exists(), "a finished run leaves no state file");
+    assert!(!tmp.exists());
+    let db = bitsled::Config::new(dir.path()).open().unwrap();
+    assert_eq!(db.dbsize().unwrap(), 50);
 }

@@ -129,6 +129,39 @@ fn auth_required_and_refused() {
     assert!(bad.is_err(), "a wrong password must not connect");
 }
 
+/// Failed AUTHs are rate-limited: a pipelined burst of wrong passwords
+/// gets 10 replies at once, then one per 50 ms, and the connection is
+/// closed after the 100th; INFO stats counts every failure. A correct
+/// password after a few failures, even past the first 10, still works.
+#[test]
+fn auth_guessing_is_slowed_then_disconnected() {
+    const WRONGPASS: &[u8] = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n";
+    let (_dir, served) = start_with(&["--requirepass", "s3cret"]);
+    let mut s = served.raw();
+    expect(&mut s, &b"AUTH guess\r\n".repeat(3), &WRONGPASS.repeat(3));
+    expect(&mut s, b"AUTH s3cret\r\nPING\r\n", b"+OK\r\n+PONG\r\n");
+    let mut s = served.raw();
+    expect(&mut s, &b"HELLO 2 AUTH default guess\r\n".repeat(12), &WRONGPASS.repeat(12));
+    expect(&mut s, b"AUTH default s3cret\r\nPING\r\n", b"+OK\r\n+PONG\r\n");
+
+    let mut burst = served.raw();
+    burst.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    let t = Instant::now();
+    let (got, closed) = send_and_read_to_close(&mut burst, &b"AUTH guess\r\n".repeat(150));
+    let took = t.elapsed();
+    assert!(closed, "the guesser stays connected");
+    assert_eq!(got.len(), WRONGPASS.len() * 100, "{}", String::from_utf8_lossy(&got));
+    assert_eq!(got, WRONGPASS.repeat(100));
+    assert!(took >= Duration::from_millis(90 * 50 - 200), "90 failures past the first 10 took only {took:?}");
+
+    let mut con = redis::Client::open(format!("redis://:s3cret@127.0.0.1:{}/", served.port))
+        .expect("client")
+        .get_connection()
+        .expect("connect with password");
+    let info: String = redis::cmd("INFO").arg("stats").query(&mut con).expect("info");
+    assert!(info.contains("\r\nauth_failures:115\r\n"), "{info}");
+}
+
 /// MULTI queues, EXEC runs the queue, DISCARD drops it, and an error at
 /// queue time makes EXEC abort the whole transaction.
 #[test]
@@ -252,6 +285,36 @@ fn malformed_frames_close_only_that_connection() {
     assert_eq!(got, b"-ERR Protocol error: too big inline request\r\n");
     assert!(closed);
     expect(&mut good, b"GETBIT g 3\r\n", b":1\r\n");
+}
+
+/// An inline request with a NUL byte before its newline is never run, as
+/// in Redis 7.0 (whose `strchr` finds no line end): neither the part before
+/// the NUL (`DEL important`, `SET k v` without the `EX 1`) nor the whole.
+/// The connection answers nothing more until over 64 KiB are pending, then
+/// gets `too big inline request` and is closed.
+#[test]
+fn inline_request_with_a_nul_byte_is_never_run() {
+    let (_dir, served) = start();
+    let mut s = served.raw();
+    expect(&mut s, b"SET important 1\r\n", b"+OK\r\n");
+    for line in [&b"DEL important\0-suffix\r\nPING\r\n"[..], b"SET k v\0 EX 1\r\nPING\r\n"] {
+        let mut bad = served.raw();
+        bad.set_read_timeout(Some(Duration::from_millis(300))).expect("timeout");
+        let (got, closed) = send_and_read_to_close(&mut bad, line);
+        assert!(
+            got.is_empty() && !closed,
+            "{:?} got {:?}",
+            String::from_utf8_lossy(line),
+            String::from_utf8_lossy(&got)
+        );
+        bad.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        let (got, closed) = send_and_read_to_close(&mut bad, &vec![b'x'; 64 * 1024]);
+        assert_eq!(String::from_utf8_lossy(&got), "-ERR Protocol error: too big inline request\r\n");
+        assert!(closed);
+    }
+    expect(&mut s, b"EXISTS important\r\nEXISTS k\r\n", b":1\r\n:0\r\n");
+    // As a bulk argument, a NUL is part of the key.
+    expect(&mut s, b"*2\r\n$3\r\nDEL\r\n$16\r\nimportant\0-suffix\r\nEXISTS important\r\n", b":0\r\n:1\r\n");
 }
 
 /// The server's resident memory in bytes, from INFO memory.

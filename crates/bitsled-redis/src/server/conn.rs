@@ -11,6 +11,11 @@
 //! send a whole pipeline before reading any reply), until the output is
 //! gone, the client has been idle past the timeout, or the output exceeds
 //! the pending-reply limit (then the client is disconnected).
+//!
+//! Failed authentications are rate-limited per connection: past
+//! [`AUTH_FREE_FAILURES`], each one holds the connection for
+//! [`AUTH_FAILURE_DELAY`]; at [`AUTH_MAX_FAILURES`] the client is
+//! disconnected after its reply. A correct password is never delayed.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -21,7 +26,7 @@ use std::time::{Duration, Instant};
 use super::link::Link;
 use super::resp::{self, Parsed, Parser};
 use super::{ClientInfo, Shared};
-use crate::command::{Close, Session};
+use crate::command::{Close, Reply, Session};
 use bitsled::Durability;
 
 /// Bytes read at a time, and the initial size of the input buffer.
@@ -33,6 +38,17 @@ const KEEP_BUFFER: usize = 1 << 20;
 /// How long a shutting-down server waits for a client to take its last
 /// replies.
 const SHUTDOWN_DRAIN: Duration = Duration::from_secs(5);
+
+/// Failed authentications (AUTH, HELLO ... AUTH) a connection makes at full
+/// speed: enough for a client with a mistyped password.
+const AUTH_FREE_FAILURES: u32 = 10;
+
+/// How long each further failure holds the connection: a guesser on one
+/// connection makes 20 guesses a second instead of millions.
+const AUTH_FAILURE_DELAY: Duration = Duration::from_millis(50);
+
+/// After this many failed authentications the connection is closed.
+const AUTH_MAX_FAILURES: u32 = 100;
 
 struct Conn<'a> {
     shared: &'a Shared,
@@ -53,6 +69,8 @@ struct Conn<'a> {
     kill: bool,
     /// The client closed its side: nothing more will be read.
     eof: bool,
+    /// Failed authentications on this connection.
+    auth_failures: u32,
 }
 
 /// Serves the connection `stream` with client id `id` until it ends.
@@ -93,6 +111,7 @@ pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, id: u64) {
         close: false,
         kill: false,
         eof: false,
+        auth_failures: 0,
     };
     conn.run();
     let _ = conn.stream.shutdown(std::net::Shutdown::Both);
@@ -294,6 +313,7 @@ impl Conn<'_> {
     /// session closes silently (SHUTDOWN).
     fn request(&mut self, args: &[Vec<u8>]) {
         let reply = self.session.execute(args);
+        let failed = auth_failures(&reply);
         match self.session.close {
             Some(Close::Silently) => self.close = true,
             Some(Close::AfterReply) => {
@@ -302,5 +322,40 @@ impl Conn<'_> {
             }
             None => reply.write(self.session.proto(), &mut self.out),
         }
+        if failed > 0 {
+            self.auth_failed(failed);
+        }
+    }
+
+    /// Counts `n` failed authentications: past [`AUTH_FREE_FAILURES`] each
+    /// holds the connection for [`AUTH_FAILURE_DELAY`] (no lock is held
+    /// meanwhile); at [`AUTH_MAX_FAILURES`] the connection closes after the
+    /// replies so far.
+    fn auth_failed(&mut self, n: u32) {
+        self.shared.stats.auth_failures.fetch_add(u64::from(n), Ordering::Relaxed);
+        let before = self.auth_failures;
+        self.auth_failures = before.saturating_add(n);
+        if self.auth_failures >= AUTH_MAX_FAILURES {
+            eprintln!(
+                "bitsled serve: closing client {} ({}) after {} failed authentications",
+                self.info.id, self.info.addr, self.auth_failures
+            );
+            self.close = true;
+            return;
+        }
+        let delayed = self.auth_failures - before.max(AUTH_FREE_FAILURES).min(self.auth_failures);
+        if delayed > 0 {
+            std::thread::sleep(AUTH_FAILURE_DELAY * delayed);
+        }
+    }
+}
+
+/// The failed authentications a reply reports: AUTH's or HELLO's
+/// `WRONGPASS`, or those inside EXEC's reply.
+fn auth_failures(reply: &Reply) -> u32 {
+    let wrongpass = |r: &Reply| matches!(r, Reply::Error(text) if text.starts_with(b"WRONGPASS"));
+    match reply {
+        Reply::Array(items) => u32::try_from(items.iter().filter(|r| wrongpass(r)).count()).unwrap_or(u32::MAX),
+        r => u32::from(wrongpass(r)),
     }
 }

@@ -259,6 +259,8 @@ struct Stats {
     net_output_bytes: AtomicU64,
     flushes: AtomicU64,
     flush_failures: AtomicU64,
+    /// Failed AUTH and HELLO AUTH attempts (INFO stats `auth_failures`).
+    auth_failures: AtomicU64,
     /// Per command (its table name): calls, microseconds, failed calls.
     commands: Mutex<HashMap<&'static str, CommandStat>>,
     /// Error replies by code (INFO errorstats).

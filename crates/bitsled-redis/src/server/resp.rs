@@ -209,8 +209,14 @@ impl Parser {
 }
 
 /// An inline request: one line, split like redis-cli input.
+///
+/// Redis finds the line's end with `strchr`, which stops at a NUL byte: a
+/// NUL before the newline means the line never ends, so the request is
+/// never run (it is neither cut at the NUL nor kept whole), and the
+/// connection waits until more than [`MAX_INLINE_LEN`] bytes are pending,
+/// then gets `too big inline request`. This does the same.
 fn parse_inline(buf: &[u8]) -> Result<(usize, Parsed), ProtocolError> {
-    let Some(nl) = buf.iter().position(|&c| c == b'\n') else {
+    let Some(nl) = buf.iter().position(|&c| c == b'\n' || c == 0).filter(|&at| buf[at] == b'\n') else {
         if buf.len() > MAX_INLINE_LEN {
             return Err(ProtocolError::TooBigInline);
         }
@@ -402,6 +408,24 @@ mod tests {
         assert_eq!(err, None);
         assert_eq!(one, bytes);
         assert_eq!(one[0][2], b"a\r\nb");
+    }
+
+    /// A NUL byte before an inline request's newline: the request is
+    /// never complete (Redis's `strchr` stops at the NUL), so nothing is
+    /// run, not even the part before the NUL; requests before it are, and
+    /// more than 64 KiB pending is `too big inline request`.
+    #[test]
+    fn nul_in_an_inline_request_never_ends_it() {
+        let (reqs, err) = all(b"SET important 1\r\nDEL important\0-suffix\r\nEXISTS important\r\n");
+        assert_eq!((reqs, err), (vec![v(&["SET", "important", "1"])], None));
+        assert_eq!(all(b"SET k v\0 EX 1\r\nTTL k\r\n"), (vec![], None));
+        assert_eq!(all(b"\0\r\n"), (vec![], None));
+        let mut long = b"DEL k\0".to_vec();
+        long.extend(vec![b'\n'; MAX_INLINE_LEN]);
+        assert_eq!(all(&long), (vec![], Some(ProtocolError::TooBigInline)));
+        // In a bulk argument a NUL is data.
+        assert_eq!(all(b"*2\r\n$4\r\nECHO\r\n$3\r\na\0b\r\n").0, vec![vec![b"ECHO".to_vec(), b"a\0b".to_vec()]]);
+        check_parse(b"\x03PING\r\nGET a\0b\r\nPING\r\n");
     }
 
     /// Redis's protocol error texts.
