@@ -80,15 +80,15 @@ pub(crate) struct Bucket {
     /// Arena offset of each entry.
     offsets: Vec<u32>,
     hashes: Vec<u32>,
-    /// One bit per entry: changed since the last write-back drained the
-    /// bucket's changes into a delta record (see [`Bucket::drain_changes`]).
+    /// One bit per entry: changed since the last write-back stored the
+    /// bucket's changes in a delta record (see [`Bucket::for_each_change`]).
     changed: Vec<u64>,
     arena: Vec<u8>,
     /// Arena bytes no entry uses any more (compacted past half).
     garbage: usize,
     /// Upper bound of the record's size (see [`record_bytes`]).
     pub(crate) bytes: usize,
-    /// Names removed since the last write-back drained the changes: each
+    /// Names removed since the last write-back stored the changes: each
     /// becomes a deletion in the next delta record.
     removed: Vec<Box<[u8]>>,
 }
@@ -327,18 +327,18 @@ impl Bucket {
     }
 
     /// Whether an entry changed or was removed since the last
-    /// [`Bucket::drain_changes`].
+    /// [`Bucket::clear_changes`].
     pub(crate) fn has_changes(&self) -> bool {
         !self.removed.is_empty() || self.changed.iter().any(|&w| w != 0)
     }
 
     /// Hands every removal and then every changed entry since the last
-    /// call to `f` (`None` for a removal) and clears the marks: a delta
+    /// [`Bucket::clear_changes`] to `f` (`None` for a removal): a delta
     /// record applies them in that order, so a name removed and added
     /// again ends with its entry.
-    pub(crate) fn drain_changes(&mut self, mut f: impl FnMut(&[u8], Option<&Meta>)) {
-        for name in std::mem::take(&mut self.removed) {
-            f(&name, None);
+    pub(crate) fn for_each_change(&self, mut f: impl FnMut(&[u8], Option<&Meta>)) {
+        for name in &self.removed {
+            f(name, None);
         }
         for i in 0..self.len() {
             if self.is_changed(i) {
@@ -346,7 +346,42 @@ impl Bucket {
                 f(name, Some(&meta));
             }
         }
+    }
+
+    /// Forgets the changes (their delta record is stored).
+    pub(crate) fn clear_changes(&mut self) {
+        self.removed = Vec::new();
         self.changed.iter_mut().for_each(|w| *w = 0);
+    }
+
+    /// Forgets the changes that `stored` (an earlier copy of this bucket,
+    /// whose changes are now stored) holds: a changed entry whose metadata
+    /// is still what `stored` had, and one removal per removal `stored`
+    /// had. Changes made since keep their marks.
+    pub(crate) fn clear_stored(&mut self, stored: &Bucket) {
+        for i in 0..stored.len() {
+            if !stored.is_changed(i) {
+                continue;
+            }
+            let (name, meta, _) = stored.entry(i);
+            if let Some(j) = self.position(name, stored.hashes[i]) {
+                if self.is_changed(j) && self.entry(j).1 == meta {
+                    self.set_changed(j, false);
+                }
+            }
+        }
+        for name in &stored.removed {
+            if let Some(k) = self.removed.iter().position(|n| n == name) {
+                self.removed.remove(k);
+            }
+        }
+    }
+
+    /// About how many bytes the changes take in a delta record.
+    pub(crate) fn changes_bytes(&self) -> usize {
+        let changed: usize = self.changed.iter().map(|w| w.count_ones() as usize).sum();
+        let per_entry = self.bytes / self.len().max(1) + 4;
+        changed * per_entry + self.removed.iter().map(|n| n.len() + 6).sum::<usize>()
     }
 
     /// Rebuilds the bucket (at `depth`) from `self`'s entries that `keep`
@@ -704,9 +739,10 @@ mod tests {
         use std::collections::BTreeMap;
         let drain = |b: &mut Bucket| {
             let mut got: BTreeMap<Vec<u8>, Option<Meta>> = BTreeMap::new();
-            b.drain_changes(|name, meta| {
+            b.for_each_change(|name, meta| {
                 got.insert(name.to_vec(), meta.copied());
             });
+            b.clear_changes();
             got
         };
         let (start, mut b) = sample();
@@ -728,6 +764,36 @@ mod tests {
         let mut got = drain(&mut lo);
         got.extend(drain(&mut hi));
         assert_eq!(got, want, "a split keeps the marks");
+    }
+
+    /// Invariant: clearing what a captured copy stored leaves exactly the
+    /// changes made since the capture: entries changed again (to other
+    /// metadata), new entries and new removals.
+    #[test]
+    fn clearing_a_stored_copy_keeps_later_changes() {
+        use std::collections::BTreeMap;
+        let (_, mut live) = sample();
+        live.clear_changes();
+        let names: Vec<Vec<u8>> = live.sorted().iter().map(|(n, _)| n.to_vec()).collect();
+        let h = |n: &[u8]| key_hash(n);
+        let (m1, m2) = (Meta::paged(Kind::String, 5, 100, 3, 0), Meta::paged(Kind::String, 6, 100, 4, 0));
+        live.upsert(&names[1], h(&names[1]), m1);
+        live.upsert(&names[2], h(&names[2]), m1);
+        live.remove(&names[3], h(&names[3]));
+        let captured = live.clone();
+        live.upsert(&names[2], h(&names[2]), m2);
+        live.upsert(&names[4], h(&names[4]), m1);
+        live.remove(&names[5], h(&names[5]));
+        live.clear_stored(&captured);
+        let mut got: BTreeMap<Vec<u8>, Option<Meta>> = BTreeMap::new();
+        live.for_each_change(|name, meta| {
+            got.insert(name.to_vec(), meta.copied());
+        });
+        let want: BTreeMap<Vec<u8>, Option<Meta>> =
+            [(names[2].clone(), Some(m2)), (names[4].clone(), Some(m1)), (names[5].clone(), None)]
+                .into_iter()
+                .collect();
+        assert_eq!(got, want);
     }
 
     /// Lookups compare hashes a block of 16 at a time: names sharing one

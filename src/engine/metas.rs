@@ -116,6 +116,11 @@ const FOLD_BATCH: usize = 32 << 20;
 /// The metadata part of a write-back, captured with writers excluded.
 #[derive(Default)]
 pub(crate) struct MetaCapture {
+    /// The write-back's number.
+    pub(crate) seq: u64,
+    /// Dirty buckets of shards that do not fold, whose changes become delta
+    /// records.
+    pub(crate) drains: Vec<DirtyBucket>,
     /// New delta records: key and value.
     pub(crate) deltas: Vec<(Vec<u8>, Vec<u8>)>,
     /// Buckets of folded shards, to write whole.
@@ -180,10 +185,12 @@ impl MetaCache {
     }
 
     /// Captures the metadata part of write-back `seq`; the caller excludes
-    /// writers meanwhile. Each shard's changed entries become its delta
-    /// records and its dirty buckets unfolded, unless the shard folds:
-    /// then its pinned buckets are captured whole and its delta records
-    /// retired. `pinned_limit` is the budget of pinned bytes past which
+    /// writers meanwhile, so this only takes references and decides: each
+    /// shard's dirty buckets are captured to have their changes written as
+    /// the shard's delta records (by [`MetaCache::encode_deltas`], outside
+    /// the exclusion) and become unfolded, unless the shard folds: then its
+    /// pinned buckets are captured whole and its delta records retired.
+    /// `pinned_limit` is the budget of pinned bytes past which
     /// [`Fold::Auto`] folds the shards holding the most.
     pub(crate) fn capture(&self, seq: u64, fold: Fold, pinned_limit: usize) -> MetaCapture {
         let pressured = match fold {
@@ -192,7 +199,7 @@ impl MetaCache {
             }
             _ => Vec::new(),
         };
-        let mut out = MetaCapture::default();
+        let mut out = MetaCapture { seq, ..MetaCapture::default() };
         let mut folded = 0;
         // Start where the last write-back stopped, so shards that are due
         // and wait for a later batch are not always the same ones.
@@ -200,25 +207,21 @@ impl MetaCache {
         for i in (first..SHARDS).chain(0..first) {
             let mut shard = self.shards[i].lock();
             let shard = &mut *shard;
-            let mut writer = DeltaWriter::default();
-            let mut unfolded = 0;
-            for (&(ks, _), slot) in shard.map.iter_mut() {
-                if slot.dirty != 0 && slot.bucket.has_changes() {
-                    Arc::make_mut(&mut slot.bucket).drain_changes(|name, meta| writer.add(ks, name, meta));
+            let (mut unfolded, mut new_bytes) = (0, 0);
+            for slot in shard.map.values() {
+                if slot.dirty != 0 {
+                    new_bytes += slot.bucket.changes_bytes();
                 }
                 if slot.pinned() {
                     unfolded += slot.bucket.bytes;
                 }
             }
-            let parts = writer.finish();
-            let new_bytes: usize = parts.iter().map(Vec::len).sum();
             let folds = match fold {
                 Fold::All => true,
                 Fold::Shard(s) => s == i,
                 Fold::Auto => {
                     pressured.contains(&i)
                         || (folded < FOLD_BATCH && shard.delta_bytes + new_bytes >= FOLD_FLOOR.max(unfolded))
-                        || parts.len() > usize::from(u16::MAX)
                 }
             };
             if folds {
@@ -232,21 +235,60 @@ impl MetaCache {
                 shard.delta_bytes = 0;
                 continue;
             }
-            let shard_byte = u8::try_from(i).unwrap_or(u8::MAX);
-            for (part, value) in (0..=u16::MAX).zip(parts) {
-                let key = layout::delta_key(shard_byte, seq, part);
-                shard.deltas.push(key);
-                shard.delta_bytes += value.len();
-                out.deltas.push((key.to_vec(), value));
-            }
-            for slot in shard.map.values_mut() {
+            for (&(ks, start), slot) in shard.map.iter_mut() {
                 if slot.dirty != 0 {
+                    if slot.bucket.has_changes() {
+                        out.drains.push(DirtyBucket { ks, start, seq: slot.dirty, bucket: Arc::clone(&slot.bucket) });
+                    }
                     slot.dirty = 0;
                     slot.unfolded = true;
                 }
             }
         }
+        out.drains.sort_unstable_by_key(|d| (shard_of(d.start), d.ks, d.start));
         out
+    }
+
+    /// Encodes the captured changes of `capture` as delta records (into
+    /// `capture.deltas`) and lists them as their shards' records in the
+    /// store. Runs outside the writers' exclusion: the captured buckets are
+    /// copies on write.
+    pub(crate) fn encode_deltas(&self, capture: &mut MetaCapture) {
+        let mut at = 0;
+        while at < capture.drains.len() {
+            let shard = shard_of(capture.drains[at].start);
+            let mut writer = DeltaWriter::default();
+            while let Some(d) = capture.drains.get(at).filter(|d| shard_of(d.start) == shard) {
+                d.bucket.for_each_change(|name, meta| writer.add(d.ks, name, meta));
+                at += 1;
+            }
+            let shard_byte = u8::try_from(shard).unwrap_or(u8::MAX);
+            let mut s = self.shards[shard].lock();
+            // A shard's records stay below 2^16 parts: a part holds at
+            // least 8 KiB, and a write-back's changes are bounded by the
+            // metadata budget.
+            for (part, value) in (0..=u16::MAX).zip(writer.finish()) {
+                let key = layout::delta_key(shard_byte, capture.seq, part);
+                s.deltas.push(key);
+                s.delta_bytes += value.len();
+                capture.deltas.push((key.to_vec(), value));
+            }
+        }
+    }
+
+    /// After the batch holding `drains`' delta records was applied: clears
+    /// the stored changes of each bucket. A bucket changed since is a copy:
+    /// it forgets only what the captured one held and still holds (a bucket
+    /// split since forgets nothing in its other half, which then writes
+    /// those changes again in its next delta record: harmless, each entry
+    /// holds a whole state).
+    pub(crate) fn clear_drained(&self, drains: Vec<DirtyBucket>) {
+        for d in drains {
+            let mut shard = self.shards[shard_of(d.start)].lock();
+            if let Some(slot) = shard.map.get_mut(&(d.ks, d.start)) {
+                clear_stored(slot, d.bucket);
+            }
+        }
     }
 
     /// The shards to fold so that pinned bytes drop to `target`: those
@@ -273,14 +315,17 @@ impl MetaCache {
 
     /// Marks the buckets of an applied fold clean unless they changed
     /// again since (then their new changes wait for the next delta).
-    pub(crate) fn mark_folded(&self, written: &[DirtyBucket]) {
+    pub(crate) fn mark_folded(&self, written: Vec<DirtyBucket>) {
         for w in written {
             let mut shard = self.shards[shard_of(w.start)].lock();
             if let Some(slot) = shard.map.get_mut(&(w.ks, w.start)) {
-                if !Arc::ptr_eq(&slot.bucket, &w.bucket) && slot.dirty == 0 {
+                let same = Arc::ptr_eq(&slot.bucket, &w.bucket);
+                if !same && slot.dirty == 0 {
                     // Replaced by a bucket the fold did not carry.
                     continue;
                 }
+                // Its changes up to the capture are in the folded record.
+                clear_stored(slot, w.bucket);
                 let was_pinned = slot.pinned();
                 slot.unfolded = false;
                 if slot.dirty == w.seq {
@@ -341,6 +386,19 @@ impl MetaCache {
                 sweep(&mut shard.lock().map, &self.bytes);
             }
         }
+    }
+}
+
+/// Clears from `slot`'s bucket the changes `stored` (captured from it) holds,
+/// which are now in the store.
+fn clear_stored(slot: &mut Slot, stored: Arc<Bucket>) {
+    if Arc::ptr_eq(&slot.bucket, &stored) {
+        // Unchanged since: drop the captured reference first, so that this
+        // does not copy the bucket.
+        drop(stored);
+        Arc::make_mut(&mut slot.bucket).clear_changes();
+    } else {
+        Arc::make_mut(&mut slot.bucket).clear_stored(&stored);
     }
 }
 

@@ -203,7 +203,7 @@ impl Engine {
             (pages, metas, journal, building, self.keyspaces.catalog(), changed)
         };
         if pages.is_empty()
-            && metas.deltas.is_empty()
+            && metas.drains.is_empty()
             && metas.folds.is_empty()
             && metas.retired.is_empty()
             && journal.is_empty()
@@ -211,6 +211,8 @@ impl Engine {
         {
             return self.reclaim_step(flush_lock, RECLAIM_BUDGET).map(|_| ());
         }
+        let mut metas = metas;
+        self.metas.encode_deltas(&mut metas);
         let pages = self.drop_dead_pages(pages, &journal, &building);
         let mut writes: Vec<Write> = Vec::with_capacity(
             pages.len() + metas.deltas.len() + metas.folds.len() + metas.retired.len() + journal.len() + 2,
@@ -222,7 +224,7 @@ impl Engine {
             writes.push((layout::bucket_key(b.ks, b.start).to_vec(), Some(b.bucket.encode())));
         }
         writes.extend(metas.retired.iter().map(|k| (k.clone(), None)));
-        writes.extend(metas.deltas.into_iter().map(|(k, v)| (k, Some(v))));
+        writes.extend(std::mem::take(&mut metas.deltas).into_iter().map(|(k, v)| (k, Some(v))));
         for (k, _, v) in &journal {
             writes.push((k.clone(), v.clone()));
         }
@@ -231,7 +233,8 @@ impl Engine {
         let stored: Vec<(u64, u64, bool)> = pages.iter().map(|p| (p.id.0, p.id.1, p.page.is_some())).collect();
         self.dirs.apply(&stored);
         self.pages.mark_clean(&pages);
-        self.metas.mark_folded(&metas.folds);
+        self.metas.mark_folded(metas.folds);
+        self.metas.clear_drained(metas.drains);
         self.journal.mark_clean(&journal);
         self.reclaim_step(flush_lock, RECLAIM_BUDGET).inspect_err(|e| self.poison(e))?;
         self.balance_caches();
