@@ -472,17 +472,7 @@ impl Bucket {
             page: None,
             reason: format!("metadata bucket: {reason}"),
         };
-        if b.len() < HEADER + 4 {
-            return Err(bad(format!("record is {} bytes", b.len())));
-        }
-        let body = &b[..b.len() - 4];
-        let (stored, computed) = (read_u32(b, b.len() - 4), crc32fast::hash(body));
-        if stored != computed {
-            return Err(bad(format!("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")));
-        }
-        if body[0] != VERSION {
-            return Err(bad(format!("version {}", body[0])));
-        }
+        let body = sealed_body(b, HEADER, VERSION, &bad)?;
         let depth = body[1];
         if !(MIN_DEPTH..=MAX_DEPTH).contains(&depth) || bucket_start(start, depth) != start {
             return Err(bad(format!("depth {depth} does not fit first hash {start:#010x}")));
@@ -523,6 +513,33 @@ impl Bucket {
         }
         Ok(bucket)
     }
+}
+
+/// The bytes of a record (`header` bytes, at least one, starting with the
+/// version, then a body, then a CRC-32 of everything before it) before its
+/// checksum, once its length, checksum and version (`version`) are
+/// checked: the frame buckets and delta records share.
+///
+/// # Errors
+/// What `bad` makes of the first failure.
+pub(crate) fn sealed_body<'a>(
+    b: &'a [u8],
+    header: usize,
+    version: u8,
+    bad: &dyn Fn(String) -> Error,
+) -> Result<&'a [u8]> {
+    if b.len() < header + 4 {
+        return Err(bad(format!("record is {} bytes", b.len())));
+    }
+    let body = &b[..b.len() - 4];
+    let (stored, computed) = (read_u32(b, b.len() - 4), crc32fast::hash(body));
+    if stored != computed {
+        return Err(bad(format!("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")));
+    }
+    if body[0] != version {
+        return Err(bad(format!("version {}", body[0])));
+    }
+    Ok(body)
 }
 
 /// Writes an entry's tag and everything after it (the name goes before,

@@ -32,7 +32,7 @@
 //! about [`PART_BYTES`] bytes of entries; a write-back whose changes in one
 //! shard are larger writes parts 0, 1, ... under the same number.
 
-use super::bucket::{put_entry, read_entry, Reader};
+use super::bucket::{put_entry, read_entry, sealed_body, Reader};
 use super::layout::key_hash;
 use super::metas::shard_of;
 use super::record::Meta;
@@ -114,17 +114,7 @@ pub(crate) fn decode(shard: usize, what: &str, b: &[u8]) -> Result<Vec<DeltaEntr
         page: None,
         reason: format!("metadata delta: {reason}"),
     };
-    if b.len() < HEADER + 4 {
-        return Err(bad(format!("record is {} bytes", b.len())));
-    }
-    let body = &b[..b.len() - 4];
-    let (stored, computed) = (read_u32(b, b.len() - 4), crc32fast::hash(body));
-    if stored != computed {
-        return Err(bad(format!("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")));
-    }
-    if body[0] != VERSION {
-        return Err(bad(format!("version {}", body[0])));
-    }
+    let body = sealed_body(b, HEADER, VERSION, &bad)?;
     let count = read_u32(body, 1);
     if count == 0 {
         return Err(bad("no entries".into()));
