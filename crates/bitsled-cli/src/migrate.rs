@@ -361,6 +361,16 @@ fn source_databases(con: &mut Connection) -> Result<BTreeMap<u32, u64>> {
     Ok(out)
 }
 
+/// The replies of pipeline `p`, errors kept per command. An empty
+/// pipeline (SCAN may answer a page with no keys, or a page may hold no
+/// string) has no replies; the client would refuse to send it.
+fn replies<T: redis::FromRedisValue>(mut p: redis::Pipeline, con: &mut Connection) -> Result<Vec<RedisResult<T>>> {
+    if p.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(p.ignore_errors().query(con)?)
+}
+
 /// Copies `keys` (of the selected source database) into `db`.
 fn copy_batch(con: &mut Connection, db: &Db, keys: &[Vec<u8>], chunk: usize, totals: &mut Totals) -> Result<()> {
     let mut p = redis::pipe();
@@ -370,7 +380,7 @@ fn copy_batch(con: &mut Connection, db: &Db, keys: &[Vec<u8>], chunk: usize, tot
     // TTLs count from before they were read: a copy never outlives its
     // source.
     let now = db.now_ms();
-    let meta: Vec<RedisResult<redis::Value>> = p.ignore_errors().query(con)?;
+    let meta: Vec<RedisResult<redis::Value>> = replies(p, con)?;
     let mut strings: Vec<(&[u8], i64)> = Vec::new();
     for (k, pair) in keys.iter().zip(meta.chunks(2)) {
         let kind = match &pair[0] {
@@ -393,7 +403,7 @@ fn copy_batch(con: &mut Connection, db: &Db, keys: &[Vec<u8>], chunk: usize, tot
     for (k, _) in &strings {
         p.cmd("STRLEN").arg(*k);
     }
-    let lens: Vec<RedisResult<u64>> = p.ignore_errors().query(con)?;
+    let lens: Vec<RedisResult<u64>> = replies(p, con)?;
     let mut short: Vec<(&[u8], i64)> = Vec::new();
     for ((k, ttl), len) in strings.iter().zip(lens) {
         match len {
@@ -406,7 +416,7 @@ fn copy_batch(con: &mut Connection, db: &Db, keys: &[Vec<u8>], chunk: usize, tot
     for (k, _) in &short {
         p.cmd("GET").arg(*k);
     }
-    let values: Vec<RedisResult<Option<Vec<u8>>>> = p.ignore_errors().query(con)?;
+    let values: Vec<RedisResult<Option<Vec<u8>>>> = replies(p, con)?;
     for ((k, ttl), v) in short.iter().zip(values) {
         let Ok(Some(v)) = v else {
             totals.vanished += 1;
@@ -490,7 +500,7 @@ fn verify(con: &mut Connection, db: &Db, dbs: &[u32], batch: usize) -> Result<u6
             for k in &keys {
                 p.cmd("TYPE").arg(k).cmd("STRLEN").arg(k).cmd("BITCOUNT").arg(k);
             }
-            let got: Vec<RedisResult<redis::Value>> = p.ignore_errors().query(con)?;
+            let got: Vec<RedisResult<redis::Value>> = replies(p, con)?;
             for (k, r) in keys.iter().zip(got.chunks(3)) {
                 if !matches!(&r[0], Ok(redis::Value::SimpleString(s)) if s == "string") {
                     continue;
