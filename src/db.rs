@@ -52,10 +52,11 @@ impl std::fmt::Debug for Watch {
 }
 
 impl Watch {
-    /// Whether a watched key was written (even with an unchanged value, as
-    /// Redis counts some writes), deleted, or expired, or its database was
-    /// flushed or swapped, since the watch began: a transaction relying on
-    /// the watched keys must not run (Redis's EXEC after WATCH).
+    /// Whether a watched key was written (even with an unchanged value,
+    /// where Redis counts the write, as for SET; a SETBIT that leaves the
+    /// key as it was is not a write), deleted, or expired, or its database
+    /// was flushed or swapped, since the watch began: a transaction relying
+    /// on the watched keys must not run (Redis's EXEC after WATCH).
     #[must_use]
     pub fn changed(&self) -> bool {
         self.0.changed()

@@ -139,6 +139,35 @@ fn damaged_metadata_is_reported_with_key() {
     assert_eq!(report.problems.len(), 2, "{report:?}");
     assert_eq!(report.problems[1].key, None, "{report:?}");
     assert!(report.problems[1].reason.contains("belong to no key"), "{report:?}");
+    assert!(report.problems[1].reason.contains("metadata may be damaged"), "{report:?}");
+}
+
+/// A bucket whose checksum holds but whose entry does not decode (an
+/// unknown tag bit) is damaged metadata too: verify says the pages left
+/// without a key may be that key's, although the error names the key, not
+/// the bucket.
+#[test]
+fn damaged_bucket_entry_marks_unowned_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    drop(open(dir.path()));
+    let damaged = damage_records(dir.path(), BUCKET_NS, |v| {
+        // version, depth, count (4), then the one entry: shared 0, length
+        // 6, "victim", its tag.
+        assert_eq!(&v[6..14], b"\x00\x06victim", "the victim's entry");
+        v[14] |= 0x40;
+        let body = v.len() - 4;
+        let crc = crc32fast::hash(&v[..body]);
+        v[body..].copy_from_slice(&crc.to_le_bytes());
+    });
+    assert_eq!(damaged, 1, "the victim's bucket");
+    let db = open(dir.path());
+    let report = db.verify().unwrap();
+    assert_eq!(report.problems.len(), 2, "{report:?}");
+    assert!(report.problems[0].reason.contains("unknown tag bits"), "{report:?}");
+    assert!(!report.problems[0].reason.contains("bucket"), "the error names the key: {report:?}");
+    assert!(report.problems[1].reason.contains("belong to no key"), "{report:?}");
+    assert!(report.problems[1].reason.contains("metadata may be damaged"), "{report:?}");
 }
 
 #[test]

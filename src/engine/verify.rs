@@ -95,6 +95,9 @@ impl Engine {
                 None
             }
         };
+        // Whether a metadata record (a bucket or a delta) is damaged or out
+        // of place: pages that belong to no key may then be a damaged key's.
+        let mut metadata_damaged = false;
         let dead: HashSet<u32> = self
             .store
             .scan_prefix(&[layout::NS_DEAD])
@@ -116,6 +119,7 @@ impl Engine {
                 }
                 None => format!("malformed metadata delta key {k:?}"),
             };
+            metadata_damaged = true;
             report.problems.push(problem(None, None, reason));
         }
         if self.store.scan_prefix(&[layout::NS_META_V1]).next().is_some() {
@@ -134,6 +138,7 @@ impl Engine {
         for r in self.store.scan_prefix(&[layout::NS_BUCKET]) {
             let (k, v) = r?;
             let Some((ks, start)) = layout::parse_bucket_key(&k) else {
+                metadata_damaged = true;
                 report.problems.push(problem(None, None, format!("malformed bucket key {k:?}")));
                 continue;
             };
@@ -141,6 +146,7 @@ impl Engine {
                 Ok(b) => b,
                 Err(e) => {
                     report.problems.push(problem(None, None, e.to_string()));
+                    metadata_damaged = true;
                     damaged.insert(ks);
                     continue;
                 }
@@ -151,11 +157,13 @@ impl Engine {
                 continue;
             }
             if !live.contains_key(&ks) {
+                metadata_damaged = true;
                 report.problems.push(problem(None, None, format!("bucket {ks}/{start:#010x} of no database")));
                 continue;
             }
             let end = bucket_end(start, bucket.depth);
             if last_end.insert(ks, end).is_some_and(|prev| u64::from(start) < prev) {
+                metadata_damaged = true;
                 report.problems.push(problem(None, None, format!("bucket {ks}/{start:#010x} overlaps the one before")));
             }
             let c = counted.entry(ks).or_default();
@@ -181,6 +189,8 @@ impl Engine {
             let c = counted.get(&d.keyspace).copied().unwrap_or_default();
             let db = live.get(&d.keyspace).copied().unwrap_or(0);
             if (c.keys, c.expires, c.expire_secs) != (d.keys, d.expires, d.expire_secs) {
+                // Buckets may have lost keys.
+                metadata_damaged = true;
                 report.problems.push(problem(
                     None,
                     None,
@@ -248,9 +258,11 @@ impl Engine {
                 Err(e) => return Err(e),
             }
         }
-        let damaged_meta = report.problems.iter().any(|p| p.key.is_some() || p.reason.contains("bucket"));
+        // A problem naming a key is a key whose metadata or pages are
+        // damaged, too.
+        metadata_damaged |= report.problems.iter().any(|p| p.key.is_some());
         for (id, n) in unowned {
-            let hint = if damaged_meta { " (their key's metadata may be damaged)" } else { "" };
+            let hint = if metadata_damaged { " (their key's metadata may be damaged)" } else { "" };
             report.problems.push(problem(None, None, format!("{n} pages of bitmap id {id} belong to no key{hint}")));
         }
         let mut tallies: Vec<&Tally> = by_id.values().collect();

@@ -15,6 +15,8 @@ use crate::{ms, style};
 /// Lines between progress updates of an import.
 const IMPORT_GROUP: usize = 1 << 20;
 
+/// Applies the CSV lines of `file` (stdin for `-`) to `db`'s database, in
+/// order, and flushes. A bad line stops the import.
 pub(crate) fn import(db: &Db, file: &PathBuf) -> Result<()> {
     let (reader, len): (Box<dyn Read>, Option<u64>) = if file.as_os_str() == "-" {
         (Box::new(std::io::stdin()), None)

@@ -8,8 +8,9 @@
 //! bitsled [--db DIR] verify          check every record (exit code 1 on problems)
 //! bitsled [--db DIR] stats [KEY]     how keys are stored
 //! bitsled [--db DIR] demo [--users N] [--days D] [--density P]
-//! bitsled [--db DIR] import FILE|-   load `key,offset[,bit]` CSV lines
-//! bitsled [--db DIR] import --roaring [--bits64] FILE|- KEY
+//! bitsled [--db DIR] [-n N] import FILE|-
+//!                                    load `key,offset[,bit]` CSV lines (into database N)
+//! bitsled [--db DIR] [-n N] import --roaring [--bits64] FILE|- KEY
 //!                                    replace KEY with a serialized Roaring bitmap
 //! bitsled [--db DIR] export --roaring [--bits64] KEY FILE|-
 //!                                    write KEY's set bits as a serialized Roaring bitmap
@@ -83,8 +84,9 @@ enum Command {
         density: f64,
     },
     /// Load CSV lines `key,offset` or `key,offset,bit` (bit 1 when omitted)
-    /// from FILE, or stdin for `-`. Keys must not contain commas. With
-    /// `--roaring FILE KEY`: replace KEY with the Roaring bitmap in FILE.
+    /// from FILE, or stdin for `-`, into the database `-n` selects. Keys
+    /// must not contain commas. With `--roaring FILE KEY`: replace KEY with
+    /// the Roaring bitmap in FILE.
     Import {
         /// The CSV file (with --roaring, the bitmap file), or `-` for stdin.
         file: PathBuf,
@@ -174,7 +176,7 @@ fn main() -> Result<()> {
             0
         }
         Some(Command::Import { file, .. }) => {
-            import::import(&open(&cli.db)?, &file)?;
+            import::import(&open(&cli.db)?.select(cli.select)?, &file)?;
             0
         }
         Some(Command::Export { roaring: _, bits64, key, file }) => {

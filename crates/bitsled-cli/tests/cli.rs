@@ -169,6 +169,38 @@ fn one_command_mode() {
     assert!(text.contains("ok"), "{text}");
 }
 
+/// `-n N import FILE` loads the CSV lines into database N, as `-n N
+/// import --roaring` does, and leaves database 0 alone.
+#[test]
+fn csv_import_honours_the_database_number() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let csv = dir.path().join("x.csv");
+    std::fs::write(&csv, "k,7\nk,100\nk,7,0\nother,3\n").unwrap();
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_bitsled")).arg("--db").arg(&db).args(args).output().unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (text(&out.stdout), text(&out.stderr), out.status.code())
+    };
+    let os = std::ffi::OsStr::new;
+    let (out, err, code) = run(&[os("-n"), os("3"), os("import"), csv.as_os_str()]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("imported 4 lines"), "{out}");
+    assert_eq!(run(&[os("-n"), os("3"), os("BITCOUNT"), os("k")]).0, "(integer) 1\n");
+    assert_eq!(run(&[os("-n"), os("3"), os("GETBIT"), os("k"), os("100")]).0, "(integer) 1\n");
+    assert_eq!(run(&[os("-n"), os("3"), os("GETBIT"), os("other"), os("3")]).0, "(integer) 1\n");
+    assert_eq!(run(&[os("-n"), os("3"), os("DBSIZE")]).0, "(integer) 2\n");
+    assert_eq!(run(&[os("DBSIZE")]).0, "(integer) 0\n", "database 0 stays empty");
+    // Without -n, database 0.
+    let (out, err, code) = run(&[os("import"), csv.as_os_str()]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(run(&[os("DBSIZE")]).0, "(integer) 2\n");
+    // A database that does not exist is refused.
+    let (_, err, code) = run(&[os("-n"), os("16"), os("import"), csv.as_os_str()]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("database 16 does not exist"), "{err}");
+}
+
 /// `import --roaring FILE KEY` and `export --roaring KEY FILE` (and their
 /// `--bits64` forms) round trip a Roaring bitmap through files: the key
 /// holds the bitmap's values as bit offsets, and the exported file has

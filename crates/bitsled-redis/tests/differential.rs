@@ -113,12 +113,7 @@ impl Redis {
     /// Sends one command from client `c` and returns its reply's exact RESP
     /// bytes.
     fn call(&mut self, c: usize, args: &[Vec<u8>]) -> Vec<u8> {
-        let mut out = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            out.extend_from_slice(a);
-            out.extend_from_slice(b"\r\n");
-        }
+        let out = bitsled_redis::server::resp::encode_request(args);
         self.conns[c].get_mut().write_all(&out).expect("write to redis");
         let mut reply = Vec::new();
         self.read_reply(c, &mut reply);

@@ -112,13 +112,9 @@ impl Reply {
         let resp3 = proto == Proto::Resp3;
         match self {
             Reply::Status(s) => line(out, b'+', s.as_bytes()),
-            Reply::Error(e) => line(out, b'-', &sanitize(e.clone())),
+            Reply::Error(e) => write_error(e, out),
             Reply::Integer(n) => line(out, b':', n.to_string().as_bytes()),
-            Reply::Bulk(Some(b)) => {
-                line(out, b'$', b.len().to_string().as_bytes());
-                out.extend_from_slice(b);
-                out.extend_from_slice(b"\r\n");
-            }
+            Reply::Bulk(Some(b)) => write_bulk(b, out),
             Reply::Bulk(None) | Reply::NilArray if resp3 => out.extend_from_slice(b"_\r\n"),
             Reply::Bulk(None) => out.extend_from_slice(b"$-1\r\n"),
             Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
@@ -147,6 +143,22 @@ impl Reply {
 fn line(out: &mut Vec<u8>, tag: u8, body: &[u8]) {
     out.push(tag);
     out.extend_from_slice(body);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends the RESP bulk string `b` (the same in RESP2 and RESP3; requests
+/// are arrays of them).
+pub(crate) fn write_bulk(b: &[u8], out: &mut Vec<u8>) {
+    line(out, b'$', b.len().to_string().as_bytes());
+    out.extend_from_slice(b);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends the RESP error line `text` (the same in RESP2 and RESP3); a byte
+/// that would end the line becomes a space, as [`sanitize`] makes it.
+pub(crate) fn write_error(text: &[u8], out: &mut Vec<u8>) {
+    out.push(b'-');
+    out.extend(text.iter().map(|&c| if matches!(c, b'\r' | b'\n') { b' ' } else { c }));
     out.extend_from_slice(b"\r\n");
 }
 

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::link::Link;
-use super::resp::{self, Parsed, Parser};
+use super::resp::{Parsed, Parser};
 use super::{ClientInfo, Shared};
 use crate::command::{Close, Reply, Session};
 use bitsled::Durability;
@@ -181,7 +181,7 @@ impl Conn<'_> {
             let parsed = self.parser.parse(&self.buf[self.lo..self.hi], self.session.authed);
             match parsed {
                 Err(e) => {
-                    resp::write_error(&e.text(), &mut self.out);
+                    crate::command::write_error(&e.text(), &mut self.out);
                     self.close = true;
                 }
                 Ok((used, Parsed::Incomplete)) => {

@@ -1,4 +1,5 @@
-//! The RESP request parser and the reply encoder (RESP2 and RESP3).
+//! The RESP request parser. Replies (RESP2 and RESP3) are encoded by the
+//! command layer, [`crate::command::Reply::write`].
 //!
 //! Requests come as multibulk arrays (`*2\r\n$3\r\nGET\r\n$1\r\nk\r\n`) or
 //! as inline lines (`GET k\r\n`, split with redis-cli's quoting rules), as
@@ -245,50 +246,7 @@ fn count_line(buf: &[u8], too_big: ProtocolError) -> Result<Option<(Option<i64>,
     if cr + 2 > buf.len() {
         return Ok(None);
     }
-    Ok(Some((string2ll(&buf[1..cr]), cr + 2)))
-}
-
-/// Redis's `string2ll`: an optional `-`, then digits without a leading zero
-/// (except `0` itself), within `i64`.
-fn string2ll(s: &[u8]) -> Option<i64> {
-    let (neg, digits) = match s.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, s),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) || (digits[0] == b'0' && digits.len() > 1) {
-        return None;
-    }
-    if neg && digits == b"0" {
-        return None;
-    }
-    let mut v: i64 = 0;
-    for &d in digits {
-        let d = i64::from(d - b'0');
-        v = v.checked_mul(10)?;
-        v = if neg { v.checked_sub(d)? } else { v.checked_add(d)? };
-    }
-    Some(v)
-}
-
-/// Appends a bulk string.
-pub fn write_bulk(b: &[u8], out: &mut Vec<u8>) {
-    line(out, b'$', b.len().to_string().as_bytes());
-    out.extend_from_slice(b);
-    out.extend_from_slice(b"\r\n");
-}
-
-/// Appends an error line with raw bytes (a byte that would end the line
-/// becomes a space).
-pub fn write_error(text: &[u8], out: &mut Vec<u8>) {
-    out.push(b'-');
-    out.extend(text.iter().map(|&c| if matches!(c, b'\r' | b'\n') { b' ' } else { c }));
-    out.extend_from_slice(b"\r\n");
-}
-
-fn line(out: &mut Vec<u8>, tag: u8, body: &[u8]) {
-    out.push(tag);
-    out.extend_from_slice(body);
-    out.extend_from_slice(b"\r\n");
+    Ok(Some((bitsled::parse_integer(&buf[1..cr]), cr + 2)))
 }
 
 /// `args` as a RESP multibulk request.
@@ -296,7 +254,7 @@ fn line(out: &mut Vec<u8>, tag: u8, body: &[u8]) {
 pub fn encode_request(args: &[Vec<u8>]) -> Vec<u8> {
     let mut out = format!("*{}\r\n", args.len()).into_bytes();
     for a in args {
-        write_bulk(a, &mut out);
+        crate::command::write_bulk(a, &mut out);
     }
     out
 }
