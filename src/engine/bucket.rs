@@ -39,7 +39,7 @@ use crate::varint;
 
 /// The least number of hash bits a bucket covers: buckets then lie within
 /// one of `2^MIN_DEPTH` lock shards.
-pub(crate) const MIN_DEPTH: u8 = 8;
+pub(crate) const MIN_DEPTH: u8 = super::layout::SHARD_BITS;
 /// The most: past it, keys with equal hashes share one bucket however large.
 pub(crate) const MAX_DEPTH: u8 = 32;
 /// A bucket whose record would exceed this many bytes splits in two.
@@ -149,16 +149,23 @@ impl Bucket {
         (&self.arena[at.min(end)..end], end)
     }
 
-    /// The name and metadata of entry `i`, and the arena offset just past
-    /// it.
-    fn entry(&self, i: usize) -> (&[u8], Meta, usize) {
-        let (name, rest) = self.name_at(i);
+    /// The metadata of the entry named `name` whose bytes after the name
+    /// start at `rest`, and the arena offset just past the entry.
+    fn meta_at(&self, name: &[u8], rest: usize) -> (Meta, usize) {
         let mut r = Reader { b: &self.arena, at: rest };
         let meta = r
             .take(1, &arena_damage)
             .and_then(|tag| read_entry(&mut r, name, tag[0], &arena_damage))
             .unwrap_or_else(|_| Meta::empty(Kind::String));
-        (name, meta, r.at)
+        (meta, r.at)
+    }
+
+    /// The name and metadata of entry `i`, and the arena offset just past
+    /// it.
+    fn entry(&self, i: usize) -> (&[u8], Meta, usize) {
+        let (name, rest) = self.name_at(i);
+        let (meta, end) = self.meta_at(name, rest);
+        (name, meta, end)
     }
 
     /// Every entry: name and metadata, in no particular order.
@@ -257,8 +264,9 @@ impl Bucket {
     fn upsert_with(&mut self, name: &[u8], h: u32, meta: Meta, changed: bool) -> Option<Meta> {
         let old = match self.position(name, h) {
             Some(i) => {
-                let (_, old, end) = self.entry(i);
-                let (start, rest) = (self.offsets[i] as usize, self.name_at(i).1);
+                let (stored_name, rest) = self.name_at(i);
+                let (old, end) = self.meta_at(stored_name, rest);
+                let start = self.offsets[i] as usize;
                 self.bytes -= record_bytes(name.len(), &old);
                 let mut body = Vec::with_capacity(16 + meta.inline_value().len());
                 put_entry(&mut body, &meta);

@@ -33,8 +33,7 @@
 //! shard are larger writes parts 0, 1, ... under the same number.
 
 use super::bucket::{put_entry, read_entry, sealed_body, Reader};
-use super::layout::key_hash;
-use super::metas::shard_of;
+use super::layout::{key_hash, shard_of};
 use super::record::Meta;
 use crate::error::{Error, Result};
 use crate::le::read_u32;

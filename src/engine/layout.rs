@@ -66,6 +66,15 @@ pub(crate) fn key_hash(name: &[u8]) -> u32 {
     u32::try_from(h).unwrap_or(u32::MAX)
 }
 
+/// Bits of the key hash that name its lock shard (and its metadata delta
+/// records): the top 8, so 256 shards.
+pub(crate) const SHARD_BITS: u8 = 8;
+
+/// The lock shard of a key with hash `h`: its top [`SHARD_BITS`] bits.
+pub(crate) fn shard_of(h: u32) -> usize {
+    usize::try_from(h >> (32 - u32::from(SHARD_BITS))).unwrap_or(0)
+}
+
 /// The superblock key.
 pub(crate) fn superblock_key() -> Vec<u8> {
     vec![NS_SUPER]

@@ -33,6 +33,7 @@ use parking_lot::{Mutex, MutexGuard};
 
 use super::bucket::{bucket_start, covers, Bucket, MIN_DEPTH};
 use super::delta::DeltaWriter;
+pub(crate) use super::layout::shard_of;
 use super::layout::{self, DELTA_KEY_LEN};
 use super::pages::Seq;
 use super::store::Store;
@@ -44,11 +45,6 @@ pub(crate) const SHARDS: usize = 1 << MIN_DEPTH;
 /// Bookkeeping bytes charged per cached bucket and per entry on top of the
 /// record's size.
 const BUCKET_OVERHEAD: usize = 96;
-
-/// The shard (and so the lock) of a key with hash `h`.
-pub(crate) fn shard_of(h: u32) -> usize {
-    usize::try_from(h >> (32 - u32::from(MIN_DEPTH))).unwrap_or(0)
-}
 
 /// The end (exclusive) of the bucket of `depth` starting at `start`.
 pub(crate) fn bucket_end(start: u32, depth: u8) -> u64 {

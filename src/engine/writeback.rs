@@ -13,7 +13,7 @@ use super::bucket::Bucket;
 use super::delta;
 use super::journal::JournalEntry;
 use super::layout::{self, key_hash};
-use super::metas::{shard_of, Fold};
+use super::metas::Fold;
 use super::pages::DirtyPage;
 use super::pagewrites::page_writes;
 use super::record::{self, Catalog, FORMAT_V1, FORMAT_V2, FORMAT_V3};
@@ -281,45 +281,40 @@ impl Engine {
     /// store error.
     pub(super) fn replay_deltas(&self) -> Result<()> {
         let f = self.flush_lock.lock();
-        // Keys first: sled's iterators are not snapshots, and each fold
-        // deletes records.
-        let keys: Vec<Vec<u8>> =
-            self.store.scan_prefix(&[layout::NS_DELTA]).map(|r| r.map(|(k, _)| k.to_vec())).collect::<Result<_>>()?;
-        let mut at = 0;
-        while at < keys.len() {
-            let shard = layout::parse_delta_key(&keys[at]).map(|(s, _, _)| s);
-            let end = keys[at..].iter().position(|k| layout::parse_delta_key(k).map(|(s, _, _)| s) != shard);
-            let end = end.map_or(keys.len(), |n| at + n);
-            match shard {
-                Some(shard) => self.replay_shard(usize::from(shard), &keys[at..end])?,
-                None => {
-                    return Err(Error::Corrupted {
-                        key: "<metadata delta>".into(),
-                        page: None,
-                        reason: format!("malformed delta key {:?}", keys[at]),
-                    })
-                }
+        for shard in 0..=u8::MAX {
+            // Read whole before the fold deletes them: sled's iterators
+            // are not snapshots.
+            let records: Vec<(Vec<u8>, Vec<u8>)> = self
+                .store
+                .scan_prefix(&[layout::NS_DELTA, shard])
+                .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+                .collect::<Result<_>>()?;
+            if !records.is_empty() {
+                self.replay_shard(usize::from(shard), records)?;
+                self.write_back_locked(&f, Fold::Shard(usize::from(shard)))?;
             }
-            self.write_back_locked(&f, Fold::Shard(usize::from(shard.unwrap_or(0))))?;
-            at = end;
         }
         Ok(())
     }
 
-    /// Applies the delta records `keys` (all of shard `shard`, in order) to
-    /// the cached buckets.
-    fn replay_shard(&self, shard: usize, keys: &[Vec<u8>]) -> Result<()> {
+    /// Applies the delta records `records` (all of shard `shard`, in key
+    /// order) to the cached buckets.
+    fn replay_shard(&self, shard: usize, records: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         let mut g = self.metas.lock_shard(shard);
-        for key in keys {
-            let Some(value) = self.store.get(key)? else { continue };
-            let fixed: [u8; layout::DELTA_KEY_LEN] = key.as_slice().try_into().unwrap_or([0; layout::DELTA_KEY_LEN]);
-            let what = match layout::parse_delta_key(key) {
+        for (key, value) in records {
+            let Ok(fixed) = <[u8; layout::DELTA_KEY_LEN]>::try_from(key.as_slice()) else {
+                return Err(Error::Corrupted {
+                    key: "<metadata delta>".into(),
+                    page: None,
+                    reason: format!("malformed delta key {key:?}"),
+                });
+            };
+            let what = match layout::parse_delta_key(&fixed) {
                 Some((s, seq, part)) => format!("{s}/{seq}/{part}"),
                 None => format!("{key:?}"),
             };
             for e in delta::decode(shard, &what, &value)? {
                 let h = key_hash(&e.name);
-                debug_assert_eq!(shard_of(h), shard);
                 let start = g.locate(e.ks, h, &*self.store)?;
                 g.update(e.ks, start, |b| match e.meta {
                     Some(m) => {
