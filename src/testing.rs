@@ -32,9 +32,13 @@ pub fn check_roaring_parse(data: &[u8]) {
 }
 
 /// Decodes arbitrary bytes as a metadata bucket and as a keyspace
-/// catalog; must never panic, and what decodes must round trip.
+/// catalog, and as a small Bloom filter; must never panic, and what
+/// decodes must round trip.
 pub fn check_record_decode(data: &[u8]) {
     crate::engine::check_record_decode(data);
+    if let Ok(s) = crate::bloom::small::Small::decode(data) {
+        assert_eq!(s.encode(), data, "a small Bloom filter decodes from one form only");
+    }
 }
 
 /// Decodes arbitrary bytes as a stored page and as a page group record;

@@ -34,6 +34,12 @@ impl std::fmt::Display for VarintError {
     }
 }
 
+/// Bytes [`put`] writes for `v`: 1 to 10.
+pub(crate) const fn len(v: u64) -> usize {
+    let bits = 64 - (v | 1).leading_zeros() as usize;
+    bits.div_ceil(7)
+}
+
 /// Reads the varint at `*at` of `b` and moves `*at` past it.
 pub(crate) fn read(b: &[u8], at: &mut usize) -> Result<u64, VarintError> {
     let mut v = 0u64;
@@ -58,6 +64,16 @@ pub(crate) fn read(b: &[u8], at: &mut usize) -> Result<u64, VarintError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Invariant: `len` is the length `put` writes.
+    #[test]
+    fn len_is_what_put_writes() {
+        for v in [0, 1, 127, 128, 16_383, 16_384, u64::from(u32::MAX), u64::MAX >> 1, u64::MAX] {
+            let mut b = Vec::new();
+            put(&mut b, v);
+            assert_eq!(len(v), b.len(), "{v}");
+        }
+    }
 
     /// Every width round trips; overlong and truncated input is refused.
     #[test]

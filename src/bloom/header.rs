@@ -69,7 +69,7 @@ impl SubFilter {
         self.first_page * PAGE_BITS + pos
     }
 
-    fn new(capacity: u64, error: f64, first_page: u64) -> Result<SubFilter, String> {
+    pub(super) fn new(capacity: u64, error: f64, first_page: u64) -> Result<SubFilter, String> {
         let s = sizing(capacity, error)
             .ok_or_else(|| format!("no sub-filter can hold {capacity} items at error rate {error}"))?;
         Ok(SubFilter { capacity, error, hashes: s.hashes, bits: s.bits, first_page, items: 0 })

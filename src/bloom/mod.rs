@@ -12,6 +12,7 @@
 
 pub(crate) mod hash;
 mod header;
+pub(crate) mod small;
 
 pub(crate) use header::{Header, HEADER_PAGE};
 
@@ -170,6 +171,12 @@ pub(crate) fn check_stored_header(len: u64, page: &Page) -> Option<String> {
         )),
         Ok(_) => None,
     }
+}
+
+/// Checks the inline bytes of a small Bloom key (for `verify`): a
+/// description of what is wrong, if anything.
+pub(crate) fn check_small(value: &[u8]) -> Option<String> {
+    small::Small::decode(value).err().map(|e| format!("small Bloom filter: {e}"))
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@
 //! Varints are unsigned LEB128 (7 bits a byte, least significant first).
 
 use super::layout::key_hash;
-use super::record::{bad_meta, Body, Kind, Meta, INLINE_MAX};
+use super::record::{bad_meta, Body, Kind, Meta};
 use crate::error::{Error, Result};
 use crate::le::read_u32;
 use crate::varint;
@@ -597,7 +597,7 @@ pub(crate) fn read_entry(r: &mut Reader<'_>, name: &[u8], tag: u8, bad: &dyn Fn(
         0
     };
     if tag & TAG_INLINE != 0 {
-        if len > INLINE_MAX {
+        if len > kind.inline_max() {
             return Err(bad_meta(name, format!("inline value of {len} bytes")));
         }
         let mut meta = Meta::empty(kind);

@@ -8,7 +8,11 @@ use crate::geometry::PAGE_WORDS as WORDS_PER_PAGE;
 use crate::le::{read_u32, read_u64};
 
 /// The on-disk format version this build writes.
-pub(crate) const FORMAT_VERSION: u8 = 4;
+pub(crate) const FORMAT_VERSION: u8 = 5;
+/// Format 4: format 5 without small Bloom filters kept inline. Every
+/// format 4 store is a valid format 5 store, so opening one only rewrites
+/// the superblock.
+pub(crate) const FORMAT_V4: u8 = 4;
 /// Format 3: format 4 without metadata delta records. Every format 3
 /// store is a valid format 4 store, so opening one only rewrites the
 /// superblock.
@@ -22,9 +26,14 @@ pub(crate) const FORMAT_V2: u8 = 2;
 /// The catalog record's own version (unchanged since format 2).
 const CATALOG_VERSION: u8 = 2;
 
-/// The longest value kept inline in its key's metadata entry instead of in
-/// pages: 64 bytes (512 bits; a month of daily sign-ins needs 4).
+/// The longest string kept inline in its key's metadata entry instead of
+/// in pages: 64 bytes (512 bits; a month of daily sign-ins needs 4).
 pub(crate) const INLINE_MAX: u64 = 64;
+/// The longest small Bloom filter (its compact header and one sub-filter's
+/// bits, `crate::bloom::small`) kept inline: 512 bytes, a default filter
+/// (capacity 100 at 1%: 144 bytes of bits) with room for capacities up to
+/// about 350 at 1%.
+pub(crate) const INLINE_BLOOM_MAX: u64 = 512;
 
 /// What a key holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +43,16 @@ pub(crate) enum Kind {
     String = 1,
     /// A scalable Bloom filter: header and bit arrays in the bitmap's pages.
     Bloom = 2,
+}
+
+impl Kind {
+    /// The longest value of this type kept inline.
+    pub(crate) const fn inline_max(self) -> u64 {
+        match self {
+            Kind::String => INLINE_MAX,
+            Kind::Bloom => INLINE_BLOOM_MAX,
+        }
+    }
 }
 
 impl TryFrom<u8> for Kind {
@@ -52,12 +71,14 @@ impl TryFrom<u8> for Kind {
 pub(crate) enum Body {
     /// In pages stored under this bitmap id (never reused).
     Paged(u64),
-    /// In the key's metadata entry itself (at most [`INLINE_MAX`] bytes).
+    /// In the key's metadata entry itself (at most [`Kind::inline_max`]
+    /// bytes).
     Inline,
 }
 
-/// Bytes of an inline value, as a `usize`.
-pub(crate) const INLINE_BYTES: usize = 64;
+/// Bytes of an inline value of any type, as a `usize`.
+pub(crate) const INLINE_BYTES: usize = 512;
+const _: () = assert!(INLINE_BYTES as u64 >= INLINE_MAX && INLINE_BYTES as u64 >= INLINE_BLOOM_MAX);
 
 /// Metadata of one key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,7 +130,7 @@ impl Meta {
     }
 
     /// An inline body's value (its `len` bytes); empty for a paged body.
-    pub(super) fn inline_value(&self) -> &[u8] {
+    pub(crate) fn inline_value(&self) -> &[u8] {
         match self.body {
             // len <= INLINE_MAX for an inline body.
             Body::Inline => &self.inline[..usize::try_from(self.len).unwrap_or(0).min(INLINE_BYTES)],
@@ -248,7 +269,7 @@ pub(crate) fn check_superblock(b: &[u8]) -> Result<u8> {
     if stored != crc32fast::hash(&b[..CRC]) {
         return Err(bad("superblock checksum mismatch".into()));
     }
-    if ![FORMAT_VERSION, FORMAT_V3, FORMAT_V2, FORMAT_V1].contains(&b[VERSION]) {
+    if ![FORMAT_VERSION, FORMAT_V4, FORMAT_V3, FORMAT_V2, FORMAT_V1].contains(&b[VERSION]) {
         return Err(Error::UnsupportedVersion { found: b[VERSION], supported: FORMAT_VERSION });
     }
     let words = u16::from_le_bytes([b[super_layout::PAGE_WORDS], b[super_layout::PAGE_WORDS + 1]]);
@@ -394,9 +415,10 @@ mod tests {
         assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V1)).unwrap(), FORMAT_V1);
         assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V2)).unwrap(), FORMAT_V2);
         assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V3)).unwrap(), FORMAT_V3);
+        assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V4)).unwrap(), FORMAT_V4);
         assert!(matches!(
-            check_superblock(&encode_superblock_of(5)),
-            Err(Error::UnsupportedVersion { found: 5, supported: FORMAT_VERSION })
+            check_superblock(&encode_superblock_of(6)),
+            Err(Error::UnsupportedVersion { found: 6, supported: FORMAT_VERSION })
         ));
         let r = check_superblock(&encode_superblock_of(9));
         assert!(matches!(r, Err(Error::UnsupportedVersion { found: 9, .. })), "{r:?}");

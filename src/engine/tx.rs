@@ -368,7 +368,10 @@ impl<'e> ReadTx<'e> {
         debug_assert!(self.writing, "a read transaction changes nothing");
         let meta = match meta {
             Some(mut m) => {
-                if m.body == Body::Inline && m.len > INLINE_MAX {
+                if m.body == Body::Inline && m.len > m.kind.inline_max() {
+                    if m.kind != Kind::String {
+                        return Err(Error::Internal(format!("an inline {:?} value of {} bytes", m.kind, m.len)));
+                    }
                     self.promote(&mut m, None)?;
                 }
                 Some(m)
@@ -443,7 +446,7 @@ fn count_with(key: &[u8], rest: u64, part: u32) -> Result<u64> {
 /// The byte index and mask of bit `offset` in an inline value's bytes, if
 /// it falls inside them.
 fn inline_bit(offset: u64) -> Option<(usize, u8)> {
-    let i = usize::try_from(offset / 8).ok().filter(|&i| i < INLINE_BYTES)?;
+    let i = usize::try_from(offset / 8).ok().filter(|&i| (i as u64) < INLINE_MAX)?;
     Some((i, 0x80 >> (offset % 8)))
 }
 
@@ -474,17 +477,19 @@ impl DerefMut for WriteTx<'_> {
 }
 
 impl WriteTx<'_> {
-    /// The metadata of a new, empty value of type `kind` (not recorded
-    /// until [`WriteTx::set`]). A string starts inline; a Bloom filter gets
-    /// a bitmap id.
+    /// The metadata of a new, empty value of type `kind`, kept inline (not
+    /// recorded until [`WriteTx::set`]).
+    pub(crate) fn new_value(&self, kind: Kind) -> Meta {
+        Meta::empty(kind)
+    }
+
+    /// The metadata of a new, empty value of type `kind` in pages under a
+    /// fresh bitmap id (not recorded until [`WriteTx::set`]).
     ///
     /// # Errors
     /// A store error allocating an id.
-    pub(crate) fn new_value(&self, kind: Kind) -> Result<Meta> {
-        Ok(match kind {
-            Kind::String => Meta::empty(kind),
-            Kind::Bloom => Meta::paged(kind, self.engine.store.next_id()?, 0, 0, 0),
-        })
+    pub(crate) fn new_paged(&self, kind: Kind) -> Result<Meta> {
+        Ok(Meta::paged(kind, self.engine.store.next_id()?, 0, 0, 0))
     }
 
     /// The metadata of string key `key`, or that of a new empty string if
@@ -495,7 +500,7 @@ impl WriteTx<'_> {
     pub(crate) fn string_or_new(&mut self, key: &[u8]) -> Result<Meta> {
         match self.string(key)? {
             Some(m) => Ok(m),
-            None => self.new_value(Kind::String),
+            None => Ok(self.new_value(Kind::String)),
         }
     }
 
@@ -624,10 +629,20 @@ impl WriteTx<'_> {
     /// # Errors
     /// [`Error::Internal`] for a longer value; as [`ReadTx::meta`].
     pub(crate) fn set_short(&mut self, key: &[u8], value: &[u8], expire_at_ms: u64) -> Result<()> {
-        if value.len() as u64 > INLINE_MAX {
-            return Err(Error::Internal("a value too long to keep inline was given to set_short".into()));
+        self.set_inline(key, Kind::String, value, expire_at_ms)
+    }
+
+    /// Replaces `key` with `value`, a value of type `kind` of at most
+    /// [`Kind::inline_max`] bytes, kept inline, expiring at `expire_at_ms`
+    /// (0: never). The value it held is reclaimed.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] for a longer value; as [`ReadTx::meta`].
+    pub(crate) fn set_inline(&mut self, key: &[u8], kind: Kind, value: &[u8], expire_at_ms: u64) -> Result<()> {
+        if value.len() as u64 > kind.inline_max() {
+            return Err(Error::Internal(format!("a {kind:?} value of {} bytes is too long to keep inline", value.len())));
         }
-        let mut meta = Meta::empty(Kind::String);
+        let mut meta = Meta::empty(kind);
         meta.inline[..value.len()].copy_from_slice(value);
         meta.len = value.len() as u64;
         meta.ones = value.iter().map(|b| u64::from(b.count_ones())).sum();
@@ -690,7 +705,9 @@ impl WriteTx<'_> {
     /// built pages are reclaimed).
     pub(super) fn publish(&mut self, key: &[u8], id: u64, meta: Option<Meta>) -> Result<()> {
         let meta = match meta {
-            Some(mut m) if m.kind == Kind::String && m.len <= INLINE_MAX => {
+            // A paged Bloom filter spans at least two pages, far past its
+            // inline limit: only a copy of an inline one is this short.
+            Some(mut m) if m.len <= m.kind.inline_max() => {
                 if let Some(p) = self.engine.page(key, id, 0)? {
                     p.write_bytes(&mut m.inline);
                 }

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use super::bucket::Bucket;
 use super::layout;
 use super::metas::bucket_end;
-use super::record::{self, Catalog, DbRecord, Kind, Meta};
+use super::record::{self, Catalog, DbRecord, Kind};
 use super::stored::{Held, ScanError, StoredPages};
 use super::Engine;
 use crate::error::{Error, Result};
@@ -62,7 +62,13 @@ impl VerifyReport {
 
 struct Tally {
     name: Vec<u8>,
-    meta: Meta,
+    /// The key's metadata: what it holds, its length, its count of set
+    /// bits (the fields the pages are checked against; not the whole
+    /// entry, which keeps a million-key verify small).
+    kind: Kind,
+    len: u64,
+    meta_ones: u64,
+    /// Set bits the pages hold.
     ones: u64,
     /// A Bloom filter's header page was found (and checked).
     header_seen: bool,
@@ -174,8 +180,22 @@ impl Engine {
                     c.expires += 1;
                     c.expire_secs += meta.expire_at_ms / 1000;
                 }
-                let Some(id) = meta.id() else { continue };
-                let tally = Tally { name: name.to_vec(), meta, ones: 0, header_seen: false };
+                let Some(id) = meta.id() else {
+                    if meta.kind == Kind::Bloom {
+                        if let Some(reason) = crate::bloom::check_small(meta.inline_value()) {
+                            report.problems.push(problem(Some(name), None, reason));
+                        }
+                    }
+                    continue;
+                };
+                let tally = Tally {
+                    name: name.to_vec(),
+                    kind: meta.kind,
+                    len: meta.len,
+                    meta_ones: meta.ones,
+                    ones: 0,
+                    header_seen: false,
+                };
                 if let Some(other) = by_id.insert(id, tally) {
                     report.problems.push(problem(
                         Some(name),
@@ -268,18 +288,18 @@ impl Engine {
         let mut tallies: Vec<&Tally> = by_id.values().collect();
         tallies.sort_by(|a, b| a.name.cmp(&b.name));
         for t in tallies {
-            if t.meta.kind == Kind::Bloom && !t.header_seen {
+            if t.kind == Kind::Bloom && !t.header_seen {
                 report.problems.push(problem(
                     Some(&t.name),
                     Some(crate::bloom::HEADER_PAGE),
                     "Bloom filter header page is missing".into(),
                 ));
             }
-            if t.ones != t.meta.ones {
+            if t.ones != t.meta_ones {
                 report.problems.push(problem(
                     Some(&t.name),
                     None,
-                    format!("metadata counts {} set bits, pages hold {}", t.meta.ones, t.ones),
+                    format!("metadata counts {} set bits, pages hold {}", t.meta_ones, t.ones),
                 ));
             }
         }
@@ -290,13 +310,13 @@ impl Engine {
 /// Checks one decoded page of the key `tally` counts: a Bloom header's
 /// format, and no bits past the key's length.
 fn check_page(report: &mut VerifyReport, tally: &mut Tally, page: u64, p: &Page) {
-    if tally.meta.kind == Kind::Bloom && page == crate::bloom::HEADER_PAGE {
-        if let Some(reason) = crate::bloom::check_stored_header(tally.meta.len, p) {
+    if tally.kind == Kind::Bloom && page == crate::bloom::HEADER_PAGE {
+        if let Some(reason) = crate::bloom::check_stored_header(tally.len, p) {
             report.problems.push(problem(Some(&tally.name), Some(page), reason));
         }
     }
     tally.ones += u64::from(p.count_ones());
-    let end_bit = tally.meta.len.saturating_mul(8);
+    let end_bit = tally.len.saturating_mul(8);
     let page_start = page.saturating_mul(PAGE_BITS);
     let beyond = if end_bit <= page_start {
         p.count_ones()
@@ -309,7 +329,7 @@ fn check_page(report: &mut VerifyReport, tally: &mut Tally, page: u64, p: &Page)
         report.problems.push(problem(
             Some(&tally.name),
             Some(page),
-            format!("{beyond} bits set past the key's length of {} bytes", tally.meta.len),
+            format!("{beyond} bits set past the key's length of {} bytes", tally.len),
         ));
     }
 }

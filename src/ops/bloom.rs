@@ -9,6 +9,7 @@
 use std::collections::HashSet;
 
 use crate::bloom::hash::ItemHash;
+use crate::bloom::small::{self, Small};
 use crate::bloom::{
     BloomAdd, BloomInfo, BloomOptions, Header, DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, ERROR_RATE_CAP, HEADER_PAGE,
     MAX_CAPACITY, MAX_EXPANSION,
@@ -72,15 +73,36 @@ fn new_header(error_rate: f64, capacity: u64, options: BloomOptions) -> Result<H
 struct Filter {
     meta: Meta,
     header: Header,
+    /// The bits of a small filter (kept inline in its metadata entry, see
+    /// `crate::bloom::small`); `None` for a filter in pages.
+    small: Option<Vec<u8>>,
     /// Made by this command: nothing of it is stored yet.
     created: bool,
 }
 
 impl Filter {
+    /// A new filter: small if its one sub-filter fits inline.
     fn create(tx: &WriteTx<'_>, header: Header) -> Result<Filter> {
-        let mut meta = tx.new_value(Kind::Bloom)?;
+        if header.filters.len() == 1 && small::encoded_len(&header) as u64 <= Kind::Bloom.inline_max() {
+            let bits = Small::empty(header.clone()).bits;
+            return Ok(Filter { meta: tx.new_value(Kind::Bloom), header, small: Some(bits), created: true });
+        }
+        let mut meta = tx.new_paged(Kind::Bloom)?;
         meta.len = header.end_page().saturating_mul(PAGE_BYTES);
-        Ok(Filter { meta, header, created: true })
+        Ok(Filter { meta, header, small: None, created: true })
+    }
+
+    /// The stored filter `meta` describes, small or in pages.
+    fn load(tx: &ReadTx<'_>, key: &[u8], meta: Meta) -> Result<Filter> {
+        if meta.is_inline() {
+            let s = Small::decode(meta.inline_value()).map_err(|r| Error::Corrupted {
+                key: String::from_utf8_lossy(key).into_owned(),
+                page: None,
+                reason: format!("small Bloom filter: {r}"),
+            })?;
+            return Ok(Filter { meta, header: s.header, small: Some(s.bits), created: false });
+        }
+        Ok(Filter { header: read_header(tx, key, &meta)?, meta, small: None, created: false })
     }
 }
 
@@ -88,10 +110,26 @@ impl Filter {
 /// the bitmap offsets of the item's bits that are clear. The item is in
 /// sub-filter `f` when that list is empty.
 ///
-/// Cost: one page read per page touched (all positions are computed, sorted
-/// and grouped by page first).
-fn probe(tx: &ReadTx<'_>, key: &[u8], meta: &Meta, header: &Header, hashes: &[ItemHash]) -> Result<Vec<Vec<u64>>> {
+/// Cost: a small filter's bits are at hand; otherwise one page read per
+/// page touched (all positions are computed, sorted and grouped by page
+/// first).
+fn probe(tx: &ReadTx<'_>, key: &[u8], filter: &Filter, hashes: &[ItemHash]) -> Result<Vec<Vec<u64>>> {
+    let header = &filter.header;
     let nf = header.filters.len();
+    let mut missing = vec![Vec::new(); hashes.len() * nf];
+    if let Some(bits) = &filter.small {
+        // One sub-filter, whose array starts at page 1 as in pages.
+        let sf = header.filters[0];
+        for (j, h) in hashes.iter().enumerate() {
+            for i in 0..sf.hashes {
+                let pos = h.position(i, sf.bits);
+                if !small::bit(bits, pos) {
+                    missing[j].push(sf.offset(pos));
+                }
+            }
+        }
+        return Ok(missing);
+    }
     let mut wanted: Vec<(u64, usize)> = Vec::new();
     for (j, h) in hashes.iter().enumerate() {
         for (f, sf) in header.filters.iter().enumerate() {
@@ -101,9 +139,8 @@ fn probe(tx: &ReadTx<'_>, key: &[u8], meta: &Meta, header: &Header, hashes: &[It
         }
     }
     wanted.sort_unstable();
-    let mut missing = vec![Vec::new(); hashes.len() * nf];
     for same_page in wanted.chunk_by(|a, b| a.0 / PAGE_BITS == b.0 / PAGE_BITS) {
-        let page = tx.page(key, meta, same_page[0].0 / PAGE_BITS)?;
+        let page = tx.page(key, &filter.meta, same_page[0].0 / PAGE_BITS)?;
         for &(offset, slot) in same_page {
             if !page.as_ref().is_some_and(|p| p.get(locate(offset).bit)) {
                 missing[slot].push(offset);
@@ -126,7 +163,7 @@ fn plan_adds<T: AsRef<[u8]>>(
 ) -> Result<(Vec<BloomAdd>, HashSet<u64>)> {
     let hashes: Vec<ItemHash> = items.iter().map(|i| ItemHash::of(i.as_ref())).collect();
     let stored = if filter.created { 0 } else { filter.header.filters.len() };
-    let missing = if stored > 0 { probe(tx, key, &filter.meta, &filter.header, &hashes)? } else { Vec::new() };
+    let missing = if stored > 0 { probe(tx, key, filter, &hashes)? } else { Vec::new() };
     let mut to_set: HashSet<u64> = HashSet::new();
     let mut out = Vec::with_capacity(items.len());
     for (j, h) in hashes.iter().enumerate() {
@@ -156,9 +193,30 @@ fn plan_adds<T: AsRef<[u8]>>(
     Ok((out, to_set))
 }
 
-/// Sets the bits `to_set`, one read-modify-write per page, rewrites the
-/// header page and records the key's metadata.
+/// Sets the bits `to_set` and records the filter: a small filter whose
+/// chain is still one sub-filter long is rewritten inline; one that grew
+/// moves to pages first (its bits become page 1, where its sub-filter
+/// starts in the paged layout). In pages: one read-modify-write per page
+/// touched, the header page rewritten, the key's metadata recorded.
 fn store_filter(tx: &mut WriteTx<'_>, key: &[u8], filter: &mut Filter, to_set: HashSet<u64>) -> Result<()> {
+    if let Some(bits) = filter.small.take() {
+        let first = filter.header.filters[0];
+        if filter.header.filters.len() == 1 {
+            let mut s = Small { header: filter.header.clone(), bits };
+            for &o in &to_set {
+                s.set(o - first.offset(0));
+            }
+            tx.set_inline(key, Kind::Bloom, &s.encode(), filter.meta.expire_at_ms)?;
+            filter.small = Some(s.bits);
+            filter.created = false;
+            return Ok(());
+        }
+        let mut meta = tx.new_paged(Kind::Bloom)?;
+        meta.expire_at_ms = filter.meta.expire_at_ms;
+        let page = Page::from_bytes(&bits);
+        tx.update_page(key, &mut meta, first.first_page, |p| *p = page)?;
+        filter.meta = meta;
+    }
     let mut meta = filter.meta;
     let mut offsets: Vec<u64> = to_set.into_iter().collect();
     offsets.sort_unstable();
@@ -189,14 +247,15 @@ fn chunk_items(header: &Header) -> usize {
     (MAX_POSITIONS / per_item.max(1)).max(1)
 }
 
-fn info_of(header: &Header) -> BloomInfo {
+fn info_of(filter: &Filter) -> BloomInfo {
+    let header = &filter.header;
     BloomInfo {
         capacity: header.capacity(),
         size: header.redis_size(),
         filters: header.filters.len() as u64,
         items: header.items(),
         expansion: (!header.nonscaling).then_some(header.expansion),
-        span_bytes: header.end_page().saturating_mul(PAGE_BYTES),
+        span_bytes: if filter.small.is_some() { filter.meta.len } else { header.end_page().saturating_mul(PAGE_BYTES) },
     }
 }
 
@@ -245,7 +304,7 @@ impl Db {
     ) -> Result<Vec<BloomAdd>> {
         self.engine.write(self.index, &[key], |tx| {
             let mut filter = match tx.typed(key, Kind::Bloom)? {
-                Some(meta) => Filter { header: read_header(tx, key, &meta)?, meta, created: false },
+                Some(meta) => Filter::load(tx, key, meta)?,
                 None => match create {
                     Some(make) => Filter::create(tx, make()?)?,
                     None => return Err(Error::InvalidArgument("not found".into())),
@@ -283,12 +342,12 @@ impl Db {
         // be replaced (and its pages discarded) meanwhile.
         self.engine.read(self.index, &[key], |tx| {
             let Some(meta) = tx.typed(key, Kind::Bloom)? else { return Ok(vec![false; items.len()]) };
-            let header = read_header(tx, key, &meta)?;
-            let nf = header.filters.len();
+            let filter = Filter::load(tx, key, meta)?;
+            let nf = filter.header.filters.len();
             let mut out = Vec::with_capacity(items.len());
-            for chunk in items.chunks(chunk_items(&header)) {
+            for chunk in items.chunks(chunk_items(&filter.header)) {
                 let hashes: Vec<ItemHash> = chunk.iter().map(|i| ItemHash::of(i.as_ref())).collect();
-                let missing = probe(tx, key, &meta, &header, &hashes)?;
+                let missing = probe(tx, key, &filter, &hashes)?;
                 out.extend((0..chunk.len()).map(|j| missing[j * nf..(j + 1) * nf].iter().any(Vec::is_empty)));
             }
             Ok(out)
@@ -299,7 +358,7 @@ impl Db {
     pub(crate) fn bf_info(&self, key: &[u8]) -> Result<Option<BloomInfo>> {
         self.engine.read(self.index, &[key], |tx| {
             let Some(meta) = tx.typed(key, Kind::Bloom)? else { return Ok(None) };
-            Ok(Some(info_of(&read_header(tx, key, &meta)?)))
+            Ok(Some(info_of(&Filter::load(tx, key, meta)?)))
         })
     }
 
@@ -506,5 +565,89 @@ impl Bloom<'_> {
     /// [`Error::WrongType`], [`Error::Corrupted`].
     pub fn card(&self) -> Result<u64> {
         self.db.bf_card(&self.key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::Kind;
+    use crate::{BloomAdd, BloomOptions, Config, Db, Error, ExpireCondition};
+
+    fn items(from: u32, to: u32) -> Vec<Vec<u8>> {
+        (from..to).map(|i| format!("item:{i}").into_bytes()).collect()
+    }
+
+    fn inline(db: &Db, key: &[u8]) -> bool {
+        db.key_stats(key).unwrap().unwrap().inline
+    }
+
+    /// Invariant: a default filter (capacity 100) is kept inline until the
+    /// chain grows its second sub-filter, then moves to pages keeping
+    /// every item (its first sub-filter's bits are copied, not rebuilt),
+    /// its counts and its expiry; the answers hold across a reopen.
+    #[test]
+    fn a_small_filter_moves_to_pages_when_it_grows() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = 4_000_000_000_000;
+        let first = items(0, 100);
+        let added = {
+            let db = Config::new(dir.path()).cache_bytes(64 << 10).open().unwrap();
+            let f = db.bloom(b"f");
+            let mut added = f.add_many(&first).unwrap().iter().filter(|&&a| a == BloomAdd::Added).count() as u64;
+            assert!(inline(&db, b"f"), "a default filter starts inline");
+            assert!(db.expire_at(b"f", at, ExpireCondition::Always).unwrap());
+            db.flush().unwrap();
+            let info = f.info().unwrap().unwrap();
+            assert_eq!((info.filters, info.items), (1, added));
+            assert!(f.contains_many(&first).unwrap().iter().all(|&x| x), "no false negative while small");
+            for item in items(100, 400) {
+                added += u64::from(f.add(&item).unwrap() == BloomAdd::Added);
+            }
+            assert!(!inline(&db, b"f"), "a chain of several sub-filters is in pages");
+            added
+        };
+        let db = Config::new(dir.path()).open().unwrap();
+        let f = db.bloom(b"f");
+        let info = f.info().unwrap().unwrap();
+        assert!(info.filters >= 2, "{info:?}");
+        assert_eq!(info.items, added);
+        assert!(f.contains_many(&items(0, 400)).unwrap().iter().all(|&x| x), "no false negative after the move");
+        assert_eq!(db.expiry(b"f").unwrap(), crate::Expiry::At(at));
+        assert!(db.verify().unwrap().problems.is_empty());
+    }
+
+    /// Invariant: COPY of a small filter is a small filter answering the
+    /// same, and a filter reserved too large for inline is in pages from
+    /// the start.
+    #[test]
+    fn copies_stay_small_and_large_filters_are_paged() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path()).unwrap();
+        db.bloom(b"f").add_many(&items(0, 50)).unwrap();
+        assert!(db.copy(b"f", b"g", false).unwrap());
+        assert!(inline(&db, b"g"));
+        let probe = items(0, 1000);
+        assert_eq!(db.bloom(b"g").contains_many(&probe).unwrap(), db.bloom(b"f").contains_many(&probe).unwrap());
+        assert!(db.bloom(b"big").reserve(0.01, 10_000, BloomOptions::default()).unwrap());
+        assert!(!inline(&db, b"big"));
+        db.flush().unwrap();
+        assert!(db.verify().unwrap().problems.is_empty());
+    }
+
+    /// Invariant: a small filter whose bytes do not decode (a bug, or a
+    /// bucket rewritten with a valid checksum) is an error naming the key,
+    /// never a panic or a wrong answer, and `verify` reports it.
+    #[test]
+    fn a_damaged_small_filter_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path()).unwrap();
+        db.engine.write(db.index, &[b"f"], |tx| tx.set_inline(b"f", Kind::Bloom, &[1, 0, 9, 9], 0)).unwrap();
+        for r in [db.bloom(b"f").add(b"x").map(|_| ()), db.bloom(b"f").contains(b"x").map(|_| ())] {
+            assert!(matches!(&r, Err(Error::Corrupted { key, .. }) if key == "f"), "{r:?}");
+        }
+        db.flush().unwrap();
+        let report = db.verify().unwrap();
+        assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+        assert!(report.problems[0].reason.contains("small Bloom filter"), "{:?}", report.problems);
     }
 }

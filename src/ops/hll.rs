@@ -224,7 +224,7 @@ impl Db {
         self.engine.write(self.index, &[key], |tx| {
             let (meta, old, created) = match load(tx, key)? {
                 Some((meta, value)) => (meta, value, false),
-                None => (tx.new_value(Kind::String)?, Vec::new(), true),
+                None => (tx.new_value(Kind::String), Vec::new(), true),
             };
             let mut value = if created { hll::new_sparse() } else { old.clone() };
             let added = hll::add(&mut value, elements);
@@ -303,7 +303,7 @@ impl Db {
                     let copy = value.clone();
                     (meta, value, copy)
                 }
-                None => (tx.new_value(Kind::String)?, Vec::new(), hll::new_sparse()),
+                None => (tx.new_value(Kind::String), Vec::new(), hll::new_sparse()),
             };
             hll::merge_write(&mut value, &max, use_dense).map_err(|e| hll_error(dest, e))?;
             if value != old {

@@ -384,7 +384,7 @@ fn write_in_tx(tx: &mut WriteTx<'_>, key: &[u8], value: &[u8], expire_at_ms: u64
     if value.len() as u64 <= INLINE_MAX {
         return tx.set_short(key, value, expire_at_ms);
     }
-    let mut meta = tx.new_value(Kind::String)?;
+    let mut meta = tx.new_value(Kind::String);
     for (i, chunk) in value.chunks(PAGE_LEN).enumerate() {
         let page = Page::from_bytes(chunk);
         tx.update_page(key, &mut meta, i as u64, |p| *p = page)?;

@@ -123,7 +123,7 @@ impl Db {
             }
             let mut meta = match old {
                 Some(m) => m,
-                None => tx.new_value(Kind::String)?,
+                None => tx.new_value(Kind::String),
             };
             let start = offset.unwrap_or(meta.len);
             let end = start

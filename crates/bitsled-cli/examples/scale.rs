@@ -26,6 +26,15 @@
 //! 32 keys of 10^9 bits at 50% density (4 GB of bits) loaded whole, then a
 //! cold BITOP OR of all 32: rates and peak resident memory.
 //!
+//! `--bloom USERS` runs only the per-user Bloom filter section (bitsled
+//! alone: the Debian Redis has no RedisBloom module): USERS users in blocks
+//! of up to 10^6, each block 20 rounds of one `BF.ADD user:<uid>:seen
+//! <item>` per user (default filter: capacity 100, error 0.01), loaded with
+//! `redis-cli --pipe`; the time of each block, the peak RSS, the bytes on
+//! disk per filter after a graceful stop, then on a restarted server (cold
+//! caches) `redis-benchmark` BF.EXISTS of random users against GET of
+//! random small strings loaded beside them. Writes `DIR/scale-bloom.md`.
+//!
 //! Prints the table and writes it to `DIR/scale.md` (default
 //! `bench-results/`, or `target/scale-quick/` with `--quick`).
 
@@ -42,19 +51,21 @@ type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 struct Opts {
     keys: u64,
+    bloom: Option<u64>,
     requests: u64,
     big: bool,
     out: PathBuf,
 }
 
 fn parse_opts() -> Res<Opts> {
-    let mut o = Opts { keys: 1_000_000, requests: 500_000, big: false, out: PathBuf::from("bench-results") };
+    let mut o = Opts { keys: 1_000_000, bloom: None, requests: 500_000, big: false, out: PathBuf::from("bench-results") };
     let mut out_given = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--keys" => o.keys = args.next().ok_or("--keys N")?.parse()?,
             "--big" => o.big = true,
+            "--bloom" => o.bloom = Some(args.next().ok_or("--bloom USERS")?.parse()?),
             "--quick" => {
                 o.keys = 100_000;
                 o.requests = 50_000;
@@ -68,7 +79,7 @@ fn parse_opts() -> Res<Opts> {
             }
             other => {
                 return Err(format!(
-                    "unknown argument {other:?}; usage: scale [--quick] [--keys N] [--big] [--out DIR]"
+                    "unknown argument {other:?}; usage: scale [--quick] [--keys N] [--big] [--bloom USERS] [--out DIR]"
                 )
                 .into())
             }
@@ -217,21 +228,27 @@ fn round_trip(con: &mut redis::Connection, cmd: &str) -> Res<f64> {
 
 /// `redis-benchmark` SETBIT with 50 clients: (requests/s, p50 ms, p99 ms).
 fn setbit_latency(port: u16, requests: u64) -> Res<(f64, f64, f64)> {
+    benchmark(port, 1, requests, 1_000_000, &["SETBIT", "bench:__rand_int__", "100000", "1"])
+}
+
+/// `redis-benchmark` of `command` in database `db` with 50 clients and
+/// `__rand_int__` below `range`: (requests/s, p50 ms, p99 ms).
+fn benchmark(port: u16, db: u32, requests: u64, range: u64, command: &[&str]) -> Res<(f64, f64, f64)> {
     let out = Command::new("redis-benchmark")
         .args([
             "-p",
             &port.to_string(),
             "--dbnum",
-            "1",
+            &db.to_string(),
             "-c",
             "50",
             "-n",
             &requests.to_string(),
             "-r",
-            "1000000",
+            &range.to_string(),
             "--csv",
         ])
-        .args(["SETBIT", "bench:__rand_int__", "100000", "1"])
+        .args(command)
         .output()?;
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().last().ok_or("no redis-benchmark output")?;
@@ -275,6 +292,9 @@ fn main() -> Res<()> {
         return big_child(&phase, Path::new(&std::env::var("SCALE_BIG_DIR")?));
     }
     let o = parse_opts()?;
+    if let Some(users) = o.bloom {
+        return bloom_section(users, o.requests, &o.out);
+    }
     let tmp = tempfile::tempdir()?;
     let mut rows: Vec<Row> = Vec::new();
     let n = o.keys;
@@ -497,5 +517,136 @@ fn big_child(phase: &str, dir: &Path) -> Res<()> {
     }
     let hwm = status_kb(std::process::id(), "VmHWM") * 1024;
     println!("secs={secs} bytes={} hwm={hwm}", BIG_KEYS * BIG_BYTES);
+    Ok(())
+}
+
+/// Adds per user in the Bloom section.
+const BLOOM_ADDS: u64 = 20;
+/// Users per timed block of the Bloom section.
+const BLOOM_BLOCK: u64 = 1_000_000;
+
+/// `redis-cli --pipe` into `port` of the commands `write` produces (in a
+/// thread, so no file holds them): seconds.
+fn pipe_from(port: u16, write: impl FnOnce(&mut dyn Write) -> std::io::Result<()> + Send + 'static) -> Res<f64> {
+    let t = Instant::now();
+    let mut child = Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "--pipe"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let stdin = child.stdin.take().ok_or("stdin")?;
+    let writer = std::thread::spawn(move || {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, stdin);
+        write(&mut w).and_then(|()| w.flush())
+    });
+    let out = child.wait_with_output()?;
+    writer.join().map_err(|_| "the command writer panicked")??;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || !text.contains("errors: 0") {
+        return Err(format!("redis-cli --pipe failed: {text}").into());
+    }
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// One RESP command.
+fn resp(w: &mut dyn Write, parts: &[&[u8]]) -> std::io::Result<()> {
+    write!(w, "*{}\r\n", parts.len())?;
+    for p in parts {
+        write!(w, "${}\r\n", p.len())?;
+        w.write_all(p)?;
+        w.write_all(b"\r\n")?;
+    }
+    Ok(())
+}
+
+/// Per-user Bloom filters: load blocks of users, disk per filter, and cold
+/// BF.EXISTS against cold GET on one server.
+fn bloom_section(users: u64, requests: u64, out: &Path) -> Res<()> {
+    let tmp = tempfile::tempdir()?;
+    let dir = tmp.path().join("bitsled-data");
+    let mut b = start_bitsled(&dir, &[])?;
+    let mut rows: Vec<Row> = Vec::new();
+    let mut blocks = Vec::new();
+    let mut from = 0;
+    while from < users {
+        let to = (from + BLOOM_BLOCK).min(users);
+        let secs = pipe_from(b.port, move |w| {
+            for round in 0..BLOOM_ADDS {
+                for uid in from..to {
+                    let key = format!("user:{uid}:seen");
+                    let item = format!("news:{}", uid.wrapping_mul(7919).wrapping_add(round * 104_729) % 1_000_003);
+                    resp(w, &[b"BF.ADD", key.as_bytes(), item.as_bytes()])?;
+                }
+            }
+            Ok(())
+        })?;
+        eprintln!("bloom: users {from}..{to}: {secs:.2} s");
+        blocks.push(((to - from) * BLOOM_ADDS, secs));
+        from = to;
+    }
+    // Small strings beside the filters, for the GET baseline.
+    let strings = users.min(BLOOM_BLOCK);
+    pipe_from(b.port, move |w| {
+        for uid in 0..strings {
+            resp(w, &[b"SET", format!("str:{uid}").as_bytes(), b"0123456789"])?;
+        }
+        Ok(())
+    })?;
+    let rss = b.rss();
+    let hwm = b.hwm();
+    let stop = b.signal_and_wait("-TERM")?;
+    let disk = du(&dir);
+    let b = start_bitsled(&dir, &[])?;
+    let exists = benchmark(b.port, 0, requests, users, &["BF.EXISTS", "user:__rand_int__:seen", "news:1"])?;
+    drop(b);
+    let b = start_bitsled(&dir, &[])?;
+    let get = benchmark(b.port, 0, requests, strings, &["GET", "str:__rand_int__"])?;
+    drop(b);
+
+    let total: f64 = blocks.iter().map(|b| b.1).sum();
+    let commands = users * BLOOM_ADDS;
+    let first = blocks[0].1 / blocks[0].0 as f64;
+    let worst = blocks.iter().map(|b| b.1 / b.0 as f64).fold(0.0, f64::max);
+    let per_block: Vec<String> = blocks.iter().map(|b| format!("{:.2}", b.1)).collect();
+    rows.push(Row(
+        format!("{users} users x {BLOOM_ADDS} BF.ADD (redis-cli --pipe, blocks of 10^6 users)"),
+        format!("{total:.2} s ({:.0}k cmds/s); per block: {} s", commands as f64 / total / 1e3, per_block.join(", ")),
+        "-".into(),
+        format!("slowest block / first: {:.2}x", worst / first),
+    ));
+    // A default filter's first sub-filter: capacity 100 at 0.005.
+    let bits_bytes = 240.0;
+    rows.push(Row(
+        "on disk after a graceful stop (filters + small strings)".into(),
+        format!(
+            "{} ({:.0} B/filter; {:.2}x the 240 bytes of bits)",
+            mib(disk),
+            disk as f64 / users as f64,
+            disk as f64 / users as f64 / bits_bytes
+        ),
+        "-".into(),
+        "-".into(),
+    ));
+    rows.push(Row(
+        "resident memory after the load / peak".into(),
+        format!("{} / {}", mib(rss), mib(hwm)),
+        "-".into(),
+        "-".into(),
+    ));
+    rows.push(Row(format!("SIGTERM to exit at {users} filters"), format!("{stop:.2} s"), "-".into(), "-".into()));
+    let bench = |x: (f64, f64, f64)| format!("{:.0} req/s, p50 {:.3} ms, p99 {:.3} ms", x.0, x.1, x.2);
+    rows.push(Row(
+        format!("cold BF.EXISTS of random users vs cold GET of random small strings, 50 clients, {requests} requests"),
+        bench(exists),
+        format!("GET: {}", bench(get)),
+        format!("p99 {}", ratio(exists.2, get.2)),
+    ));
+    let mut md = String::from("| measurement | bitsled | peer (same server) | ratio |\n|---|---|---|---|\n");
+    for Row(name, b, r, q) in &rows {
+        md.push_str(&format!("| {name} | {b} | {r} | {q} |\n"));
+    }
+    println!("{md}");
+    std::fs::create_dir_all(out)?;
+    std::fs::write(out.join("scale-bloom.md"), &md)?;
     Ok(())
 }

@@ -300,7 +300,8 @@ fn corrupted_header_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     {
         let db = open(dir.path());
-        db.bloom(b"victim").reserve(0.01, 100, BloomOptions::default()).unwrap();
+        // Large enough to be kept in pages, not inline.
+        db.bloom(b"victim").reserve(0.01, 100_000, BloomOptions::default()).unwrap();
         db.flush().unwrap();
     }
     {

@@ -1,0 +1,193 @@
+//! The small form of a filter: a chain of one sub-filter whose compact
+//! header and bits are short enough to live inline in the key's metadata
+//! entry, as a tiny string does (DESIGN.md, "Small Bloom filters"). A small
+//! filter costs its bits plus about a dozen bytes, and a BF.ADD changes one
+//! metadata entry and no page. When the chain grows a second sub-filter,
+//! the filter moves to pages (`ops::bloom`); its first sub-filter keeps its
+//! place, page 1, so the move copies the bits as they are.
+//!
+//! ```text
+//!  0     1       2              10
+//!  | ver | flags | error (f64)  | capacity | expansion | items | bits |
+//! ```
+//!
+//! Version `1`; flags bit 0 = non-scaling; the first sub-filter's error
+//! rate as IEEE-754 binary64 bits (little-endian); capacity, expansion and
+//! items as varints; then exactly `m / 8` bytes of bits, bit `j` of the
+//! array being bit `0x80 >> (j % 8)` of byte `j / 8` (the order of the
+//! bitmap's own bytes). The metadata entry's checksum covers it all.
+
+use super::header::{Header, SubFilter};
+use super::MAX_EXPANSION;
+use crate::bloom::HEADER_PAGE;
+use crate::varint;
+
+/// The layout version this build writes and reads.
+const VERSION: u8 = 1;
+/// Flag bit: the chain never grows.
+const FLAG_NONSCALING: u8 = 1;
+/// Bytes before the varints.
+const FIXED: usize = 10;
+
+/// A filter in its small form: its header (one sub-filter) and that
+/// sub-filter's bits.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Small {
+    pub(crate) header: Header,
+    /// `m / 8` bytes; see the module's bit order.
+    pub(crate) bits: Vec<u8>,
+}
+
+/// Bytes of the small form of `header` (whose chain must be one
+/// sub-filter long): the size to compare with the inline limit.
+pub(crate) fn encoded_len(header: &Header) -> usize {
+    let f = header.newest();
+    let varints = [f.capacity, u64::from(header.expansion), f.items].iter().map(|&v| varint::len(v)).sum::<usize>();
+    FIXED + varints + usize::try_from(f.bits / 8).unwrap_or(usize::MAX)
+}
+
+/// Whether bit `pos` of a small filter's `bits` is set (false past them).
+pub(crate) fn bit(bits: &[u8], pos: u64) -> bool {
+    usize::try_from(pos / 8).ok().and_then(|i| bits.get(i)).is_some_and(|b| b & (0x80 >> (pos % 8)) != 0)
+}
+
+impl Small {
+    /// A new empty filter with `header`'s one sub-filter.
+    pub(crate) fn empty(header: Header) -> Small {
+        let bytes = usize::try_from(header.newest().bits / 8).unwrap_or(0);
+        Small { header, bits: vec![0; bytes] }
+    }
+
+    /// Sets bit `pos` of the sub-filter's array (a position past the array
+    /// is ignored: positions come from the sizing, which keeps them in).
+    pub(crate) fn set(&mut self, pos: u64) {
+        if let Some(b) = usize::try_from(pos / 8).ok().and_then(|i| self.bits.get_mut(i)) {
+            *b |= 0x80 >> (pos % 8);
+        }
+    }
+
+    /// The small form's bytes.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let f = self.header.filters[0];
+        let mut b = Vec::with_capacity(encoded_len(&self.header));
+        b.push(VERSION);
+        b.push(if self.header.nonscaling { FLAG_NONSCALING } else { 0 });
+        b.extend_from_slice(&f.error.to_bits().to_le_bytes());
+        varint::put(&mut b, f.capacity);
+        varint::put(&mut b, u64::from(self.header.expansion));
+        varint::put(&mut b, f.items);
+        b.extend_from_slice(&self.bits);
+        b
+    }
+
+    /// Parses and validates a small form: version, flags, a valid sizing
+    /// for the capacity and rate, the expansion range (a scaling chain has
+    /// a non-zero one), items at most the capacity, and exactly the bytes
+    /// of bits the sizing gives.
+    ///
+    /// # Errors
+    /// A description of the first check that failed; never panics.
+    pub(crate) fn decode(b: &[u8]) -> Result<Small, String> {
+        if b.len() < FIXED {
+            return Err(format!("{} bytes are too few for a small filter", b.len()));
+        }
+        if b[0] != VERSION {
+            return Err(format!("unknown small filter version {}", b[0]));
+        }
+        if b[1] & !FLAG_NONSCALING != 0 {
+            return Err(format!("unknown flags {:#04x}", b[1]));
+        }
+        let nonscaling = b[1] & FLAG_NONSCALING != 0;
+        let error = f64::from_bits(u64::from_le_bytes(b[2..FIXED].try_into().unwrap_or_default()));
+        let mut at = FIXED;
+        let mut next = |what: &str| varint::read(b, &mut at).map_err(|e| format!("{what}: {e}"));
+        let capacity = next("capacity")?;
+        let expansion = next("expansion")?;
+        let items = next("items")?;
+        let expansion = u32::try_from(expansion)
+            .ok()
+            .filter(|&x| x <= MAX_EXPANSION)
+            .ok_or_else(|| format!("expansion {expansion} is above {MAX_EXPANSION}"))?;
+        if !nonscaling && expansion == 0 {
+            return Err("a scaling filter with expansion 0".into());
+        }
+        let mut f = SubFilter::new(capacity, error, HEADER_PAGE + 1)?;
+        if items > capacity {
+            return Err(format!("{items} items exceed the capacity {capacity}"));
+        }
+        f.items = items;
+        let bits = &b[at..];
+        if bits.len() as u64 * 8 != f.bits {
+            return Err(format!("{} bytes of bits, the sizing gives {}", bits.len(), f.bits / 8));
+        }
+        Ok(Small { header: Header { expansion, nonscaling, filters: vec![f] }, bits: bits.to_vec() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Small {
+        let mut s = Small::empty(Header::new(0.01, 100, 2, false).unwrap());
+        for pos in [0, 7, 8, 500, 1151] {
+            s.set(pos);
+        }
+        s.header.count_added();
+        s
+    }
+
+    /// Invariant: a small filter decodes to what was encoded, and its size
+    /// is what `encoded_len` says; a default filter (100 items at 1%,
+    /// tightened to 0.5%) is 144 bytes of bits and 13 of header.
+    #[test]
+    fn round_trips_at_its_size() {
+        let s = sample();
+        let b = s.encode();
+        assert_eq!(b.len(), encoded_len(&s.header));
+        assert_eq!(b.len(), 144 + 13);
+        assert_eq!(Small::decode(&b).unwrap(), s);
+        let got = |p| bit(&s.bits, p);
+        assert!(got(0) && got(7) && got(8) && got(1151) && !got(1) && !got(1152));
+    }
+
+    /// Invariant: the bits are in the bitmap's byte order, so that moving
+    /// to pages can copy them: bit 0 is the top bit of byte 0.
+    #[test]
+    fn bits_are_in_bitmap_order() {
+        let s = sample();
+        assert_eq!(s.bits[0], 0x81);
+        assert_eq!(s.bits[1], 0x80);
+    }
+
+    /// Invariant: damage never panics, and every cut-short form and every
+    /// change of a header byte is refused (the bits themselves are covered
+    /// by the metadata entry's checksum).
+    #[test]
+    fn damage_is_refused() {
+        let b = sample().encode();
+        for n in 0..b.len() {
+            assert!(Small::decode(&b[..n]).is_err(), "cut at {n} accepted");
+        }
+        let header = b.len() - 144;
+        for i in 0..header {
+            for flip in [0x01u8, 0x40, 0x80] {
+                let mut d = b.clone();
+                d[i] ^= flip;
+                // What decodes is canonical: one encoding per filter.
+                if let Ok(s) = Small::decode(&d) {
+                    assert_eq!(s.encode(), d, "flip {flip:#x} at {i} decoded to a non-canonical form");
+                }
+            }
+            let mut d = b.clone();
+            d[0] ^= 0x02;
+            assert!(Small::decode(&d).is_err(), "another version accepted");
+        }
+        let mut scaling_zero = b.clone();
+        scaling_zero[FIXED + 1] = 0;
+        assert!(Small::decode(&scaling_zero).is_err(), "a scaling filter with expansion 0");
+        let mut longer = b.clone();
+        longer.push(0);
+        assert!(Small::decode(&longer).is_err(), "a byte past the bits");
+    }
+}
