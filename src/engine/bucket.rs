@@ -160,6 +160,14 @@ impl Bucket {
         (meta, r.at)
     }
 
+    /// The name of entry `i` and its bytes in record form (tag onwards, as
+    /// [`put_entry`] wrote them), without decoding them.
+    fn raw_entry(&self, i: usize) -> (&[u8], &[u8]) {
+        let (name, rest) = self.name_at(i);
+        let end = entry_end(&self.arena, rest).min(self.arena.len());
+        (name, &self.arena[rest.min(end)..end])
+    }
+
     /// The name and metadata of entry `i`, and the arena offset just past
     /// it.
     fn entry(&self, i: usize) -> (&[u8], Meta, usize) {
@@ -344,14 +352,16 @@ impl Bucket {
     /// [`Bucket::clear_changes`] to `f` (`None` for a removal): a delta
     /// record applies them in that order, so a name removed and added
     /// again ends with its entry.
-    pub(crate) fn for_each_change(&self, mut f: impl FnMut(&[u8], Option<&Meta>)) {
+    /// Each changed entry is handed in record form (as [`put_entry`]
+    /// writes it), not decoded.
+    pub(crate) fn for_each_change(&self, mut f: impl FnMut(&[u8], Option<&[u8]>)) {
         for name in &self.removed {
             f(name, None);
         }
         for i in 0..self.len() {
             if self.is_changed(i) {
-                let (name, meta, _) = self.entry(i);
-                f(name, Some(&meta));
+                let (name, entry) = self.raw_entry(i);
+                f(name, Some(entry));
             }
         }
     }
@@ -454,13 +464,17 @@ impl Bucket {
         b.push(VERSION);
         b.push(self.depth);
         b.extend_from_slice(&u32::try_from(self.len()).unwrap_or(u32::MAX).to_le_bytes());
+        // The entries are copied in record form, in name order, without
+        // being decoded.
+        let mut all: Vec<(&[u8], &[u8])> = (0..self.len()).map(|i| self.raw_entry(i)).collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let mut prev: &[u8] = &[];
-        for (name, m) in self.sorted() {
+        for (name, entry) in all {
             let shared = prev.iter().zip(name.iter()).take_while(|(a, b)| a == b).count();
             varint::put(&mut b, shared as u64);
             varint::put(&mut b, (name.len() - shared) as u64);
             b.extend_from_slice(&name[shared..]);
-            put_entry(&mut b, &m);
+            b.extend_from_slice(entry);
             prev = name;
         }
         let crc = crc32fast::hash(&b);
@@ -575,6 +589,28 @@ pub(crate) fn put_entry(b: &mut Vec<u8>, m: &Meta) {
     }
 }
 
+/// The offset just past the entry [`put_entry`] wrote at `at` of `b` (a
+/// bucket's own arena: its entries were validated when they came in). A
+/// damaged entry ends at the end of `b`.
+fn entry_end(b: &[u8], at: usize) -> usize {
+    let mut r = at;
+    let Some(&tag) = b.get(r) else { return b.len() };
+    r += 1;
+    let Ok(len) = varint::read(b, &mut r) else { return b.len() };
+    if tag & TAG_EXPIRY != 0 {
+        r += 8;
+    }
+    if tag & TAG_INLINE != 0 {
+        return r.saturating_add(usize::try_from(len).unwrap_or(usize::MAX));
+    }
+    for _ in 0..2 {
+        if varint::read(b, &mut r).is_err() {
+            return b.len();
+        }
+    }
+    r
+}
+
 /// Reads what [`put_entry`] wrote after the tag `tag` (already read) of
 /// key `name`, validating every field.
 ///
@@ -645,6 +681,14 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An entry in record form, decoded.
+    fn decoded(name: &[u8], entry: &[u8]) -> Meta {
+        let mut r = Reader { b: entry, at: 1 };
+        let meta = read_entry(&mut r, name, entry[0], &arena_damage).unwrap();
+        assert_eq!(r.at, entry.len(), "the whole entry and nothing past it");
+        meta
+    }
 
     /// A bucket holding `names`: the depth-8 bucket of the first, with
     /// every name that falls in it.
@@ -765,7 +809,7 @@ mod tests {
         let drain = |b: &mut Bucket| {
             let mut got: BTreeMap<Vec<u8>, Option<Meta>> = BTreeMap::new();
             b.for_each_change(|name, meta| {
-                got.insert(name.to_vec(), meta.copied());
+                got.insert(name.to_vec(), meta.map(|e| decoded(name, e)));
             });
             b.clear_changes();
             got
@@ -812,7 +856,7 @@ mod tests {
         live.clear_stored(&captured);
         let mut got: BTreeMap<Vec<u8>, Option<Meta>> = BTreeMap::new();
         live.for_each_change(|name, meta| {
-            got.insert(name.to_vec(), meta.copied());
+            got.insert(name.to_vec(), meta.map(|e| decoded(name, e)));
         });
         let want: BTreeMap<Vec<u8>, Option<Meta>> =
             [(names[2].clone(), Some(m2)), (names[4].clone(), Some(m1)), (names[5].clone(), None)]

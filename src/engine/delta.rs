@@ -65,7 +65,7 @@ pub(crate) struct DeltaWriter {
 
 impl DeltaWriter {
     /// Adds the change of key `name` of keyspace `ks`.
-    pub(crate) fn add(&mut self, ks: u32, name: &[u8], meta: Option<&Meta>) {
+    pub(crate) fn add(&mut self, ks: u32, name: &[u8], entry: Option<&[u8]>) {
         let (p, count) = self.open.get_or_insert_with(|| {
             let mut p = Vec::with_capacity(PART_BYTES + 512);
             p.push(VERSION);
@@ -75,8 +75,8 @@ impl DeltaWriter {
         p.extend_from_slice(&ks.to_le_bytes());
         varint::put(p, name.len() as u64);
         p.extend_from_slice(name);
-        match meta {
-            Some(m) => put_entry(p, m),
+        match entry {
+            Some(e) => p.extend_from_slice(e),
             None => p.push(TAG_REMOVED),
         }
         *count += 1;
@@ -144,7 +144,12 @@ pub(crate) fn decode(shard: usize, what: &str, b: &[u8]) -> Result<Vec<DeltaEntr
 pub(crate) fn encode(entries: &[DeltaEntry]) -> Vec<Vec<u8>> {
     let mut w = DeltaWriter::default();
     for e in entries {
-        w.add(e.ks, &e.name, e.meta.as_ref());
+        let entry = e.meta.map(|m| {
+            let mut b = Vec::new();
+            put_entry(&mut b, &m);
+            b
+        });
+        w.add(e.ks, &e.name, entry.as_deref());
     }
     w.finish()
 }

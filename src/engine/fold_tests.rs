@@ -143,29 +143,36 @@ fn a_flush_of_the_keyspace_folds_so_nothing_leaks() {
     assert_eq!(report.pages, 0, "every page of the flushed keys was reclaimed");
 }
 
-/// Invariant: a format 3 store (complete buckets, no deltas) opens under
-/// this build: its superblock becomes format 4 and every key reads back.
+/// Invariant: a format 3 store (complete buckets, no deltas) and a format
+/// 4 store (paged Bloom filters only) open under this build: the
+/// superblock becomes the current format and every key reads back.
 #[test]
-fn format_3_stores_open_as_format_4() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path());
-    for i in 0..500 {
-        db.set_bits(&key(i), &[i % 30], true).unwrap();
-    }
-    assert!(db.verify().unwrap().is_ok(), "verify folds everything");
-    drop(db);
-    {
+fn format_3_and_4_stores_open_as_current() {
+    for version in [record::FORMAT_V3, record::FORMAT_V4] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        for i in 0..500 {
+            db.set_bits(&key(i), &[i % 30], true).unwrap();
+        }
+        // Paged in every format: too large to keep inline.
+        db.bloom(b"seen").reserve(0.01, 10_000, crate::BloomOptions::default()).unwrap();
+        db.bloom(b"seen").add(b"a").unwrap();
+        assert!(db.verify().unwrap().is_ok(), "verify folds everything");
+        drop(db);
+        {
+            let store = SledStore::open(dir.path(), 1 << 20).unwrap();
+            assert!(store.scan_prefix(&[layout::NS_DELTA]).next().is_none(), "buckets are complete");
+            store.apply(vec![(layout::superblock_key(), Some(record::encode_superblock_of(version)))]).unwrap();
+            store.sync().unwrap();
+        }
+        let db = open(dir.path());
+        for i in 0..500 {
+            assert!(db.getbit(&key(i), i % 30).unwrap(), "format {version}: key {i}");
+        }
+        assert!(db.bloom(b"seen").contains(b"a").unwrap(), "format {version}");
+        drop(db);
         let store = SledStore::open(dir.path(), 1 << 20).unwrap();
-        assert!(store.scan_prefix(&[layout::NS_DELTA]).next().is_none(), "buckets are complete");
-        store.apply(vec![(layout::superblock_key(), Some(record::encode_superblock_of(record::FORMAT_V3)))]).unwrap();
-        store.sync().unwrap();
+        let sb = store.get(&layout::superblock_key()).unwrap().unwrap();
+        assert_eq!(record::check_superblock(&sb).unwrap(), record::FORMAT_VERSION);
     }
-    let db = open(dir.path());
-    for i in 0..500 {
-        assert!(db.getbit(&key(i), i % 30).unwrap(), "key {i}");
-    }
-    drop(db);
-    let store = SledStore::open(dir.path(), 1 << 20).unwrap();
-    let sb = store.get(&layout::superblock_key()).unwrap().unwrap();
-    assert_eq!(record::check_superblock(&sb).unwrap(), record::FORMAT_VERSION);
 }

@@ -454,7 +454,9 @@ fn inline_bit(offset: u64) -> Option<(usize, u8)> {
 /// count, not only the first `len`: an operation sets bits before it
 /// updates the length.
 fn inline_page(meta: &Meta, page: u64) -> Option<Page> {
-    (page == 0).then(|| Page::from_bytes(&meta.inline)).filter(|p| !p.is_empty())
+    // Within the type's inline limit: bytes past it are always zero.
+    let bytes = &meta.inline[..usize::try_from(meta.kind.inline_max()).unwrap_or(INLINE_BYTES).min(INLINE_BYTES)];
+    (page == 0).then(|| Page::from_bytes(bytes)).filter(|p| !p.is_empty())
 }
 
 /// A write transaction; see [`Engine::write`]. Reads go through the
@@ -531,7 +533,7 @@ impl WriteTx<'_> {
                 meta.ones = count_with(key, rest, p.count_ones())?;
                 let inline_bits = u32::try_from(INLINE_MAX * 8).unwrap_or(u32::MAX);
                 if p.count_range(inline_bits, u32::try_from(PAGE_BITS).unwrap_or(u32::MAX)) == 0 {
-                    p.write_bytes(&mut meta.inline);
+                    p.write_bytes(&mut meta.inline[..INLINE_MAX as usize]);
                 } else {
                     self.promote(meta, Some(p))?;
                 }
@@ -640,7 +642,10 @@ impl WriteTx<'_> {
     /// [`Error::Internal`] for a longer value; as [`ReadTx::meta`].
     pub(crate) fn set_inline(&mut self, key: &[u8], kind: Kind, value: &[u8], expire_at_ms: u64) -> Result<()> {
         if value.len() as u64 > kind.inline_max() {
-            return Err(Error::Internal(format!("a {kind:?} value of {} bytes is too long to keep inline", value.len())));
+            return Err(Error::Internal(format!(
+                "a {kind:?} value of {} bytes is too long to keep inline",
+                value.len()
+            )));
         }
         let mut meta = Meta::empty(kind);
         meta.inline[..value.len()].copy_from_slice(value);
@@ -709,7 +714,8 @@ impl WriteTx<'_> {
             // inline limit: only a copy of an inline one is this short.
             Some(mut m) if m.len <= m.kind.inline_max() => {
                 if let Some(p) = self.engine.page(key, id, 0)? {
-                    p.write_bytes(&mut m.inline);
+                    let len = usize::try_from(m.len).unwrap_or(0).min(INLINE_BYTES);
+                    p.write_bytes(&mut m.inline[..len]);
                 }
                 m.body = Body::Inline;
                 Some(m)
