@@ -195,7 +195,7 @@ fn downgrade_to_format_2(dir: &Path) {
     }
     let mut superblock = store.get([0u8]).unwrap().unwrap().to_vec();
     assert!(store.scan_prefix([0x08u8]).next().is_none(), "no metadata delta record");
-    assert_eq!(superblock[8], 4, "written as format 4");
+    assert_eq!(superblock[8], 5, "written as format 5");
     superblock[8] = 2;
     let crc = crc32fast::hash(&superblock[..11]);
     superblock[11..15].copy_from_slice(&crc.to_le_bytes());
@@ -241,7 +241,7 @@ fn format_2_stores_open_and_regroup() {
         assert_eq!(listed(&compacted, b"sparse").len(), 71);
         assert_eq!(compacted.bitcount(b"dense", None).unwrap(), P.div_ceil(3));
     }
-    // The superblock was rewritten: the store is format 4 now.
+    // The superblock was rewritten: the store is in the current format.
     let store = sled::open(dir.path()).unwrap();
-    assert_eq!(store.get([0u8]).unwrap().unwrap()[8], 4);
+    assert_eq!(store.get([0u8]).unwrap().unwrap()[8], 5);
 }
