@@ -64,6 +64,14 @@ fn arena_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
+/// A bucket's changes as a write-back stored them: removed names, and
+/// changed entries as (name, name hash, entry in record form).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Changes {
+    pub(crate) removed: Vec<Box<[u8]>>,
+    pub(crate) entries: Vec<(Box<[u8]>, u32, Box<[u8]>)>,
+}
+
 /// A decoded bucket: its depth and its entries.
 ///
 /// In memory each entry is kept in the arena in its record form (varint
@@ -81,7 +89,7 @@ pub(crate) struct Bucket {
     offsets: Vec<u32>,
     hashes: Vec<u32>,
     /// One bit per entry: changed since the last write-back stored the
-    /// bucket's changes in a delta record (see [`Bucket::for_each_change`]).
+    /// bucket's changes in a delta record (see [`Bucket::changes`]).
     changed: Vec<u64>,
     arena: Vec<u8>,
     /// Arena bytes no entry uses any more (compacted past half).
@@ -348,22 +356,21 @@ impl Bucket {
         !self.removed.is_empty() || self.changed.iter().any(|&w| w != 0)
     }
 
-    /// Hands every removal and then every changed entry since the last
-    /// [`Bucket::clear_changes`] to `f` (`None` for a removal): a delta
-    /// record applies them in that order, so a name removed and added
-    /// again ends with its entry.
-    /// Each changed entry is handed in record form (as [`put_entry`]
-    /// writes it), not decoded.
-    pub(crate) fn for_each_change(&self, mut f: impl FnMut(&[u8], Option<&[u8]>)) {
-        for name in &self.removed {
-            f(name, None);
-        }
+    /// Every removal and every changed entry since the last
+    /// [`Bucket::clear_changes`], the entries in record form (as
+    /// [`put_entry`] writes them), not decoded: what a delta record holds,
+    /// and what [`Bucket::clear_stored`] later clears. A delta record
+    /// applies the removals first, so a name removed and added again ends
+    /// with its entry.
+    pub(crate) fn changes(&self) -> Changes {
+        let mut out = Changes { removed: self.removed.clone(), entries: Vec::new() };
         for i in 0..self.len() {
             if self.is_changed(i) {
                 let (name, entry) = self.raw_entry(i);
-                f(name, Some(entry));
+                out.entries.push((name.into(), self.hashes[i], entry.into()));
             }
         }
+        out
     }
 
     /// Forgets the changes (their delta record is stored).
@@ -376,14 +383,10 @@ impl Bucket {
     /// whose changes are now stored) holds: a changed entry whose metadata
     /// is still what `stored` had, and one removal per removal `stored`
     /// had. Changes made since keep their marks.
-    pub(crate) fn clear_stored(&mut self, stored: &Bucket) {
-        for i in 0..stored.len() {
-            if !stored.is_changed(i) {
-                continue;
-            }
-            let (name, meta, _) = stored.entry(i);
-            if let Some(j) = self.position(name, stored.hashes[i]) {
-                if self.is_changed(j) && self.entry(j).1 == meta {
+    pub(crate) fn clear_stored(&mut self, stored: &Changes) {
+        for (name, h, entry) in &stored.entries {
+            if let Some(j) = self.position(name, *h) {
+                if self.is_changed(j) && self.raw_entry(j).1 == &entry[..] {
                     self.set_changed(j, false);
                 }
             }
@@ -682,6 +685,13 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
 
+    /// A bucket's changes by name: `None` for a removal.
+    fn changed(b: &Bucket) -> std::collections::BTreeMap<Vec<u8>, Option<Meta>> {
+        let c = b.changes();
+        let removed = c.removed.iter().map(|n| (n.to_vec(), None));
+        removed.chain(c.entries.iter().map(|(n, _, e)| (n.to_vec(), Some(decoded(n, e))))).collect()
+    }
+
     /// An entry in record form, decoded.
     fn decoded(name: &[u8], entry: &[u8]) -> Meta {
         let mut r = Reader { b: entry, at: 1 };
@@ -807,10 +817,7 @@ mod tests {
     fn drained_changes_are_the_changes_since_the_last_drain() {
         use std::collections::BTreeMap;
         let drain = |b: &mut Bucket| {
-            let mut got: BTreeMap<Vec<u8>, Option<Meta>> = BTreeMap::new();
-            b.for_each_change(|name, meta| {
-                got.insert(name.to_vec(), meta.map(|e| decoded(name, e)));
-            });
+            let got = changed(b);
             b.clear_changes();
             got
         };
@@ -853,11 +860,8 @@ mod tests {
         live.upsert(&names[2], h(&names[2]), m2);
         live.upsert(&names[4], h(&names[4]), m1);
         live.remove(&names[5], h(&names[5]));
-        live.clear_stored(&captured);
-        let mut got: BTreeMap<Vec<u8>, Option<Meta>> = BTreeMap::new();
-        live.for_each_change(|name, meta| {
-            got.insert(name.to_vec(), meta.map(|e| decoded(name, e)));
-        });
+        live.clear_stored(&captured.changes());
+        let got = changed(&live);
         let want: BTreeMap<Vec<u8>, Option<Meta>> =
             [(names[2].clone(), Some(m2)), (names[4].clone(), Some(m1)), (names[5].clone(), None)]
                 .into_iter()

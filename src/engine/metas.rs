@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use super::bucket::{bucket_start, covers, Bucket, MIN_DEPTH};
+use super::bucket::{bucket_start, covers, Bucket, Changes, MIN_DEPTH};
 use super::delta::DeltaWriter;
 pub(crate) use super::layout::shard_of;
 use super::layout::{self, DELTA_KEY_LEN};
@@ -112,17 +112,23 @@ const FOLD_BATCH: usize = 32 << 20;
 /// The metadata part of a write-back, captured with writers excluded.
 #[derive(Default)]
 pub(crate) struct MetaCapture {
-    /// The write-back's number.
-    pub(crate) seq: u64,
-    /// Dirty buckets of shards that do not fold, whose changes become delta
-    /// records.
-    pub(crate) drains: Vec<DirtyBucket>,
+    /// The changes of dirty buckets of shards that do not fold, written in
+    /// this write-back's delta records.
+    pub(crate) drains: Vec<Drained>,
     /// New delta records: key and value.
     pub(crate) deltas: Vec<(Vec<u8>, Vec<u8>)>,
     /// Buckets of folded shards, to write whole.
     pub(crate) folds: Vec<DirtyBucket>,
     /// Delta records the folds retire, to delete.
     pub(crate) retired: Vec<Vec<u8>>,
+}
+
+/// The changes of one bucket a write-back's delta record holds, to clear
+/// once the record is stored.
+pub(crate) struct Drained {
+    ks: u32,
+    start: u32,
+    changes: Changes,
 }
 
 /// One dirty bucket captured by a write-back.
@@ -195,7 +201,7 @@ impl MetaCache {
             }
             _ => Vec::new(),
         };
-        let mut out = MetaCapture { seq, ..MetaCapture::default() };
+        let mut out = MetaCapture::default();
         let mut folded = 0;
         // Start where the last write-back stopped, so shards that are due
         // and wait for a later batch are not always the same ones.
@@ -231,58 +237,58 @@ impl MetaCache {
                 shard.delta_bytes = 0;
                 continue;
             }
+            // The changes are copied into the shard's delta record here,
+            // with writers excluded, rather than captured as bucket
+            // references: a writer changing a captured bucket before the
+            // record is stored would copy the whole bucket.
+            let mut writer = DeltaWriter::default();
             for (&(ks, start), slot) in shard.map.iter_mut() {
                 if slot.dirty != 0 {
                     if slot.bucket.has_changes() {
-                        out.drains.push(DirtyBucket { ks, start, seq: slot.dirty, bucket: Arc::clone(&slot.bucket) });
+                        let changes = slot.bucket.changes();
+                        for name in &changes.removed {
+                            writer.add(ks, name, None);
+                        }
+                        for (name, _, entry) in &changes.entries {
+                            writer.add(ks, name, Some(entry));
+                        }
+                        out.drains.push(Drained { ks, start, changes });
                     }
                     slot.dirty = 0;
                     slot.unfolded = true;
                 }
             }
-        }
-        out.drains.sort_unstable_by_key(|d| (shard_of(d.start), d.ks, d.start));
-        out
-    }
-
-    /// Encodes the captured changes of `capture` as delta records (into
-    /// `capture.deltas`) and lists them as their shards' records in the
-    /// store. Runs outside the writers' exclusion: the captured buckets are
-    /// copies on write.
-    pub(crate) fn encode_deltas(&self, capture: &mut MetaCapture) {
-        let mut at = 0;
-        while at < capture.drains.len() {
-            let shard = shard_of(capture.drains[at].start);
-            let mut writer = DeltaWriter::default();
-            while let Some(d) = capture.drains.get(at).filter(|d| shard_of(d.start) == shard) {
-                d.bucket.for_each_change(|name, meta| writer.add(d.ks, name, meta));
-                at += 1;
-            }
-            let shard_byte = u8::try_from(shard).unwrap_or(u8::MAX);
-            let mut s = self.shards[shard].lock();
+            let shard_byte = u8::try_from(i).unwrap_or(u8::MAX);
             // A shard's records stay below 2^16 parts: a part holds at
             // least 8 KiB, and a write-back's changes are bounded by the
             // metadata budget.
             for (part, value) in (0..=u16::MAX).zip(writer.finish()) {
-                let key = layout::delta_key(shard_byte, capture.seq, part);
-                s.deltas.push(key);
-                s.delta_bytes += value.len();
-                capture.deltas.push((key.to_vec(), value));
+                let key = layout::delta_key(shard_byte, seq, part);
+                shard.deltas.push(key);
+                shard.delta_bytes += value.len();
+                out.deltas.push((key.to_vec(), value));
             }
         }
+        out
     }
 
     /// After the batch holding `drains`' delta records was applied: clears
-    /// the stored changes of each bucket. A bucket changed since is a copy:
-    /// it forgets only what the captured one held and still holds (a bucket
-    /// split since forgets nothing in its other half, which then writes
-    /// those changes again in its next delta record: harmless, each entry
-    /// holds a whole state).
-    pub(crate) fn clear_drained(&self, drains: Vec<DirtyBucket>) {
+    /// the stored changes of each bucket. A bucket not changed since the
+    /// capture forgets all its changes; one changed since forgets only the
+    /// stored entries it still holds as they were stored (a bucket split
+    /// since forgets nothing in its other half, which then writes those
+    /// changes again in its next delta record: harmless, each entry holds a
+    /// whole state).
+    pub(crate) fn clear_drained(&self, drains: Vec<Drained>) {
         for d in drains {
             let mut shard = self.shards[shard_of(d.start)].lock();
             if let Some(slot) = shard.map.get_mut(&(d.ks, d.start)) {
-                clear_stored(slot, d.bucket);
+                let bucket = Arc::make_mut(&mut slot.bucket);
+                if slot.dirty == 0 {
+                    bucket.clear_changes();
+                } else {
+                    bucket.clear_stored(&d.changes);
+                }
             }
         }
     }
@@ -394,7 +400,7 @@ fn clear_stored(slot: &mut Slot, stored: Arc<Bucket>) {
         drop(stored);
         Arc::make_mut(&mut slot.bucket).clear_changes();
     } else {
-        Arc::make_mut(&mut slot.bucket).clear_stored(&stored);
+        Arc::make_mut(&mut slot.bucket).clear_stored(&stored.changes());
     }
 }
 

@@ -212,7 +212,6 @@ impl Engine {
             return self.reclaim_step(flush_lock, RECLAIM_BUDGET).map(|_| ());
         }
         let mut metas = metas;
-        self.metas.encode_deltas(&mut metas);
         let pages = self.drop_dead_pages(pages, &journal, &building);
         let mut writes: Vec<Write> = Vec::with_capacity(
             pages.len() + metas.deltas.len() + metas.folds.len() + metas.retired.len() + journal.len() + 2,
