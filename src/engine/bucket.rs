@@ -65,11 +65,20 @@ fn arena_u32(n: usize) -> u32 {
 }
 
 /// A bucket's changes as a write-back stored them: removed names, and
-/// changed entries as (name, name hash, entry in record form).
+/// changed entries.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Changes {
     pub(crate) removed: Vec<Box<[u8]>>,
-    pub(crate) entries: Vec<(Box<[u8]>, u32, Box<[u8]>)>,
+    pub(crate) entries: Vec<Changed>,
+}
+
+/// One changed entry: its name, the name's hash, and the entry in record
+/// form (as [`put_entry`] writes it).
+#[derive(Clone, Debug)]
+pub(crate) struct Changed {
+    pub(crate) name: Box<[u8]>,
+    pub(crate) hash: u32,
+    pub(crate) entry: Box<[u8]>,
 }
 
 /// A decoded bucket: its depth and its entries.
@@ -367,7 +376,7 @@ impl Bucket {
         for i in 0..self.len() {
             if self.is_changed(i) {
                 let (name, entry) = self.raw_entry(i);
-                out.entries.push((name.into(), self.hashes[i], entry.into()));
+                out.entries.push(Changed { name: name.into(), hash: self.hashes[i], entry: entry.into() });
             }
         }
         out
@@ -384,8 +393,8 @@ impl Bucket {
     /// is still what `stored` had, and one removal per removal `stored`
     /// had. Changes made since keep their marks.
     pub(crate) fn clear_stored(&mut self, stored: &Changes) {
-        for (name, h, entry) in &stored.entries {
-            if let Some(j) = self.position(name, *h) {
+        for Changed { name, hash, entry } in &stored.entries {
+            if let Some(j) = self.position(name, *hash) {
                 if self.is_changed(j) && self.raw_entry(j).1 == &entry[..] {
                     self.set_changed(j, false);
                 }
@@ -689,7 +698,7 @@ mod tests {
     fn changed(b: &Bucket) -> std::collections::BTreeMap<Vec<u8>, Option<Meta>> {
         let c = b.changes();
         let removed = c.removed.iter().map(|n| (n.to_vec(), None));
-        removed.chain(c.entries.iter().map(|(n, _, e)| (n.to_vec(), Some(decoded(n, e))))).collect()
+        removed.chain(c.entries.iter().map(|e| (e.name.to_vec(), Some(decoded(&e.name, &e.entry))))).collect()
     }
 
     /// An entry in record form, decoded.

@@ -128,7 +128,7 @@ pub(crate) enum NewValue<'v, 'e> {
     /// A string of at most [`super::record::INLINE_MAX`] bytes, kept inline.
     Short(&'v [u8]),
     /// A value built whole, and its metadata.
-    Built(Build<'e>, Meta),
+    Built(Build<'e>, Box<Meta>),
 }
 
 impl Engine {
@@ -157,7 +157,7 @@ impl Engine {
             for (name, value) in &items {
                 match value {
                     NewValue::Short(v) => tx.set_short(name, v, 0)?,
-                    NewValue::Built(build, meta) => tx.publish(name, build.id, Some(*meta))?,
+                    NewValue::Built(build, meta) => tx.publish(name, build.id, Some(**meta))?,
                 }
             }
             Ok(true)

@@ -249,8 +249,8 @@ impl MetaCache {
                         for name in &changes.removed {
                             writer.add(ks, name, None);
                         }
-                        for (name, _, entry) in &changes.entries {
-                            writer.add(ks, name, Some(entry));
+                        for c in &changes.entries {
+                            writer.add(ks, &c.name, Some(&c.entry));
                         }
                         out.drains.push(Drained { ks, start, changes });
                     }

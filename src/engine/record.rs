@@ -78,7 +78,7 @@ pub(crate) enum Body {
 
 /// Bytes of an inline value of any type, as a `usize`.
 pub(crate) const INLINE_BYTES: usize = 512;
-const _: () = assert!(INLINE_BYTES as u64 >= INLINE_MAX && INLINE_BYTES as u64 >= INLINE_BLOOM_MAX);
+const _: () = assert!(INLINE_MAX <= INLINE_BLOOM_MAX && INLINE_BLOOM_MAX == INLINE_BYTES as u64);
 
 /// Metadata of one key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -443,6 +443,22 @@ fn count_with(key: &[u8], rest: u64, part: u32) -> Result<u64> {
         .ok_or_else(|| Error::Internal(format!("key {:?}: set bit count overflows", String::from_utf8_lossy(key))))
 }
 
+/// The metadata of `value` kept inline as a value of type `kind`.
+///
+/// # Errors
+/// [`Error::Internal`] for a value longer than the type's inline limit.
+fn inline_meta(kind: Kind, value: &[u8], expire_at_ms: u64) -> Result<Meta> {
+    if value.len() as u64 > kind.inline_max() {
+        return Err(Error::Internal(format!("a {kind:?} value of {} bytes is too long to keep inline", value.len())));
+    }
+    let mut meta = Meta::empty(kind);
+    meta.inline[..value.len()].copy_from_slice(value);
+    meta.len = value.len() as u64;
+    meta.ones = value.iter().map(|b| u64::from(b.count_ones())).sum();
+    meta.expire_at_ms = expire_at_ms;
+    Ok(meta)
+}
+
 /// The byte index and mask of bit `offset` in an inline value's bytes, if
 /// it falls inside them.
 fn inline_bit(offset: u64) -> Option<(usize, u8)> {
@@ -533,7 +549,7 @@ impl WriteTx<'_> {
                 meta.ones = count_with(key, rest, p.count_ones())?;
                 let inline_bits = u32::try_from(INLINE_MAX * 8).unwrap_or(u32::MAX);
                 if p.count_range(inline_bits, u32::try_from(PAGE_BITS).unwrap_or(u32::MAX)) == 0 {
-                    p.write_bytes(&mut meta.inline[..INLINE_MAX as usize]);
+                    p.write_bytes(&mut meta.inline[..usize::try_from(INLINE_MAX).unwrap_or(INLINE_BYTES)]);
                 } else {
                     self.promote(meta, Some(p))?;
                 }
@@ -641,19 +657,26 @@ impl WriteTx<'_> {
     /// # Errors
     /// [`Error::Internal`] for a longer value; as [`ReadTx::meta`].
     pub(crate) fn set_inline(&mut self, key: &[u8], kind: Kind, value: &[u8], expire_at_ms: u64) -> Result<()> {
-        if value.len() as u64 > kind.inline_max() {
-            return Err(Error::Internal(format!(
-                "a {kind:?} value of {} bytes is too long to keep inline",
-                value.len()
-            )));
-        }
-        let mut meta = Meta::empty(kind);
-        meta.inline[..value.len()].copy_from_slice(value);
-        meta.len = value.len() as u64;
-        meta.ones = value.iter().map(|b| u64::from(b.count_ones())).sum();
-        meta.expire_at_ms = expire_at_ms;
+        let meta = inline_meta(kind, value, expire_at_ms)?;
         self.replace(key, Some(meta))?;
         Ok(())
+    }
+
+    /// Rewrites the inline value of `key`, whose current metadata `old` the
+    /// caller read in this transaction (or which is absent, and `old` is a
+    /// [`WriteTx::new_value`]), with `value`, keeping its type and expiry:
+    /// as [`WriteTx::set_inline`] without looking the old value up again,
+    /// since an inline value has no pages to reclaim.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] if `old` is paged or `value` too long; as
+    /// [`ReadTx::meta`].
+    pub(crate) fn rewrite_inline(&mut self, key: &[u8], old: &Meta, value: &[u8]) -> Result<()> {
+        if !old.is_inline() {
+            return Err(Error::Internal("rewrite_inline of a paged value".into()));
+        }
+        let meta = inline_meta(old.kind, value, old.expire_at_ms)?;
+        self.record(key, Some(meta))
     }
 
     /// Deletes `key`; returns whether it existed.

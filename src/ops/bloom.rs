@@ -206,7 +206,7 @@ fn store_filter(tx: &mut WriteTx<'_>, key: &[u8], filter: &mut Filter, to_set: H
             for &o in &to_set {
                 s.set(o - first.offset(0));
             }
-            tx.set_inline(key, Kind::Bloom, &s.encode(), filter.meta.expire_at_ms)?;
+            tx.rewrite_inline(key, &filter.meta, &s.encode())?;
             filter.small = Some(s.bits);
             filter.created = false;
             return Ok(());

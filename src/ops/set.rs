@@ -209,7 +209,7 @@ impl Db {
                 continue;
             }
             let (build, meta) = self.build_string(value)?;
-            items.push((key, NewValue::Built(build, meta)));
+            items.push((key, NewValue::Built(build, Box::new(meta))));
         }
         self.engine.publish_all(self.index, items, only_if_none_exist)
     }
