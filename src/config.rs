@@ -6,9 +6,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::db::Db;
-use crate::error::Result;
-
 /// Default byte budget of the decoded-page cache: 512 MiB.
 pub const DEFAULT_CACHE_BYTES: u64 = 512 << 20;
 /// Default byte budget of changes held in memory before a write-back: 64 MiB.
@@ -27,14 +24,14 @@ pub const DEFAULT_DATABASES: u16 = 16;
 
 /// When changes become durable, and so what a crash (kill -9, power loss)
 /// can lose; set with [`Config::durability`], read with
-/// [`Db::durability`]. Whatever the policy, [`Db::flush`] is a barrier:
+/// [`crate::Db::durability`]. Whatever the policy, [`crate::Db::flush`] is a barrier:
 /// what it acknowledged is never lost, and a crash keeps the state of the
 /// last completed write-back, never a mix of two.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Durability {
     /// Every write is made durable before it is acknowledged: whoever
     /// acknowledges writes (the Redis server replying to a client) first
-    /// waits for a [`Db::flush`] that covers them, one flush for any number
+    /// waits for a [`crate::Db::flush`] that covers them, one flush for any number
     /// of writes (the server's group commit: one per pipelined batch,
     /// shared by concurrent clients). The library's own calls return before
     /// that flush, and the background flush runs every
@@ -50,7 +47,7 @@ pub enum Durability {
     #[default]
     EverySecond,
     /// A background thread flushes every [`LAZY_FLUSH_INTERVAL`] (30 s), for
-    /// the fewest syncs; [`Db::flush`] (the server's SAVE) makes a durable
+    /// the fewest syncs; [`crate::Db::flush`] (the server's SAVE) makes a durable
     /// point in between.
     ///
     /// A crash loses up to the last 30 s of writes, plus one write-back's
@@ -173,7 +170,7 @@ impl Config {
         self
     }
 
-    /// How often a background thread runs [`Db::flush`], overriding the
+    /// How often a background thread runs [`crate::Db::flush`], overriding the
     /// interval of the [`Config::durability`] policy (in either order of
     /// the calls); `None` disables the thread (then only explicit flushes,
     /// the dirty budget and dropping the last handle write changes, and a
@@ -190,7 +187,7 @@ impl Config {
         self.flush_interval.unwrap_or_else(|| Some(self.durability.flush_interval()))
     }
 
-    /// Largest value [`Db::get`] builds in memory. Default
+    /// Largest value [`crate::Db::get`] builds in memory. Default
     /// [`DEFAULT_MAX_VALUE_BYTES`].
     pub fn max_value_bytes(mut self, bytes: u64) -> Config {
         self.max_value_bytes = bytes;
@@ -211,19 +208,6 @@ impl Config {
     pub fn clock(mut self, now_ms: impl Fn() -> u64 + Send + Sync + 'static) -> Config {
         self.clock = Clock(Arc::new(now_ms));
         self
-    }
-
-    /// Opens the database.
-    ///
-    /// Cost: reads the superblock and deletes the pages of bitmaps that a
-    /// crash left unreferenced; pages are read on demand.
-    ///
-    /// # Errors
-    /// [`crate::Error::UnsupportedVersion`] or [`crate::Error::Corrupted`] for a store this
-    /// build cannot read; [`crate::Error::Io`]/[`crate::Error::Storage`] if the directory
-    /// cannot be opened (for example, locked by another process).
-    pub fn open(self) -> Result<Db> {
-        Db::open_with(self)
     }
 }
 

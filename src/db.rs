@@ -63,6 +63,21 @@ impl Watch {
     }
 }
 
+impl Config {
+    /// Opens the database.
+    ///
+    /// Cost: reads the superblock and deletes the pages of bitmaps that a
+    /// crash left unreferenced; pages are read on demand.
+    ///
+    /// # Errors
+    /// [`crate::Error::UnsupportedVersion`] or [`crate::Error::Corrupted`] for a store this
+    /// build cannot read; [`crate::Error::Io`]/[`crate::Error::Storage`] if the directory
+    /// cannot be opened (for example, locked by another process).
+    pub fn open(self) -> Result<Db> {
+        Db::open_with(self)
+    }
+}
+
 impl Db {
     /// Opens (or creates) the database in directory `path` with the default
     /// [`Config`].

@@ -126,16 +126,7 @@ fn check_decode_once(bytes: &[u8]) {
     }
 }
 
-/// Replaces the last four bytes of `bytes` (at least 8 long) by the CRC-32 of
-/// the rest, as the page format's trailer.
-pub fn reseal(bytes: &mut Vec<u8>) {
-    if bytes.len() < 4 {
-        return;
-    }
-    bytes.truncate(bytes.len() - 4);
-    let crc = crc32fast::hash(bytes);
-    bytes.extend_from_slice(&crc.to_le_bytes());
-}
+pub use crate::page::check::reseal;
 
 /// Interprets `data` as a recipe for two pages and some probe bits, then
 /// checks every page operation in every representation against a plain

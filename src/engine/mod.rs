@@ -378,7 +378,7 @@ pub(crate) fn check_record_decode(data: &[u8]) {
     let ks = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
     let start = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
     let mut sealed = rest.to_vec();
-    crate::testing::reseal(&mut sealed);
+    crate::page::check::reseal(&mut sealed);
     for bytes in [rest, &sealed[..]] {
         if let Ok(b) = bucket::Bucket::decode(ks, start, bytes) {
             let again = bucket::Bucket::decode(ks, start, &b.encode()).expect("an encoded bucket decodes");

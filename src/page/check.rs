@@ -8,6 +8,18 @@
 use super::{dense, ewah, Encoding, Page, Repr, BITS, SPARSE_BACK, SPARSE_MAX};
 use crate::geometry::{page_bit, page_count, position, word_mask, PAGE_WORDS};
 
+/// Replaces the last four bytes of `bytes` (at least 8 long) by the CRC-32 of
+/// the rest, as the trailer of every record format, so that random input
+/// also reaches the checks behind the checksum.
+pub fn reseal(bytes: &mut Vec<u8>) {
+    if bytes.len() < 4 {
+        return;
+    }
+    bytes.truncate(bytes.len() - 4);
+    let crc = crc32fast::hash(bytes);
+    bytes.extend_from_slice(&crc.to_le_bytes());
+}
+
 /// The model of a page: its 512 words.
 pub(crate) type Words = [u64; PAGE_WORDS];
 
