@@ -106,11 +106,8 @@ const FOLD_FLOOR: usize = 64 << 10;
 
 /// Bytes of buckets one write-back folds at most (beyond [`Fold::All`] and
 /// [`Fold::Shard`]): shards that are due wait for the next write-back, so
-/// a batch, and what sled holds of it (every leaf the batch touches, until
-/// it ends), stays bounded. 8 MiB against 32: peak RSS 0.70x with 10^6
-/// per-user Bloom filters, small-key loads as fast, 15% more on disk
-/// (BENCHMARKS.md).
-const FOLD_BATCH: usize = 8 << 20;
+/// a batch, and what sled holds of it, stays bounded.
+const FOLD_BATCH: usize = 32 << 20;
 
 /// The metadata part of a write-back, captured with writers excluded.
 #[derive(Default)]
