@@ -138,7 +138,8 @@ fn free_port() -> Res<u16> {
 }
 
 fn wait_ready(p: &Proc) -> Res<()> {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // Generous: a restart at 10^6 keys and more replays delta records first.
+    let deadline = Instant::now() + Duration::from_secs(300);
     while Instant::now() < deadline {
         if let Ok(mut c) = p.con() {
             if redis::cmd("PING").query::<String>(&mut c).is_ok() {
