@@ -281,6 +281,14 @@ impl Bucket {
     /// Sets the metadata of `name` (whose hash is `h`), adding an entry if
     /// it has none, and marks it changed; returns the metadata it replaced.
     pub(crate) fn upsert(&mut self, name: &[u8], h: u32, meta: Meta) -> Option<Meta> {
+        // The entry is a whole state: a removal of the same name waiting
+        // for a delta record is void. Kept, it would outlive the entry's
+        // mark when the entry comes back as it was last stored (a delete
+        // and the same value again while a write-back stores it), and the
+        // next delta record would delete a live key.
+        if !self.removed.is_empty() {
+            self.removed.retain(|n| **n != *name);
+        }
         self.upsert_with(name, h, meta, true)
     }
 
@@ -849,6 +857,25 @@ mod tests {
         let mut got = drain(&mut lo);
         got.extend(drain(&mut hi));
         assert_eq!(got, want, "a split keeps the marks");
+    }
+
+    /// Invariant: a key deleted and set again to the value a write-back is
+    /// storing, while it stores it, is not deleted by the next delta
+    /// record: once the stored changes are cleared, no removal of a live
+    /// name is left.
+    #[test]
+    fn a_key_deleted_and_restored_during_a_store_stays() {
+        let (_, mut live) = sample();
+        let names: Vec<Vec<u8>> = live.sorted().iter().map(|(n, _)| n.to_vec()).collect();
+        let k = &names[2];
+        let meta = live.get(k, key_hash(k)).unwrap();
+        let captured = live.changes();
+        live.remove(k, key_hash(k));
+        live.upsert(k, key_hash(k), meta);
+        live.clear_stored(&captured);
+        let next = changed(&live);
+        assert_ne!(next.get(k), Some(&None), "the next delta record must not remove a live key");
+        assert_eq!(live.get(k, key_hash(k)), Some(meta));
     }
 
     /// Invariant: clearing what a captured copy stored leaves exactly the

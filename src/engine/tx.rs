@@ -443,6 +443,17 @@ fn count_with(key: &[u8], rest: u64, part: u32) -> Result<u64> {
         .ok_or_else(|| Error::Internal(format!("key {:?}: set bit count overflows", String::from_utf8_lossy(key))))
 }
 
+/// Refuses a change in place of an inline value other than a string: only
+/// a string's inline bytes are its bitmap's page 0 (a small Bloom filter's
+/// are its own encoding, changed whole by its operations).
+fn only_strings_in_place(meta: &Meta) -> Result<()> {
+    if meta.kind == Kind::String {
+        Ok(())
+    } else {
+        Err(Error::Internal(format!("an inline {:?} value changed in place as a bitmap", meta.kind)))
+    }
+}
+
 /// The metadata of `value` kept inline as a value of type `kind`.
 ///
 /// # Errors
@@ -540,6 +551,7 @@ impl WriteTx<'_> {
         f: impl FnOnce(&mut Page) -> R,
     ) -> Result<R> {
         if meta.body == Body::Inline {
+            only_strings_in_place(meta)?;
             if page != 0 {
                 self.promote(meta, None)?;
             } else {
@@ -585,6 +597,7 @@ impl WriteTx<'_> {
     /// As [`WriteTx::update_page`].
     pub(crate) fn put_bit(&mut self, key: &[u8], meta: &mut Meta, offset: u64, value: bool) -> Result<()> {
         if meta.body == Body::Inline {
+            only_strings_in_place(meta)?;
             if let Some((i, mask)) = inline_bit(offset) {
                 let was = meta.inline[i] & mask != 0;
                 meta.ones = count_with(key, count_without(key, meta.ones, u32::from(was))?, u32::from(value))?;

@@ -634,6 +634,23 @@ mod tests {
         assert!(db.verify().unwrap().problems.is_empty());
     }
 
+    /// Invariant: a filter kept inline stays within the inline limit as
+    /// its item count grows past 127 (one more varint byte): here one
+    /// whose small form at creation was exactly the 512-byte limit.
+    #[test]
+    fn an_inline_filter_takes_items_up_to_its_capacity() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path()).unwrap();
+        let f = db.bloom(b"f");
+        assert!(f.reserve(0.000_000_678, 128, BloomOptions::default().expansion(16_384)).unwrap());
+        // One at a time: each add stores the filter (a batch would grow
+        // the chain before it stores).
+        for item in items(0, 300) {
+            assert_ne!(f.add(&item).unwrap(), BloomAdd::Full);
+        }
+        assert!(f.contains_many(&items(0, 300)).unwrap().iter().all(|&x| x));
+    }
+
     /// Invariant: a small filter whose bytes do not decode (a bug, or a
     /// bucket rewritten with a valid checksum) is an error naming the key,
     /// never a panic or a wrong answer, and `verify` reports it.
