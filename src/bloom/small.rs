@@ -53,6 +53,28 @@ pub(crate) fn bit(bits: &[u8], pos: u64) -> bool {
     usize::try_from(pos / 8).ok().and_then(|i| bits.get(i)).is_some_and(|b| b & (0x80 >> (pos % 8)) != 0)
 }
 
+/// The small form of `header` (one sub-filter) with its `bits`.
+pub(crate) fn encode(header: &Header, bits: &[u8]) -> Vec<u8> {
+    let f = header.filters[0];
+    let mut b = Vec::with_capacity(encoded_len(header));
+    b.push(VERSION);
+    b.push(if header.nonscaling { FLAG_NONSCALING } else { 0 });
+    b.extend_from_slice(&f.error.to_bits().to_le_bytes());
+    varint::put(&mut b, f.capacity);
+    varint::put(&mut b, u64::from(header.expansion));
+    varint::put(&mut b, f.items);
+    b.extend_from_slice(bits);
+    b
+}
+
+/// Sets bit `pos` of a small filter's `bits` (a position past them is
+/// ignored: positions come from the sizing, which keeps them in).
+pub(crate) fn set_bit(bits: &mut [u8], pos: u64) {
+    if let Some(b) = usize::try_from(pos / 8).ok().and_then(|i| bits.get_mut(i)) {
+        *b |= 0x80 >> (pos % 8);
+    }
+}
+
 impl Small {
     /// A new empty filter with `header`'s one sub-filter.
     pub(crate) fn empty(header: Header) -> Small {
@@ -60,26 +82,9 @@ impl Small {
         Small { header, bits: vec![0; bytes] }
     }
 
-    /// Sets bit `pos` of the sub-filter's array (a position past the array
-    /// is ignored: positions come from the sizing, which keeps them in).
-    pub(crate) fn set(&mut self, pos: u64) {
-        if let Some(b) = usize::try_from(pos / 8).ok().and_then(|i| self.bits.get_mut(i)) {
-            *b |= 0x80 >> (pos % 8);
-        }
-    }
-
     /// The small form's bytes.
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let f = self.header.filters[0];
-        let mut b = Vec::with_capacity(encoded_len(&self.header));
-        b.push(VERSION);
-        b.push(if self.header.nonscaling { FLAG_NONSCALING } else { 0 });
-        b.extend_from_slice(&f.error.to_bits().to_le_bytes());
-        varint::put(&mut b, f.capacity);
-        varint::put(&mut b, u64::from(self.header.expansion));
-        varint::put(&mut b, f.items);
-        b.extend_from_slice(&self.bits);
-        b
+        encode(&self.header, &self.bits)
     }
 
     /// Parses and validates a small form: version, flags, a valid sizing
@@ -133,7 +138,7 @@ mod tests {
     fn sample() -> Small {
         let mut s = Small::empty(Header::new(0.01, 100, 2, false).unwrap());
         for pos in [0, 7, 8, 500, 1151] {
-            s.set(pos);
+            set_bit(&mut s.bits, pos);
         }
         s.header.count_added();
         s
@@ -181,10 +186,10 @@ mod tests {
                     assert_eq!(s.encode(), d, "flip {flip:#x} at {i} decoded to a non-canonical form");
                 }
             }
-            let mut d = b.clone();
-            d[0] ^= 0x02;
-            assert!(Small::decode(&d).is_err(), "another version accepted");
         }
+        let mut d = b.clone();
+        d[0] ^= 0x02;
+        assert!(Small::decode(&d).is_err(), "another version accepted");
         let mut scaling_zero = b.clone();
         scaling_zero[FIXED + 1] = 0;
         assert!(Small::decode(&scaling_zero).is_err(), "a scaling filter with expansion 0");

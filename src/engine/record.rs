@@ -76,9 +76,10 @@ pub(crate) enum Body {
     Inline,
 }
 
-/// Bytes of an inline value of any type, as a `usize`.
-pub(crate) const INLINE_BYTES: usize = 512;
-const _: () = assert!(INLINE_MAX <= INLINE_BLOOM_MAX && INLINE_BLOOM_MAX == INLINE_BYTES as u64);
+/// Bytes of an inline value of any type (the largest limit), as a `usize`.
+#[expect(clippy::cast_possible_truncation, reason = "512")]
+pub(crate) const INLINE_BYTES: usize = INLINE_BLOOM_MAX as usize;
+const _: () = assert!(INLINE_MAX <= INLINE_BLOOM_MAX);
 
 /// Metadata of one key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -199,15 +199,14 @@ fn plan_adds<T: AsRef<[u8]>>(
 /// starts in the paged layout). In pages: one read-modify-write per page
 /// touched, the header page rewritten, the key's metadata recorded.
 fn store_filter(tx: &mut WriteTx<'_>, key: &[u8], filter: &mut Filter, to_set: HashSet<u64>) -> Result<()> {
-    if let Some(bits) = filter.small.take() {
+    if let Some(mut bits) = filter.small.take() {
         let first = filter.header.filters[0];
         if filter.header.filters.len() == 1 {
-            let mut s = Small { header: filter.header.clone(), bits };
             for &o in &to_set {
-                s.set(o - first.offset(0));
+                small::set_bit(&mut bits, o - first.offset(0));
             }
-            tx.rewrite_inline(key, &filter.meta, &s.encode())?;
-            filter.small = Some(s.bits);
+            tx.rewrite_inline(key, &filter.meta, &small::encode(&filter.header, &bits))?;
+            filter.small = Some(bits);
             filter.created = false;
             return Ok(());
         }

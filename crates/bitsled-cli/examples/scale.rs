@@ -204,16 +204,8 @@ fn signin_file(path: &Path, keys: u64) -> Res<u64> {
 
 /// `redis-cli --pipe` of `file` into `port`: seconds.
 fn pipe(port: u16, file: &Path) -> Res<f64> {
-    let t = Instant::now();
-    let out = Command::new("redis-cli")
-        .args(["-p", &port.to_string(), "--pipe"])
-        .stdin(std::fs::File::open(file)?)
-        .output()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() || !text.contains("errors: 0") {
-        return Err(format!("redis-cli --pipe failed: {text}").into());
-    }
-    Ok(t.elapsed().as_secs_f64())
+    let mut f = std::fs::File::open(file)?;
+    pipe_from(port, move |w| std::io::copy(&mut f, w).map(|_| ()))
 }
 
 /// Median round trip of `cmd` over 50 calls, in milliseconds.
