@@ -82,7 +82,8 @@ impl Small {
         Small { header, bits: vec![0; bytes] }
     }
 
-    /// The small form's bytes.
+    /// The small form's bytes (operations encode with [`encode`]).
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn encode(&self) -> Vec<u8> {
         encode(&self.header, &self.bits)
     }
