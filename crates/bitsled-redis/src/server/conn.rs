@@ -12,10 +12,9 @@
 //! gone, the client has been idle past the timeout, or the output exceeds
 //! the pending-reply limit (then the client is disconnected).
 //!
-//! Failed authentications are rate-limited per connection: past
-//! [`AUTH_FREE_FAILURES`], each one holds the connection for
-//! [`AUTH_FAILURE_DELAY`]; at [`AUTH_MAX_FAILURES`] the client is
-//! disconnected after its reply. A correct password is never delayed.
+//! Failed authentications hold the connection as the limits of
+//! `auth.rs` say (per connection and server-wide); a correct password is
+//! never held.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -39,16 +38,9 @@ const KEEP_BUFFER: usize = 1 << 20;
 /// replies.
 const SHUTDOWN_DRAIN: Duration = Duration::from_secs(5);
 
-/// Failed authentications (AUTH, HELLO ... AUTH) a connection makes at full
-/// speed: enough for a client with a mistyped password.
-const AUTH_FREE_FAILURES: u32 = 10;
-
-/// How long each further failure holds the connection: a guesser on one
-/// connection makes 20 guesses a second instead of millions.
-const AUTH_FAILURE_DELAY: Duration = Duration::from_millis(50);
-
-/// After this many failed authentications the connection is closed.
-const AUTH_MAX_FAILURES: u32 = 100;
+/// A connection held after a failed authentication looks this often
+/// whether the server is shutting down or the client was killed.
+const AUTH_HOLD_CHECK: Duration = Duration::from_millis(100);
 
 struct Conn<'a> {
     shared: &'a Shared,
@@ -327,25 +319,51 @@ impl Conn<'_> {
         }
     }
 
-    /// Counts `n` failed authentications: past [`AUTH_FREE_FAILURES`] each
-    /// holds the connection for [`AUTH_FAILURE_DELAY`] (no lock is held
-    /// meanwhile); at [`AUTH_MAX_FAILURES`] the connection closes after the
+    /// Counts `n` failed authentications and holds the connection until
+    /// both limits allow its reply (no lock is held meanwhile): its own
+    /// (past the free failures, a delay each) and the server's budget.
+    /// At the per-connection maximum the connection closes after the
     /// replies so far.
     fn auth_failed(&mut self, n: u32) {
         self.shared.stats.auth_failures.fetch_add(u64::from(n), Ordering::Relaxed);
+        let limits = &self.shared.config.auth_limits;
         let before = self.auth_failures;
         self.auth_failures = before.saturating_add(n);
-        if self.auth_failures >= AUTH_MAX_FAILURES {
+        let now = Instant::now();
+        let own = limits.client_hold(before, self.auth_failures).and_then(|d| now.checked_add(d));
+        let server = self.shared.auth_budget.take(n, now);
+        let (Some(own), Some(server)) = (own, server) else {
+            // A hold too long to express: the client is not answered.
+            self.kill = true;
+            return;
+        };
+        self.hold_until(own.max(server));
+        if !self.kill && limits.client_closes(self.auth_failures) {
             eprintln!(
                 "bitsled serve: closing client {} ({}) after {} failed authentications",
                 self.info.id, self.info.addr, self.auth_failures
             );
             self.close = true;
-            return;
         }
-        let delayed = self.auth_failures - before.max(AUTH_FREE_FAILURES).min(self.auth_failures);
-        if delayed > 0 {
-            std::thread::sleep(AUTH_FAILURE_DELAY * delayed);
+    }
+
+    /// Sleeps until `until`, looking every [`AUTH_HOLD_CHECK`] whether the
+    /// server is shutting down or the client was killed (CLIENT KILL): then
+    /// the connection ends at once, without the held replies, so a held
+    /// guess is never answered early and a killed client's slot is freed.
+    fn hold_until(&mut self, until: Instant) {
+        loop {
+            let now = Instant::now();
+            if now >= until {
+                return;
+            }
+            if self.shared.shutting_down.load(Ordering::SeqCst)
+                || !self.shared.clients.lock().contains_key(&self.info.id)
+            {
+                self.kill = true;
+                return;
+            }
+            std::thread::sleep((until - now).min(AUTH_HOLD_CHECK));
         }
     }
 }

@@ -31,6 +31,7 @@
 //! from the [`Db`] it serves and, under [`bitsled::Durability::Always`],
 //! flushes before it replies to a batch of requests with a write.
 
+mod auth;
 mod conn;
 mod info;
 mod link;
@@ -38,6 +39,10 @@ pub mod resp;
 mod save;
 mod slowlog;
 
+pub use auth::{
+    DEFAULT_AUTH_FAILURE_DELAY, DEFAULT_AUTH_FREE_FAILURES, DEFAULT_AUTH_MAX_FAILURES, DEFAULT_AUTH_SERVER_BURST,
+    DEFAULT_AUTH_SERVER_INTERVAL,
+};
 pub use slowlog::{
     DEFAULT_MAX_LEN as DEFAULT_SLOWLOG_MAX_LEN, DEFAULT_SLOWER_THAN_USEC as DEFAULT_SLOWLOG_SLOWER_THAN_USEC,
 };
@@ -147,6 +152,7 @@ pub struct ServerConfig {
     max_pending_reply_bytes: usize,
     slowlog_slower_than_usec: i64,
     slowlog_max_len: u64,
+    auth_limits: auth::AuthLimits,
 }
 
 impl Default for ServerConfig {
@@ -159,7 +165,9 @@ impl ServerConfig {
     /// Defaults: bind 127.0.0.1, port 6380, no password, 10,000 clients,
     /// `everysec`, no idle timeout, protected mode on, 1 GiB of pending
     /// replies per client, Redis's slow log settings (10,000 µs, 128
-    /// entries).
+    /// entries), failed authentications limited as
+    /// [`ServerConfig::auth_failures_per_client`] and
+    /// [`ServerConfig::auth_failures_per_server`] say.
     pub fn new() -> ServerConfig {
         ServerConfig {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
@@ -172,6 +180,7 @@ impl ServerConfig {
             max_pending_reply_bytes: DEFAULT_MAX_PENDING_REPLY_BYTES,
             slowlog_slower_than_usec: slowlog::DEFAULT_SLOWER_THAN_USEC,
             slowlog_max_len: slowlog::DEFAULT_MAX_LEN,
+            auth_limits: auth::AuthLimits::default(),
         }
     }
 
@@ -242,6 +251,33 @@ impl ServerConfig {
         self
     }
 
+    /// The per-connection limit on failed authentications (AUTH or HELLO
+    /// ... AUTH with a wrong password): the first `free` on a connection
+    /// are answered at once, each further one holds the connection for
+    /// `delay` before its reply, and the `max`th closes the connection
+    /// after its reply (`max` 0: never). A correct password is never held.
+    /// Default [`DEFAULT_AUTH_FREE_FAILURES`] (10),
+    /// [`DEFAULT_AUTH_FAILURE_DELAY`] (50 ms), [`DEFAULT_AUTH_MAX_FAILURES`]
+    /// (100).
+    pub fn auth_failures_per_client(mut self, free: u32, delay: Duration, max: u32) -> ServerConfig {
+        self.auth_limits.client_free = free;
+        self.auth_limits.client_delay = delay;
+        self.auth_limits.client_max = max;
+        self
+    }
+
+    /// The server-wide limit on failed authentications, over all
+    /// connections: `burst` are answered at once, then one per `interval`
+    /// (a failure past that waits for its turn, holding its connection; a
+    /// zero `interval` disables the limit). A correct password neither
+    /// waits nor uses the budget. Default [`DEFAULT_AUTH_SERVER_BURST`]
+    /// (100) and [`DEFAULT_AUTH_SERVER_INTERVAL`] (10 ms: 100 a second).
+    pub fn auth_failures_per_server(mut self, burst: u32, interval: Duration) -> ServerConfig {
+        self.auth_limits.server_burst = burst;
+        self.auth_limits.server_interval = interval;
+        self
+    }
+
     /// `db` with the durability policy chosen by [`ServerConfig::fsync`]
     /// ([`Config::durability`]), which also sets the background flush.
     pub fn db_config(&self, db: Config) -> Config {
@@ -259,7 +295,8 @@ struct Stats {
     net_output_bytes: AtomicU64,
     flushes: AtomicU64,
     flush_failures: AtomicU64,
-    /// Failed AUTH and HELLO AUTH attempts (INFO stats `auth_failures`).
+    /// Failed AUTH and HELLO AUTH attempts (INFO stats
+    /// `acl_access_denied_auth` and `auth_failures`).
     auth_failures: AtomicU64,
     /// Per command (its table name): calls, microseconds, failed calls.
     commands: Mutex<HashMap<&'static str, CommandStat>>,
@@ -369,6 +406,8 @@ struct Shared {
     slowlog: slowlog::SlowLog,
     saves: save::Saves,
     committer: Committer,
+    /// The server-wide limit on failed authentications.
+    auth_budget: auth::FailureBudget,
     /// Normal commands hold it shared, EXEC exclusively: a transaction runs
     /// with no other client's command between its commands.
     exec_lock: RwLock<()>,
@@ -452,6 +491,7 @@ impl Server {
         let listener = TcpListener::bind((config.bind, config.port))?;
         let local_addr = listener.local_addr()?;
         let slowlog = slowlog::SlowLog::new(config.slowlog_slower_than_usec, config.slowlog_max_len);
+        let auth_budget = auth::FailureBudget::new(&config.auth_limits);
         let shared = Arc::new(Shared {
             db,
             config,
@@ -461,6 +501,7 @@ impl Server {
             slowlog,
             saves: save::Saves::new(),
             committer: Committer::default(),
+            auth_budget,
             exec_lock: RwLock::new(()),
             clients: Mutex::new(HashMap::new()),
             active: Mutex::new(0),
