@@ -57,28 +57,24 @@ pub(crate) fn record_bytes(name_len: usize, meta: &Meta) -> usize {
     name_len + meta.inline_value().len() + 32
 }
 
+/// [`record_bytes`] of an entry in record form: a `name_len`-byte name,
+/// then `entry` (tag onwards, as [`put_entry`] wrote it).
+fn raw_record_bytes(name_len: usize, entry: &[u8]) -> usize {
+    let inline = match entry.first() {
+        Some(&tag) if tag & TAG_INLINE != 0 => {
+            let mut at = 1;
+            varint::read(entry, &mut at).ok().and_then(|n| usize::try_from(n).ok()).unwrap_or(0)
+        }
+        _ => 0,
+    };
+    name_len + inline.min(super::record::INLINE_BYTES) + 32
+}
+
 /// An arena offset as stored: a bucket's arena stays far below 4 GiB (a
 /// name is at most what the caller can hold in memory, and buckets split
 /// at a few KiB).
 fn arena_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
-}
-
-/// A bucket's changes as a write-back stored them: removed names, and
-/// changed entries.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Changes {
-    pub(crate) removed: Vec<Box<[u8]>>,
-    pub(crate) entries: Vec<Changed>,
-}
-
-/// One changed entry: its name, the name's hash, and the entry in record
-/// form (as [`put_entry`] writes it).
-#[derive(Clone, Debug)]
-pub(crate) struct Changed {
-    pub(crate) name: Box<[u8]>,
-    pub(crate) hash: u32,
-    pub(crate) entry: Box<[u8]>,
 }
 
 /// A decoded bucket: its depth and its entries.
@@ -268,9 +264,12 @@ impl Bucket {
     /// offset.
     fn append(&mut self, name: &[u8], meta: &Meta) -> u32 {
         let at = arena_u32(self.arena.len());
-        if self.arena.len() == self.arena.capacity() {
+        // At most: the name's varint and bytes, a tag, a length varint, an
+        // expiry, and an inline value or two varints.
+        let most = 10 + name.len() + 1 + 10 + 8 + meta.inline_value().len().max(20);
+        if self.arena.capacity() - self.arena.len() < most {
             // Grow by a quarter, not double: buckets are many and small.
-            self.arena.reserve_exact((self.arena.len() / 4).max(64));
+            self.arena.reserve_exact(most.max(self.arena.len() / 4).max(64));
         }
         varint::put(&mut self.arena, name.len() as u64);
         self.arena.extend_from_slice(name);
@@ -282,10 +281,9 @@ impl Bucket {
     /// it has none, and marks it changed; returns the metadata it replaced.
     pub(crate) fn upsert(&mut self, name: &[u8], h: u32, meta: Meta) -> Option<Meta> {
         // The entry is a whole state: a removal of the same name waiting
-        // for a delta record is void. Kept, it would outlive the entry's
-        // mark when the entry comes back as it was last stored (a delete
-        // and the same value again while a write-back stores it), and the
-        // next delta record would delete a live key.
+        // for a delta record is void (the record would apply it before the
+        // entry; dropping it saves its bytes and keeps a removal list from
+        // ever naming a live key).
         if !self.removed.is_empty() {
             self.removed.retain(|n| **n != *name);
         }
@@ -373,68 +371,51 @@ impl Bucket {
         !self.removed.is_empty() || self.changed.iter().any(|&w| w != 0)
     }
 
-    /// Every removal and every changed entry since the last
-    /// [`Bucket::clear_changes`], the entries in record form (as
-    /// [`put_entry`] writes them), not decoded: what a delta record holds,
-    /// and what [`Bucket::clear_stored`] later clears. A delta record
-    /// applies the removals first, so a name removed and added again ends
-    /// with its entry.
-    pub(crate) fn changes(&self) -> Changes {
-        let mut out = Changes { removed: self.removed.clone(), entries: Vec::new() };
+    /// Visits every removal (`f(name, None)`) and then every changed entry
+    /// (`f(name, Some(entry))`, the entry in record form as [`put_entry`]
+    /// writes it, not decoded) since the last [`Bucket::clear_changes`]:
+    /// what a delta record holds. A delta record applies the removals
+    /// first, so a name removed and added again ends with its entry.
+    pub(crate) fn for_each_change(&self, mut f: impl FnMut(&[u8], Option<&[u8]>)) {
+        for name in &self.removed {
+            f(name, None);
+        }
         for i in 0..self.len() {
             if self.is_changed(i) {
                 let (name, entry) = self.raw_entry(i);
-                out.entries.push(Changed { name: name.into(), hash: self.hashes[i], entry: entry.into() });
+                f(name, Some(entry));
             }
         }
-        out
     }
 
-    /// Forgets the changes (their delta record is stored).
+    /// Forgets the changes (their delta record is written).
     pub(crate) fn clear_changes(&mut self) {
         self.removed = Vec::new();
         self.changed.iter_mut().for_each(|w| *w = 0);
     }
 
-    /// Forgets the changes that `stored` (an earlier copy of this bucket,
-    /// whose changes are now stored) holds: a changed entry whose metadata
-    /// is still what `stored` had, and one removal per removal `stored`
-    /// had. Changes made since keep their marks.
-    pub(crate) fn clear_stored(&mut self, stored: &Changes) {
-        for Changed { name, hash, entry } in &stored.entries {
-            if let Some(j) = self.position(name, *hash) {
-                if self.is_changed(j) && self.raw_entry(j).1 == &entry[..] {
-                    self.set_changed(j, false);
-                }
-            }
-        }
-        for name in &stored.removed {
-            if let Some(k) = self.removed.iter().position(|n| n == name) {
-                self.removed.remove(k);
-            }
-        }
-    }
-
-    /// About how many bytes the changes take in a delta record.
-    pub(crate) fn changes_bytes(&self) -> usize {
-        let changed: usize = self.changed.iter().map(|w| w.count_ones() as usize).sum();
-        let per_entry = self.bytes / self.len().max(1) + 4;
-        changed * per_entry + self.removed.iter().map(|n| n.len() + 6).sum::<usize>()
-    }
-
     /// Rebuilds the bucket (at `depth`) from `self`'s entries that `keep`
     /// accepts by hash, keeping their changed marks and the removals whose
-    /// hash it accepts.
+    /// hash it accepts. Entries are copied in record form, not decoded.
     fn rebuilt(&self, depth: u8, keep: impl Fn(u32) -> bool) -> Bucket {
-        let kept: Vec<usize> = (0..self.len()).filter(|&i| keep(self.hashes[i])).collect();
-        let bytes: usize = kept.iter().map(|&i| self.entry(i).2 - self.offsets[i] as usize).sum();
+        let spans: Vec<(usize, usize, usize, usize)> = (0..self.len())
+            .filter(|&i| keep(self.hashes[i]))
+            .map(|i| {
+                let (name, rest) = self.name_at(i);
+                (i, name.len(), rest, entry_end(&self.arena, rest).min(self.arena.len()))
+            })
+            .collect();
         let mut b = Bucket::new(depth);
-        b.offsets.reserve_exact(kept.len());
-        b.hashes.reserve_exact(kept.len());
-        b.arena.reserve_exact(bytes);
-        for i in kept {
-            let (name, meta, _) = self.entry(i);
-            b.upsert_with(name, self.hashes[i], meta, self.is_changed(i));
+        b.offsets.reserve_exact(spans.len());
+        b.hashes.reserve_exact(spans.len());
+        b.arena.reserve_exact(spans.iter().map(|&(i, _, _, end)| end - self.offsets[i] as usize).sum());
+        for &(i, name_len, rest, end) in &spans {
+            let start = self.offsets[i] as usize;
+            b.offsets.push(arena_u32(b.arena.len()));
+            b.hashes.push(self.hashes[i]);
+            b.set_changed(b.offsets.len() - 1, self.is_changed(i));
+            b.arena.extend_from_slice(&self.arena[start..end]);
+            b.bytes += raw_record_bytes(name_len, &self.arena[rest..end]);
         }
         b.removed = self.removed.iter().filter(|n| keep(key_hash(n))).cloned().collect();
         b
@@ -704,9 +685,11 @@ mod tests {
 
     /// A bucket's changes by name: `None` for a removal.
     fn changed(b: &Bucket) -> std::collections::BTreeMap<Vec<u8>, Option<Meta>> {
-        let c = b.changes();
-        let removed = c.removed.iter().map(|n| (n.to_vec(), None));
-        removed.chain(c.entries.iter().map(|e| (e.name.to_vec(), Some(decoded(&e.name, &e.entry))))).collect()
+        let mut out = std::collections::BTreeMap::new();
+        b.for_each_change(|name, entry| {
+            out.insert(name.to_vec(), entry.map(|e| decoded(name, e)));
+        });
+        out
     }
 
     /// An entry in record form, decoded.
@@ -774,6 +757,32 @@ mod tests {
     }
 
     /// Splitting keeps every entry, each in the half holding its hash.
+    #[test]
+    fn rebuilding_copies_entries_and_their_size_bound() {
+        // Invariant: a bucket rebuilt from its entries' record form (split,
+        // compaction) holds the same entries, marks and size bound as one
+        // built entry by entry, for inline values of every length class,
+        // expiries and paged entries.
+        let (start, mut b) = sample();
+        let mut m = Meta::empty(Kind::String);
+        m.len = 60;
+        m.expire_at_ms = 1_700_000_000_000;
+        b.put(b"long inline", m);
+        let bound = |b: &Bucket| b.iter().map(|(name, m)| record_bytes(name.len(), &m)).sum::<usize>() + HEADER + 4;
+        let marks = |b: &Bucket| (0..b.len()).filter(|&i| b.is_changed(i)).count();
+        b.clear_changes();
+        b.put(b"k0", Meta::paged(Kind::String, 5, 1, 1, 0));
+        assert_eq!(b.bytes, bound(&b));
+        let (lo, _, hi) = b.clone().split(start);
+        assert_eq!(lo.bytes + hi.bytes, b.bytes + HEADER + 4);
+        assert_eq!((lo.bytes, hi.bytes), (bound(&lo), bound(&hi)));
+        assert_eq!(marks(&lo) + marks(&hi), 1);
+        let mut c = b.clone();
+        c.compact();
+        assert_eq!((c.bytes, marks(&c)), (b.bytes, 1));
+        assert_eq!(c, b);
+    }
+
     #[test]
     fn split_partitions_by_the_next_bit() {
         let (start, b) = sample();
@@ -859,30 +868,28 @@ mod tests {
         assert_eq!(got, want, "a split keeps the marks");
     }
 
-    /// Invariant: a key deleted and set again to the value a write-back is
-    /// storing, while it stores it, is not deleted by the next delta
-    /// record: once the stored changes are cleared, no removal of a live
-    /// name is left.
+    /// Invariant: a key deleted and set again to the value a write-back
+    /// has just drained into its delta record is not deleted by the next
+    /// delta record: no removal of a live name is left.
     #[test]
-    fn a_key_deleted_and_restored_during_a_store_stays() {
+    fn a_key_deleted_and_restored_after_a_drain_stays() {
         let (_, mut live) = sample();
         let names: Vec<Vec<u8>> = live.sorted().iter().map(|(n, _)| n.to_vec()).collect();
         let k = &names[2];
         let meta = live.get(k, key_hash(k)).unwrap();
-        let captured = live.changes();
+        live.clear_changes();
         live.remove(k, key_hash(k));
         live.upsert(k, key_hash(k), meta);
-        live.clear_stored(&captured);
         let next = changed(&live);
-        assert_ne!(next.get(k), Some(&None), "the next delta record must not remove a live key");
+        assert_eq!(next.get(k), Some(&Some(meta)), "the next delta record sets the key again");
         assert_eq!(live.get(k, key_hash(k)), Some(meta));
     }
 
-    /// Invariant: clearing what a captured copy stored leaves exactly the
-    /// changes made since the capture: entries changed again (to other
-    /// metadata), new entries and new removals.
+    /// Invariant: after a drain, the next changes are exactly those made
+    /// since: entries changed again (to other metadata), new entries and
+    /// new removals.
     #[test]
-    fn clearing_a_stored_copy_keeps_later_changes() {
+    fn changes_after_a_drain_are_the_next_changes() {
         use std::collections::BTreeMap;
         let (_, mut live) = sample();
         live.clear_changes();
@@ -892,11 +899,10 @@ mod tests {
         live.upsert(&names[1], h(&names[1]), m1);
         live.upsert(&names[2], h(&names[2]), m1);
         live.remove(&names[3], h(&names[3]));
-        let captured = live.clone();
+        live.clear_changes();
         live.upsert(&names[2], h(&names[2]), m2);
         live.upsert(&names[4], h(&names[4]), m1);
         live.remove(&names[5], h(&names[5]));
-        live.clear_stored(&captured.changes());
         let got = changed(&live);
         let want: BTreeMap<Vec<u8>, Option<Meta>> =
             [(names[2].clone(), Some(m2)), (names[4].clone(), Some(m1)), (names[5].clone(), None)]

@@ -12,6 +12,10 @@
 //! bucket becomes *unfolded*: newer than its stored record, which only the
 //! store's delta records bring up to date. A *fold* writes a shard's
 //! unfolded buckets whole and deletes its delta records, in one batch.
+//! With writers excluded a write-back only cuts ([`MetaCache::cut`]); the
+//! copying is done afterwards, bucket by bucket, by the write-back or by
+//! the first writer to change a bucket after the cut, whichever comes
+//! first, so each record holds the buckets as they were at the cut.
 //!
 //! Invariants:
 //! - A dirty or unfolded bucket (a *pinned* one) is never evicted, so no
@@ -25,13 +29,14 @@
 //!   partition it; the cache and the store agree on every bucket the cache
 //!   holds clean, and the cache's version wins otherwise.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use super::bucket::{bucket_start, covers, Bucket, Changes, MIN_DEPTH};
+use super::bucket::{bucket_start, covers, Bucket, MIN_DEPTH};
 use super::delta::DeltaWriter;
 pub(crate) use super::layout::shard_of;
 use super::layout::{self, DELTA_KEY_LEN};
@@ -75,15 +80,60 @@ fn slot_bytes(b: &Bucket) -> usize {
     BUCKET_OVERHEAD + b.memory_bytes()
 }
 
+/// Hashes a (keyspace, first hash) pair for the shard's map: the pair's
+/// 64 bits, finished with a full avalanche (a bucket's first hash ends in
+/// as many zero bits as its depth leaves, so its low bits alone would
+/// collide).
+#[derive(Default, Clone, Copy)]
+struct StartHasher(u64);
+
+impl Hasher for StartHasher {
+    fn finish(&self) -> u64 {
+        // MurmurHash3's 64-bit finaliser.
+        let mut x = self.0;
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        x ^ (x >> 33)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = self.0.rotate_left(32) ^ u64::from(n);
+    }
+}
+
+type SlotMap = HashMap<(u32, u32), Slot, BuildHasherDefault<StartHasher>>;
+
 /// One shard: its cached buckets by (keyspace, first hash), and its delta
 /// records in the store.
 #[derive(Default)]
 pub(crate) struct MetaShard {
-    map: BTreeMap<(u32, u32), Slot>,
+    map: SlotMap,
+    /// The greatest depth of a bucket cached in this shard since it was
+    /// created: a lookup probes the first hashes of depths up to it.
+    max_depth: u8,
+    /// The depth of the bucket the last lookup found: probed first.
+    last_depth: u8,
     /// Keys of the shard's delta records in the store, oldest first.
     deltas: Vec<[u8; DELTA_KEY_LEN]>,
     /// Their bytes.
     delta_bytes: usize,
+    /// While a write-back drains this shard: the delta record being
+    /// written, holding the changes of the buckets drained so far (see
+    /// [`MetaCache::cut`]).
+    draining: Option<DeltaWriter>,
+    /// As the last drain found them: record bytes of the pinned buckets,
+    /// their bytes in memory (as [`slot_bytes`] counts them), and whether
+    /// the delta records have reached the buckets' size, so the next
+    /// write-back folds the shard.
+    unfolded_bytes: usize,
+    pinned_memory: usize,
+    fold_due: bool,
 }
 
 /// Which shards a write-back folds.
@@ -112,23 +162,13 @@ const FOLD_BATCH: usize = 32 << 20;
 /// The metadata part of a write-back, captured with writers excluded.
 #[derive(Default)]
 pub(crate) struct MetaCapture {
-    /// The changes of dirty buckets of shards that do not fold, written in
-    /// this write-back's delta records.
-    pub(crate) drains: Vec<Drained>,
-    /// New delta records: key and value.
+    /// New delta records: key and value, holding the changes of the dirty
+    /// buckets of shards that do not fold.
     pub(crate) deltas: Vec<(Vec<u8>, Vec<u8>)>,
     /// Buckets of folded shards, to write whole.
     pub(crate) folds: Vec<DirtyBucket>,
     /// Delta records the folds retire, to delete.
     pub(crate) retired: Vec<Vec<u8>>,
-}
-
-/// The changes of one bucket a write-back's delta record holds, to clear
-/// once the record is stored.
-pub(crate) struct Drained {
-    ks: u32,
-    start: u32,
-    changes: Changes,
 }
 
 /// One dirty bucket captured by a write-back.
@@ -148,6 +188,9 @@ pub(crate) struct MetaCache {
     /// counts them.
     pinned_bytes: AtomicUsize,
     capacity: AtomicUsize,
+    /// The sequence number of the last cut: a bucket changed at or before
+    /// it, in a shard still draining, belongs to the running write-back.
+    cut: AtomicU64,
 }
 
 impl MetaCache {
@@ -158,6 +201,7 @@ impl MetaCache {
             bytes: AtomicUsize::new(0),
             pinned_bytes: AtomicUsize::new(0),
             capacity: AtomicUsize::new(capacity_bytes),
+            cut: AtomicU64::new(0),
         }
     }
 
@@ -186,21 +230,24 @@ impl MetaCache {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    /// Captures the metadata part of write-back `seq`; the caller excludes
-    /// writers meanwhile, so this only takes references and decides: each
-    /// shard's dirty buckets are captured to have their changes written as
-    /// the shard's delta records (by [`MetaCache::encode_deltas`], outside
-    /// the exclusion) and become unfolded, unless the shard folds: then its
-    /// pinned buckets are captured whole and its delta records retired.
-    /// `pinned_limit` is the budget of pinned bytes past which
-    /// [`Fold::Auto`] folds the shards holding the most.
-    pub(crate) fn capture(&self, seq: u64, fold: Fold, pinned_limit: usize) -> MetaCapture {
+    /// Cuts the metadata part of write-back `seq`; the caller excludes
+    /// writers meanwhile, so this decides and takes references only. A
+    /// shard that folds has its pinned buckets captured whole (their
+    /// changed marks cleared: the record carries them) and its delta
+    /// records retired. Every other shard is left *draining*: the changes
+    /// its dirty buckets hold at this instant go to its delta record, each
+    /// bucket's either when the first writer after the cut changes it
+    /// ([`MetaGuard::update`]) or when [`MetaCache::drain`] reaches it, so
+    /// writers wait for neither. `pinned_limit` is the budget of pinned
+    /// bytes past which [`Fold::Auto`] folds the shards holding the most.
+    pub(crate) fn cut(&self, seq: u64, fold: Fold, pinned_limit: usize) -> MetaCapture {
         let pressured = match fold {
             Fold::Auto if self.pinned_bytes() > pinned_limit => {
                 self.shards_to_relieve(pinned_limit.saturating_sub(FOLD_BATCH.min(pinned_limit / 4)))
             }
             _ => Vec::new(),
         };
+        self.cut.store(self.seq.load(Ordering::Relaxed), Ordering::Relaxed);
         let mut out = MetaCapture::default();
         let mut folded = 0;
         // Start where the last write-back stopped, so shards that are due
@@ -209,53 +256,50 @@ impl MetaCache {
         for i in (first..SHARDS).chain(0..first) {
             let mut shard = self.shards[i].lock();
             let shard = &mut *shard;
-            let (mut unfolded, mut new_bytes) = (0, 0);
-            for slot in shard.map.values() {
-                if slot.dirty != 0 {
-                    new_bytes += slot.bucket.changes_bytes();
-                }
-                if slot.pinned() {
-                    unfolded += slot.bucket.bytes;
-                }
-            }
             let folds = match fold {
                 Fold::All => true,
                 Fold::Shard(s) => s == i,
-                Fold::Auto => {
-                    pressured.contains(&i)
-                        || (folded < FOLD_BATCH && shard.delta_bytes + new_bytes >= FOLD_FLOOR.max(unfolded))
-                }
+                Fold::Auto => pressured.contains(&i) || (folded < FOLD_BATCH && shard.fold_due),
             };
-            if folds {
-                folded += unfolded;
-                for (&(ks, start), slot) in &shard.map {
-                    if slot.pinned() {
-                        out.folds.push(DirtyBucket { ks, start, seq: slot.dirty, bucket: Arc::clone(&slot.bucket) });
-                    }
-                }
-                out.retired.extend(shard.deltas.drain(..).map(|k| k.to_vec()));
-                shard.delta_bytes = 0;
+            if !folds {
+                shard.draining = Some(DeltaWriter::default());
                 continue;
             }
-            // The changes are copied into the shard's delta record here,
-            // with writers excluded, rather than captured as bucket
-            // references: a writer changing a captured bucket before the
-            // record is stored would copy the whole bucket.
-            let mut writer = DeltaWriter::default();
-            for (&(ks, start), slot) in shard.map.iter_mut() {
-                if slot.dirty != 0 {
+            folded += shard.unfolded_bytes;
+            for (&(ks, start), slot) in &mut shard.map {
+                if slot.pinned() {
+                    // The record written carries every change so far; the
+                    // marks go before the capture shares the bucket, so
+                    // clearing them copies nothing.
                     if slot.bucket.has_changes() {
-                        let changes = slot.bucket.changes();
-                        for name in &changes.removed {
-                            writer.add(ks, name, None);
-                        }
-                        for c in &changes.entries {
-                            writer.add(ks, &c.name, Some(&c.entry));
-                        }
-                        out.drains.push(Drained { ks, start, changes });
+                        Arc::make_mut(&mut slot.bucket).clear_changes();
                     }
-                    slot.dirty = 0;
-                    slot.unfolded = true;
+                    out.folds.push(DirtyBucket { ks, start, seq: slot.dirty, bucket: Arc::clone(&slot.bucket) });
+                }
+            }
+            out.retired.extend(shard.deltas.drain(..).map(|k| k.to_vec()));
+            shard.delta_bytes = 0;
+            (shard.unfolded_bytes, shard.pinned_memory, shard.fold_due) = (0, 0, false);
+        }
+        out
+    }
+
+    /// Finishes the cut of write-back `seq`: drains the buckets of every
+    /// draining shard that no writer has drained since, adds the shards'
+    /// delta records to `out`, and notes each shard's sizes for the next
+    /// write-back's fold decision.
+    pub(crate) fn drain(&self, seq: u64, out: &mut MetaCapture) {
+        let cut = self.cut.load(Ordering::Relaxed);
+        for (i, shard) in self.shards.iter().enumerate() {
+            let mut shard = shard.lock();
+            let shard = &mut *shard;
+            let Some(mut writer) = shard.draining.take() else { continue };
+            let (mut unfolded, mut memory) = (0, 0);
+            for (&(ks, _), slot) in &mut shard.map {
+                drain_slot(ks, slot, cut, &mut writer);
+                if slot.pinned() {
+                    unfolded += slot.bucket.bytes;
+                    memory += slot.bytes;
                 }
             }
             let shard_byte = u8::try_from(i).unwrap_or(u8::MAX);
@@ -268,40 +312,18 @@ impl MetaCache {
                 shard.delta_bytes += value.len();
                 out.deltas.push((key.to_vec(), value));
             }
-        }
-        out
-    }
-
-    /// After the batch holding `drains`' delta records was applied: clears
-    /// the stored changes of each bucket. A bucket not changed since the
-    /// capture forgets all its changes; one changed since forgets only the
-    /// stored entries it still holds as they were stored (a bucket split
-    /// since forgets nothing in its other half, which then writes those
-    /// changes again in its next delta record: harmless, each entry holds a
-    /// whole state).
-    pub(crate) fn clear_drained(&self, drains: Vec<Drained>) {
-        for d in drains {
-            let mut shard = self.shards[shard_of(d.start)].lock();
-            if let Some(slot) = shard.map.get_mut(&(d.ks, d.start)) {
-                let bucket = Arc::make_mut(&mut slot.bucket);
-                if slot.dirty == 0 {
-                    bucket.clear_changes();
-                } else {
-                    bucket.clear_stored(&d.changes);
-                }
-            }
+            shard.unfolded_bytes = unfolded;
+            shard.pinned_memory = memory;
+            shard.fold_due = shard.delta_bytes >= FOLD_FLOOR.max(unfolded);
         }
     }
 
     /// The shards to fold so that pinned bytes drop to `target`: those
     /// holding the most first.
     fn shards_to_relieve(&self, target: usize) -> Vec<usize> {
-        let mut per: Vec<(usize, usize)> = self
-            .shards
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.lock().map.values().filter(|v| v.pinned()).map(|v| v.bytes).sum(), i))
-            .collect();
+        // As the last drain counted them.
+        let mut per: Vec<(usize, usize)> =
+            self.shards.iter().enumerate().map(|(i, s)| (s.lock().pinned_memory, i)).collect();
         per.sort_unstable_by(|a, b| b.cmp(a));
         let mut left = self.pinned_bytes();
         let mut out = Vec::new();
@@ -321,13 +343,12 @@ impl MetaCache {
         for w in written {
             let mut shard = self.shards[shard_of(w.start)].lock();
             if let Some(slot) = shard.map.get_mut(&(w.ks, w.start)) {
-                let same = Arc::ptr_eq(&slot.bucket, &w.bucket);
-                if !same && slot.dirty == 0 {
+                if slot.dirty == 0 && !Arc::ptr_eq(&slot.bucket, &w.bucket) {
                     // Replaced by a bucket the fold did not carry.
                     continue;
                 }
-                // Its changes up to the capture are in the folded record.
-                clear_stored(slot, w.bucket);
+                // Its changes up to the capture are in the folded record;
+                // later ones are marked for the next delta record.
                 let was_pinned = slot.pinned();
                 slot.unfolded = false;
                 if slot.dirty == w.seq {
@@ -355,7 +376,7 @@ impl MetaCache {
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
             let bytes = &self.bytes;
-            let in_ks: Vec<(u32, u32)> = shard.map.range((ks, 0)..=(ks, u32::MAX)).map(|(k, _)| *k).collect();
+            let in_ks: Vec<(u32, u32)> = shard.map.keys().filter(|k| k.0 == ks).copied().collect();
             for k in in_ks {
                 let Some(slot) = shard.map.get_mut(&k) else { continue };
                 if slot.pinned() {
@@ -391,22 +412,27 @@ impl MetaCache {
     }
 }
 
-/// Clears from `slot`'s bucket the changes `stored` (captured from it) holds,
-/// which are now in the store.
-fn clear_stored(slot: &mut Slot, stored: Arc<Bucket>) {
-    if Arc::ptr_eq(&slot.bucket, &stored) {
-        // Unchanged since: drop the captured reference first, so that this
-        // does not copy the bucket.
-        drop(stored);
-        Arc::make_mut(&mut slot.bucket).clear_changes();
-    } else {
-        Arc::make_mut(&mut slot.bucket).clear_stored(&stored.changes());
+/// Drains `slot` (of keyspace `ks`) into `writer` if it changed at or
+/// before the cut `cut` and was not drained since: its changes go to the
+/// delta record, their marks are cleared (a later change marks its entry
+/// again, for the next record; if the batch fails the store is poisoned
+/// and no later write-back needs them), and it becomes unfolded.
+fn drain_slot(ks: u32, slot: &mut Slot, cut: Seq, writer: &mut DeltaWriter) {
+    if slot.dirty == 0 || slot.dirty > cut {
+        return;
     }
+    if slot.bucket.has_changes() {
+        let bucket = Arc::make_mut(&mut slot.bucket);
+        bucket.for_each_change(|name, entry| writer.add(ks, name, entry));
+        bucket.clear_changes();
+    }
+    slot.dirty = 0;
+    slot.unfolded = true;
 }
 
 /// One CLOCK sweep over a shard: drops the clean buckets not used since the
 /// last sweep and clears the others' `hot` bit; pinned buckets stay.
-fn sweep(map: &mut BTreeMap<(u32, u32), Slot>, bytes: &AtomicUsize) {
+fn sweep(map: &mut SlotMap, bytes: &AtomicUsize) {
     map.retain(|_, slot| {
         if slot.pinned() {
             return true;
@@ -468,13 +494,29 @@ impl MetaGuard<'_> {
     }
 
     /// The first hash of the cached bucket holding `(ks, h)`, if cached.
+    ///
+    /// The buckets of a region partition it, so probing the first hash of
+    /// `h` at each depth up to the deepest cached one finds the bucket
+    /// holding `h` at its own depth.
+    ///
+    /// Any other bucket a probe finds does not cover `h`, so the probes may
+    /// go in any order: the depth of the last bucket found comes first
+    /// (with evenly spread hashes, most buckets of a shard share a depth).
     fn cached_start(&mut self, ks: u32, h: u32) -> Option<u32> {
-        let (&(k_ks, start), slot) = self.shard.map.range_mut(..=(ks, h)).next_back()?;
-        if k_ks != ks || !covers(start, slot.bucket.depth, h) {
-            return None;
+        let shard = &mut *self.shard;
+        let likely = shard.last_depth.max(MIN_DEPTH);
+        let others = (MIN_DEPTH..=shard.max_depth).rev().filter(|&d| d != likely);
+        for depth in std::iter::once(likely).chain(others) {
+            let start = bucket_start(h, depth);
+            if let Some(slot) = shard.map.get_mut(&(ks, start)) {
+                if covers(start, slot.bucket.depth, h) {
+                    slot.hot = true;
+                    shard.last_depth = depth;
+                    return Some(start);
+                }
+            }
         }
-        slot.hot = true;
-        Some(start)
+        None
     }
 
     fn insert(&mut self, ks: u32, start: u32, bucket: Bucket, dirty: Seq) {
@@ -483,6 +525,7 @@ impl MetaGuard<'_> {
             sweep(&mut self.shard.map, &self.cache.bytes);
         }
         let bytes = slot_bytes(&bucket);
+        self.shard.max_depth = self.shard.max_depth.max(bucket.depth);
         self.cache.bytes.fetch_add(bytes, Ordering::Relaxed);
         if dirty != 0 {
             self.cache.count_pinned(bytes, true);
@@ -513,7 +556,12 @@ impl MetaGuard<'_> {
     /// dirty; a bucket grown past its size splits (each half dirty).
     pub(crate) fn update<R>(&mut self, ks: u32, start: u32, f: impl FnOnce(&mut Bucket) -> R) -> Option<R> {
         let seq = self.cache.seq.fetch_add(1, Ordering::Relaxed) + 1;
-        let slot = self.shard.map.get_mut(&(ks, start))?;
+        let shard = &mut *self.shard;
+        let slot = shard.map.get_mut(&(ks, start))?;
+        if let Some(writer) = shard.draining.as_mut() {
+            // The running write-back takes the bucket as it was at its cut.
+            drain_slot(ks, slot, self.cache.cut.load(Ordering::Relaxed), writer);
+        }
         let r = f(Arc::make_mut(&mut slot.bucket));
         let bytes = slot_bytes(&slot.bucket);
         self.cache.bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -546,5 +594,96 @@ impl MetaGuard<'_> {
             let seq = self.cache.seq.fetch_add(1, Ordering::Relaxed) + 1;
             self.insert(ks, s, b, seq);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::delta;
+    use crate::engine::layout::key_hash;
+    use crate::engine::record::{Kind, Meta};
+    use crate::engine::store::SledStore;
+    use std::collections::BTreeMap;
+
+    /// Names of shard `shard`, in order of trying.
+    fn names_of(shard: usize, n: usize) -> Vec<Vec<u8>> {
+        (0u64..).map(|i| format!("k{i}").into_bytes()).filter(|k| shard_of(key_hash(k)) == shard).take(n).collect()
+    }
+
+    fn set(cache: &MetaCache, store: &dyn Store, name: &[u8], meta: Meta) {
+        let h = key_hash(name);
+        let mut g = cache.lock_shard(shard_of(h));
+        let start = g.locate(0, h, store).unwrap();
+        g.update(0, start, |b| b.upsert(name, h, meta)).unwrap();
+    }
+
+    /// The entries of `capture`'s delta records, by name.
+    fn delta_entries(capture: &MetaCapture) -> BTreeMap<Vec<u8>, Option<Meta>> {
+        let mut out = BTreeMap::new();
+        for (key, value) in &capture.deltas {
+            let shard = usize::from(key[1]);
+            for e in delta::decode(shard, "test", value).unwrap() {
+                out.insert(e.name, e.meta);
+            }
+        }
+        out
+    }
+
+    /// Invariant: a lookup finds, for every hash of a region whose buckets
+    /// have different depths, the one bucket covering it, whatever depth
+    /// the previous lookup found; a hash of a region with no cached bucket
+    /// finds none.
+    #[test]
+    fn lookups_find_the_covering_bucket_among_mixed_depths() {
+        let cache = MetaCache::new(1 << 30);
+        let region = 5u32 << 24;
+        let mut g = cache.lock_shard(5);
+        // [0, 1/2) at depth 9, [1/2, 3/4) at 10, [3/4, 7/8) and [7/8, 1) at 11.
+        let parts = [(0u32, 9u8), (1 << 23, 10), (3 << 22, 11), (7 << 21, 11)];
+        for &(offset, depth) in &parts {
+            g.insert(0, region | offset, Bucket::new(depth), 0);
+        }
+        let mut x = 0x9e37_79b9u32;
+        for _ in 0..2000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let h = region | (x & 0x00ff_ffff);
+            let want = parts.iter().map(|&(o, d)| (region | o, d)).find(|&(s, d)| covers(s, d, h)).unwrap().0;
+            assert_eq!(g.cached_start(0, h), Some(want), "hash {h:#010x}");
+        }
+        assert_eq!(g.cached_start(1, region), None, "another keyspace");
+        drop(g);
+        assert_eq!(cache.lock_shard(6).cached_start(0, 6 << 24), None, "an empty region");
+    }
+
+    /// Invariant: a write-back's delta records hold each bucket exactly as
+    /// it was at the write-back's cut, whether a writer changing the bucket
+    /// after the cut drained it or the write-back's own drain did; the
+    /// writer's change goes to the next write-back's records only.
+    #[test]
+    fn a_write_back_stores_the_state_at_its_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path(), 1 << 20).unwrap();
+        let cache = MetaCache::new(1 << 30);
+        let (m1, m2) = (Meta::paged(Kind::String, 5, 100, 3, 0), Meta::paged(Kind::String, 6, 100, 4, 0));
+        let touched = names_of(3, 2);
+        let untouched = names_of(7, 1);
+        for name in touched.iter().chain(&untouched) {
+            set(&cache, &store, name, m1);
+        }
+        let mut first = cache.cut(1, Fold::Auto, usize::MAX);
+        assert!(first.folds.is_empty() && first.deltas.is_empty(), "nothing folds; the drain is left to do");
+        // A writer after the cut: its bucket's cut state is drained first.
+        set(&cache, &store, &touched[0], m2);
+        cache.drain(1, &mut first);
+        let want: BTreeMap<Vec<u8>, Option<Meta>> =
+            touched.iter().chain(&untouched).map(|n| (n.clone(), Some(m1))).collect();
+        assert_eq!(delta_entries(&first), want, "the state at the cut, not the later change");
+        let mut second = cache.cut(2, Fold::Auto, usize::MAX);
+        cache.drain(2, &mut second);
+        let want: BTreeMap<Vec<u8>, Option<Meta>> = [(touched[0].clone(), Some(m2))].into_iter().collect();
+        assert_eq!(delta_entries(&second), want, "the later change, in the next write-back");
     }
 }

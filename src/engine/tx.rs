@@ -177,6 +177,12 @@ pub(crate) struct ReadTx<'e> {
     /// Keys a read transaction found expired, deleted after it ends.
     expired: Vec<Vec<u8>>,
     writing: bool,
+    /// The last bucket located: (keyspace, key hash, bucket start). A
+    /// read-modify-write of one key locates its bucket once. Only this
+    /// transaction changes the bucket layout of its locked shards (a
+    /// split, in [`ReadTx::record_with`], forgets it) and a locate that
+    /// loads a bucket (and may evict others) replaces it.
+    located: Option<(u32, u32, u32)>,
 }
 
 impl<'e> ReadTx<'e> {
@@ -185,7 +191,7 @@ impl<'e> ReadTx<'e> {
         shards.sort_unstable();
         shards.dedup();
         let locks = shards.into_iter().map(|s| (s, engine.metas.lock_shard(s))).collect();
-        ReadTx { engine, ks, counts, locks, expired: Vec::new(), writing }
+        ReadTx { engine, ks, counts, locks, expired: Vec::new(), writing, located: None }
     }
 
     /// The lock of a key with hash `h`, which the transaction must have
@@ -218,7 +224,12 @@ impl<'e> ReadTx<'e> {
     /// then cached.
     fn bucket_of(&mut self, key: &[u8], h: u32) -> Result<u32> {
         let (engine, ks) = (self.engine, self.ks);
-        self.guard(key, h)?.locate(ks, h, &*engine.store).map_err(|e| match e {
+        if let Some((l_ks, l_h, start)) = self.located {
+            if (l_ks, l_h) == (ks, h) {
+                return Ok(start);
+            }
+        }
+        let start = self.guard(key, h)?.locate(ks, h, &*engine.store).map_err(|e| match e {
             // Name the key looked up; the reason names the bucket.
             Error::Corrupted { key: bucket, reason, .. } => Error::Corrupted {
                 key: String::from_utf8_lossy(key).into_owned(),
@@ -226,7 +237,9 @@ impl<'e> ReadTx<'e> {
                 reason: format!("{reason} ({bucket})"),
             },
             e => e,
-        })
+        })?;
+        self.located = Some((ks, h, start));
+        Ok(start)
     }
 
     /// The metadata of `key`, of any type; `None` if it is missing or has
@@ -384,6 +397,7 @@ impl<'e> ReadTx<'e> {
             // replaced.
             Some(m) => {
                 let start = self.bucket_of(key, h)?;
+                self.located = None;
                 self.guard(key, h)?.update(ks, start, |b| b.upsert(key, h, m)).flatten()
             }
             None => {
@@ -391,6 +405,7 @@ impl<'e> ReadTx<'e> {
                 if old.is_none() {
                     return Ok(());
                 }
+                self.located = None;
                 self.guard(key, h)?.update(ks, start, |b| b.remove(key, h));
                 old
             }

@@ -199,11 +199,13 @@ impl Engine {
             let changed = self.keyspaces.take_changed();
             let flushed = journal.iter().any(|(k, _, v)| v.is_some() && layout::parse_dead_key(k).is_some());
             let fold = if flushed { Fold::All } else { fold };
-            let metas = self.metas.capture(seq, fold, self.meta_budget());
+            let metas = self.metas.cut(seq, fold, self.meta_budget());
             (pages, metas, journal, building, self.keyspaces.catalog(), changed)
         };
+        let mut metas = metas;
+        self.metas.drain(seq, &mut metas);
         if pages.is_empty()
-            && metas.drains.is_empty()
+            && metas.deltas.is_empty()
             && metas.folds.is_empty()
             && metas.retired.is_empty()
             && journal.is_empty()
@@ -211,7 +213,6 @@ impl Engine {
         {
             return self.reclaim_step(flush_lock, RECLAIM_BUDGET).map(|_| ());
         }
-        let mut metas = metas;
         let pages = self.drop_dead_pages(pages, &journal, &building);
         let mut writes: Vec<Write> = Vec::with_capacity(
             pages.len() + metas.deltas.len() + metas.folds.len() + metas.retired.len() + journal.len() + 2,
@@ -233,7 +234,6 @@ impl Engine {
         self.dirs.apply(&stored);
         self.pages.mark_clean(&pages);
         self.metas.mark_folded(metas.folds);
-        self.metas.clear_drained(metas.drains);
         self.journal.mark_clean(&journal);
         self.reclaim_step(flush_lock, RECLAIM_BUDGET).inspect_err(|e| self.poison(e))?;
         self.balance_caches();
