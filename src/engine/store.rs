@@ -24,8 +24,10 @@ pub(crate) trait Store: Send + Sync {
     /// The value stored under `key`.
     fn get(&self, key: &[u8]) -> Result<Option<Bytes>>;
     /// Records with keys in `from ..= to`, in key order. Not a snapshot.
+    /// An error is the scan's last item.
     fn scan(&self, from: &[u8], to: &[u8]) -> Scan;
-    /// Records whose key starts with `prefix`, in key order.
+    /// Records whose key starts with `prefix`, in key order. An error is
+    /// the scan's last item.
     fn scan_prefix(&self, prefix: &[u8]) -> Scan;
     /// The record with the largest key at or before `key`.
     fn last_at_or_before(&self, key: &[u8]) -> Result<Option<(Bytes, Bytes)>>;
@@ -98,15 +100,75 @@ impl SledStore {
         let mut wait = Duration::from_millis(1);
         let deadline = Instant::now() + LOCK_WAIT;
         let db = loop {
-            match config.open() {
+            match open_sled(&config, dir)? {
                 Err(sled::Error::Io(e)) if is_lock_error(&e) && Instant::now() < deadline => {
                     std::thread::sleep(wait);
                     wait = (wait * 2).min(Duration::from_millis(50));
                 }
-                other => break other?,
+                Err(e) => return Err(open_error(dir, e)),
+                Ok(db) => break db,
             }
         };
         Ok(SledStore { db, dir: dir.to_path_buf() })
+    }
+}
+
+/// Opens sled's files with `config`; a panic inside sled becomes
+/// [`Error::Corrupted`].
+///
+/// sled 0.34 checks its own structures with assertions while recovering
+/// its log, so damaged files (a segment header copied over another, for
+/// one) make it panic instead of returning an error. Nothing of the
+/// half-built handle is used after the panic: the unwind drops it, which
+/// also releases the directory's lock. The process's panic hook still
+/// prints sled's message: replacing the hook here would race with other
+/// threads replacing or using it (a library cannot know who else does), so
+/// the binary, which owns the process, is the one that may silence it.
+fn open_sled(config: &sled::Config, dir: &Path) -> Result<sled::Result<sled::Db>> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| config.open()))
+        .map_err(|payload| damaged(dir, &format!("sled panicked while reading them: {}", panic_text(&*payload))))
+}
+
+/// The message of a panic's payload (a `&str` or a `String` for every
+/// `panic!` with a message), on one line.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    let text = match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
+        (Some(s), _) => s,
+        (_, Some(s)) => s.as_str(),
+        _ => "no message",
+    };
+    text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
+}
+
+/// The error for sled's files in `dir` being damaged beyond what sled's
+/// own recovery handles; `detail` says what sled met.
+fn damaged(dir: &Path, detail: &str) -> Error {
+    Error::Corrupted {
+        key: "<store>".into(),
+        page: None,
+        reason: format!(
+            "sled cannot open its files in {}: they are damaged ({detail}). bitsled cannot repair sled's \
+             files, and `bitsled verify` and `bitsled compact` cannot read them either: restore the \
+             directory from a backup, then check it with `bitsled verify`",
+            dir.display()
+        ),
+    }
+}
+
+/// The error for sled failing to open the store in `dir`: it names the
+/// directory, and for damaged files what to do.
+fn open_error(dir: &Path, e: sled::Error) -> Error {
+    match e {
+        sled::Error::Io(io) => {
+            Error::Io(std::io::Error::new(io.kind(), format!("opening sled's files in {}: {io}", dir.display())))
+        }
+        sled::Error::Corruption { at: Some(at), .. } => damaged(dir, &format!("sled found a damaged record at {at}")),
+        sled::Error::Corruption { at: None, .. } => damaged(dir, "sled found a damaged record"),
+        // bitsled opens every store with the same sled version and
+        // settings, so sled refusing its own settings file (`conf`) or
+        // meeting an impossible state while recovering means damage.
+        sled::Error::Unsupported(msg) | sled::Error::ReportableBug(msg) => damaged(dir, &msg),
+        other => Error::Storage(Box::new(other)),
     }
 }
 
@@ -133,8 +195,18 @@ fn remove_unfinished_snapshots(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A scan over sled's iterator that ends after its first error: sled
+/// 0.34's iterator retries the record it failed to read on every call, so
+/// a damaged node would otherwise yield the same error forever.
 fn scan_of(iter: sled::Iter) -> Scan {
-    Box::new(iter.map(|r| r.map_err(Error::from)))
+    let mut iter = Some(iter);
+    Box::new(std::iter::from_fn(move || {
+        let r = iter.as_mut()?.next()?;
+        if r.is_err() {
+            iter = None;
+        }
+        Some(r.map_err(Error::from))
+    }))
 }
 
 impl Store for SledStore {
@@ -211,6 +283,68 @@ mod tests {
         let b = s.next_id().unwrap();
         assert!(b > a);
         s.sync().unwrap();
+    }
+
+    /// A store with one record, closed.
+    fn closed_store(dir: &Path) {
+        let s = SledStore::open(dir, 1 << 20).unwrap();
+        s.apply(vec![(vec![1], Some(vec![1; 100]))]).unwrap();
+        s.sync().unwrap();
+    }
+
+    /// Whether `e` is the damaged-files error for `dir`: `Corrupted`,
+    /// naming the directory and a way out.
+    fn is_damage_report(e: &Error, dir: &Path) -> bool {
+        matches!(e, Error::Corrupted { key, page: None, reason }
+            if key == "<store>" && reason.contains(&dir.display().to_string()) && reason.contains("backup"))
+    }
+
+    /// A damaged `conf` (sled's settings file) is reported as damage of
+    /// the named directory, whether sled finds it unreadable or its
+    /// checksum wrong.
+    #[test]
+    fn damaged_settings_file_is_a_clear_error() {
+        for at in [0, 20] {
+            let dir = tempfile::tempdir().unwrap();
+            closed_store(dir.path());
+            let conf = dir.path().join("conf");
+            let mut bytes = fs::read(&conf).unwrap();
+            bytes[at] ^= 0xff;
+            fs::write(&conf, &bytes).unwrap();
+            let e = SledStore::open(dir.path(), 1 << 20).err().unwrap();
+            assert!(is_damage_report(&e, dir.path()), "byte {at}: {e}");
+        }
+    }
+
+    /// A snapshot file whose checksum fails is reported the same way.
+    #[test]
+    fn damaged_snapshot_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        closed_store(dir.path());
+        // sled writes a snapshot while recovering a log that has grown.
+        closed_store(dir.path());
+        let snap = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("snap.")))
+            .unwrap();
+        let mut bytes = fs::read(&snap).unwrap();
+        bytes[0] ^= 0xff;
+        fs::write(&snap, &bytes).unwrap();
+        let e = SledStore::open(dir.path(), 1 << 20).err().unwrap();
+        assert!(is_damage_report(&e, dir.path()), "{e}");
+    }
+
+    /// A directory another handle holds is refused with an I/O error of
+    /// the lock's kind that names the directory.
+    #[test]
+    fn locked_directory_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let _held = SledStore::open(dir.path(), 1 << 20).unwrap();
+        match SledStore::open(dir.path(), 1 << 20) {
+            Err(Error::Io(e)) => assert!(e.to_string().contains(&dir.path().display().to_string()), "{e}"),
+            other => panic!("{:?}", other.map(|_| "opened")),
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@ use super::bucket::Bucket;
 use super::layout;
 use super::metas::bucket_end;
 use super::record::{self, Catalog, DbRecord, Kind};
-use super::stored::{Held, ScanError, StoredPages};
+use super::stored::{Held, ScanError, StoredPage, StoredPages};
 use super::Engine;
 use crate::error::{Error, Result};
 use crate::geometry::{page_bit, PAGE_BITS};
@@ -72,6 +72,99 @@ struct Tally {
     ones: u64,
     /// A Bloom filter's header page was found (and checked).
     header_seen: bool,
+    /// The store failed to read the key's pages, so `ones` and
+    /// `header_seen` are incomplete.
+    unreadable: bool,
+}
+
+/// The check of stored pages against the keys that own them, fed page by
+/// page in (bitmap id, page) order.
+struct PageCheck {
+    /// The paged keys, by bitmap id.
+    by_id: HashMap<u64, Tally>,
+    /// Bitmap ids whose pages are garbage waiting for reclamation.
+    reclaimable: HashSet<u64>,
+    /// Pages of bitmap ids that no key owns, by id.
+    unowned: BTreeMap<u64, u64>,
+    /// The position of the last page seen: to find a page stored twice,
+    /// and where to go on from when the scan of all pages stops.
+    last: Option<(u64, u64)>,
+    /// Group records already reported as damaged, by bitmap id and first
+    /// page: a key's pages read again after the scan of all pages stopped
+    /// must not report them twice.
+    failed_groups: HashSet<(u64, u64)>,
+}
+
+impl PageCheck {
+    /// Checks one stored page.
+    ///
+    /// # Errors
+    /// A failure other than the page not decoding.
+    fn page(&mut self, report: &mut VerifyReport, stored: StoredPage) -> Result<()> {
+        report.pages += 1;
+        let (id, page) = (stored.id, stored.page);
+        let twice = self.last == Some((id, page));
+        self.last = Some((id, page));
+        let Some(tally) = self.by_id.get_mut(&id) else {
+            if !self.reclaimable.contains(&id) {
+                *self.unowned.entry(id).or_insert(0u64) += 1;
+            }
+            return Ok(());
+        };
+        if twice {
+            report.problems.push(problem(
+                Some(&tally.name),
+                Some(page),
+                "stored twice: as a page record and in its group's record".into(),
+            ));
+            return Ok(());
+        }
+        tally.header_seen |= page == crate::bloom::HEADER_PAGE;
+        let grouped = matches!(stored.held, Held::Page(_));
+        match stored.held.into_page(Some(&tally.name), id, page) {
+            Ok(p) => {
+                if fits_group(&p.encode()) != grouped {
+                    report.misplaced_pages += 1;
+                }
+                check_page(report, tally, page, &p);
+            }
+            Err(Error::Corrupted { reason, .. }) => {
+                report.problems.push(problem(Some(&tally.name), Some(page), reason));
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// Reports a record the scan could not turn into pages: a group that
+    /// does not decode (once), or a malformed key. Not for store errors.
+    fn scan_error(&mut self, report: &mut VerifyReport, e: ScanError) {
+        match e {
+            ScanError::Group { id, page, error } => {
+                if !self.failed_groups.insert((id, page)) {
+                    return;
+                }
+                let name = self.by_id.get(&id).map(|t| t.name.clone());
+                let reason = match &name {
+                    Some(_) => error.to_string(),
+                    None => format!("bitmap id {id}: {error}"),
+                };
+                report.problems.push(problem(name.as_deref(), Some(page), reason));
+            }
+            other => report.problems.push(problem(None, None, other.into_error(None).to_string())),
+        }
+    }
+
+    /// Reports that the store failed reading the pages of bitmap `id`.
+    fn unreadable(&mut self, report: &mut VerifyReport, id: u64, e: &Error) {
+        match self.by_id.get_mut(&id) {
+            Some(tally) => {
+                tally.unreadable = true;
+                report.problems.push(problem(Some(&tally.name), None, format!("its pages cannot be read: {e}")));
+            }
+            None => report.problems.push(problem(None, None, format!("pages of bitmap id {id} cannot be read: {e}"))),
+        }
+    }
 }
 
 fn problem(key: Option<&[u8]>, page: Option<u64>, reason: String) -> Problem {
@@ -104,10 +197,16 @@ impl Engine {
         // Whether a metadata record (a bucket or a delta) is damaged or out
         // of place: pages that belong to no key may then be a damaged key's.
         let mut metadata_damaged = false;
+        // A store error here ends the check: the markers decide which
+        // buckets and pages are garbage, and guessing would report live
+        // keys or garbage falsely.
         let dead: HashSet<u32> = self
             .store
             .scan_prefix(&[layout::NS_DEAD])
-            .filter_map(|r| r.ok().and_then(|(k, _)| layout::parse_dead_key(&k)))
+            .map(|r| r.map(|(k, _)| layout::parse_dead_key(&k)))
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
             .collect();
         // The fold above wrote every bucket whole and retired every delta
         // record: one left would hold changes no bucket has.
@@ -195,6 +294,7 @@ impl Engine {
                     meta_ones: meta.ones,
                     ones: 0,
                     header_seen: false,
+                    unreadable: false,
                 };
                 if let Some(other) = by_id.insert(id, tally) {
                     report.problems.push(problem(
@@ -224,60 +324,62 @@ impl Engine {
         reclaimable.extend(
             self.store
                 .scan_prefix(&[layout::NS_RECLAIM])
-                .filter_map(|r| r.ok().and_then(|(k, _)| layout::parse_reclaim_key(&k))),
+                .map(|r| r.map(|(k, _)| layout::parse_reclaim_key(&k)))
+                .collect::<Result<Vec<_>>>()?
+                .into_iter()
+                .flatten(),
         );
-        let mut unowned: BTreeMap<u64, u64> = BTreeMap::new();
-        let mut last: Option<(u64, u64)> = None;
+        let mut pages =
+            PageCheck { by_id, reclaimable, unowned: BTreeMap::new(), last: None, failed_groups: HashSet::new() };
+        let mut stopped = None;
         for r in StoredPages::all(&*self.store) {
-            let stored = match r {
-                Ok(stored) => stored,
-                Err(ScanError::Group { id, page, error }) => {
-                    let name = by_id.get(&id).map(|t| t.name.clone());
-                    let reason = match &name {
-                        Some(_) => error.to_string(),
-                        None => format!("bitmap id {id}: {error}"),
-                    };
-                    report.problems.push(problem(name.as_deref(), Some(page), reason));
-                    continue;
+            match r {
+                Ok(stored) => pages.page(&mut report, stored)?,
+                Err(ScanError::Store(e)) => {
+                    stopped = Some(e);
+                    break;
                 }
-                Err(e) => {
-                    report.problems.push(problem(None, None, e.into_error(None).to_string()));
-                    continue;
-                }
-            };
-            report.pages += 1;
-            let (id, page) = (stored.id, stored.page);
-            let twice = last == Some((id, page));
-            last = Some((id, page));
-            let Some(tally) = by_id.get_mut(&id) else {
-                if !reclaimable.contains(&id) {
-                    *unowned.entry(id).or_insert(0u64) += 1;
-                }
-                continue;
-            };
-            if twice {
-                report.problems.push(problem(
-                    Some(&tally.name),
-                    Some(page),
-                    "stored twice: as a page record and in its group's record".into(),
-                ));
-                continue;
-            }
-            tally.header_seen |= page == crate::bloom::HEADER_PAGE;
-            let grouped = matches!(stored.held, Held::Page(_));
-            match stored.held.into_page(Some(&tally.name), id, page) {
-                Ok(p) => {
-                    if fits_group(&p.encode()) != grouped {
-                        report.misplaced_pages += 1;
-                    }
-                    check_page(&mut report, tally, page, &p);
-                }
-                Err(Error::Corrupted { reason, .. }) => {
-                    report.problems.push(problem(Some(&tally.name), Some(page), reason))
-                }
-                Err(e) => return Err(e),
+                Err(e) => pages.scan_error(&mut report, e),
             }
         }
+        if let Some(e) = stopped {
+            // The store could not be read past some record, and a scan ends
+            // at its first error. Counting on would blame every key whose
+            // pages lie beyond it for pages never read: each remaining key's
+            // pages are read on their own instead, so only the keys whose
+            // own pages cannot be read are reported.
+            report.problems.push(problem(
+                None,
+                None,
+                format!(
+                    "the scan of all pages stopped ({e}); the keys after it were checked one by one, and \
+                     pages of no key after it were not looked for"
+                ),
+            ));
+            let mut ids: Vec<u64> = pages.by_id.keys().copied().collect();
+            ids.sort_unstable();
+            let resume = pages.last;
+            for id in ids.into_iter().filter(|&id| resume.is_none_or(|(at, _)| id >= at)) {
+                let from = match resume {
+                    Some((at, page)) if at == id => match page.checked_add(1) {
+                        Some(next) => next,
+                        None => continue,
+                    },
+                    _ => 0,
+                };
+                for r in StoredPages::of_bitmap(&*self.store, id, from, u64::MAX) {
+                    match r {
+                        Ok(stored) => pages.page(&mut report, stored)?,
+                        Err(ScanError::Store(e)) => {
+                            pages.unreadable(&mut report, id, &e);
+                            break;
+                        }
+                        Err(e) => pages.scan_error(&mut report, e),
+                    }
+                }
+            }
+        }
+        let PageCheck { by_id, unowned, .. } = pages;
         // A problem naming a key is a key whose metadata or pages are
         // damaged, too.
         metadata_damaged |= report.problems.iter().any(|p| p.key.is_some());
@@ -287,7 +389,8 @@ impl Engine {
         }
         let mut tallies: Vec<&Tally> = by_id.values().collect();
         tallies.sort_by(|a, b| a.name.cmp(&b.name));
-        for t in tallies {
+        // A key whose pages could not be read is reported once, above.
+        for t in tallies.into_iter().filter(|t| !t.unreadable) {
             if t.kind == Kind::Bloom && !t.header_seen {
                 report.problems.push(problem(
                     Some(&t.name),
@@ -331,5 +434,140 @@ fn check_page(report: &mut VerifyReport, tally: &mut Tally, page: u64, p: &Page)
             Some(page),
             format!("{beyond} bits set past the key's length of {} bytes", tally.len),
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::super::store::{Bytes, Scan, SledStore, Store, Write};
+    use super::*;
+    use crate::{Config, Db};
+
+    /// A sled store whose records of one bitmap id cannot be read, as when
+    /// sled's node holding them is damaged: reading one fails, and a scan
+    /// that reaches one yields the error as its last item.
+    struct Unreadable {
+        inner: SledStore,
+        id: u64,
+    }
+
+    /// Whether `key` is a page or group record of bitmap `id`.
+    fn of_id(key: &[u8], id: u64) -> bool {
+        let at = layout::parse_page_key(key).or_else(|| layout::parse_group_key(key));
+        at.is_some_and(|(i, _)| i == id)
+    }
+
+    impl Unreadable {
+        fn hit(&self, key: &[u8]) -> bool {
+            of_id(key, self.id)
+        }
+
+        fn error() -> Error {
+            Error::Corrupted { key: "<sled log>".into(), page: None, reason: "unreadable node".into() }
+        }
+
+        fn cut(&self, scan: Scan) -> Scan {
+            let id = self.id;
+            let mut scan = Some(scan);
+            Box::new(std::iter::from_fn(move || {
+                let r = scan.as_mut()?.next()?;
+                if r.as_ref().map_or(true, |(k, _)| of_id(k, id)) {
+                    scan = None;
+                    return Some(Err(Unreadable::error()));
+                }
+                Some(r)
+            }))
+        }
+    }
+
+    impl Store for Unreadable {
+        fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+            if self.hit(key) {
+                return Err(Unreadable::error());
+            }
+            self.inner.get(key)
+        }
+        fn scan(&self, from: &[u8], to: &[u8]) -> Scan {
+            self.cut(self.inner.scan(from, to))
+        }
+        fn scan_prefix(&self, prefix: &[u8]) -> Scan {
+            self.cut(self.inner.scan_prefix(prefix))
+        }
+        fn last_at_or_before(&self, key: &[u8]) -> Result<Option<(Bytes, Bytes)>> {
+            match self.inner.last_at_or_before(key)? {
+                Some((k, _)) if self.hit(&k) => Err(Unreadable::error()),
+                other => Ok(other),
+            }
+        }
+        fn apply(&self, writes: Vec<Write>) -> Result<()> {
+            self.inner.apply(writes)
+        }
+        fn next_id(&self) -> Result<u64> {
+            self.inner.next_id()
+        }
+        fn sync(&self) -> Result<()> {
+            self.inner.sync()
+        }
+        fn size_on_disk(&self) -> Result<u64> {
+            self.inner.size_on_disk()
+        }
+        fn is_empty(&self) -> bool {
+            self.inner.is_empty()
+        }
+    }
+
+    fn config(dir: &Path) -> Config {
+        Config::new(dir).flush_interval(None)
+    }
+
+    /// Invariant: when the store cannot read some records, `verify`
+    /// finishes, and the keys it names are exactly the keys that cannot be
+    /// read: the keys whose pages lie after the unreadable records in
+    /// store order are checked, not blamed for pages the scan never
+    /// reached; a damaged group met before the read error is reported
+    /// once.
+    #[test]
+    fn unreadable_records_blame_only_their_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let names: Vec<Vec<u8>> = (0..10).map(|i| format!("k{i}").into_bytes()).collect();
+        {
+            let db = Db::open_with(config(dir.path())).unwrap();
+            for (i, name) in (0u64..).zip(&names) {
+                // Small pages only (group records): pages 0..=2 in group
+                // 0, page 64 in group 1.
+                let offsets: Vec<u64> = (0..4).map(|p| [0, 1, 2, 64][p] * PAGE_BITS + i * 7 + 3).collect();
+                db.set_bits(name, &offsets, true).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        // The bitmap ids in store order; damage the last group of the
+        // fourth, and make the fifth unreadable.
+        let store = SledStore::open(dir.path(), 1 << 20).unwrap();
+        let mut ids: Vec<u64> =
+            store.scan_prefix(&[layout::NS_GROUP]).map(|r| layout::parse_group_key(&r.unwrap().0).unwrap().0).collect();
+        ids.dedup();
+        assert_eq!(ids.len(), names.len());
+        let (damaged, unreadable) = (ids[3], ids[4]);
+        let key = layout::group_key(damaged, 1);
+        let mut bytes = store.get(&key).unwrap().unwrap().to_vec();
+        bytes[2] ^= 0x40;
+        store.apply(vec![(key.to_vec(), Some(bytes))]).unwrap();
+        store.sync().unwrap();
+
+        let engine =
+            super::super::Engine::open_on(config(dir.path()), Box::new(Unreadable { inner: store, id: unreadable }))
+                .unwrap();
+        let db = Db { engine, index: 0 };
+        let report = db.verify().unwrap();
+        let failing: HashSet<&[u8]> = names.iter().filter(|n| db.get(n).is_err()).map(Vec::as_slice).collect();
+        let named: HashSet<&[u8]> = report.problems.iter().filter_map(|p| p.key.as_deref()).collect();
+        assert_eq!(failing.len(), 2, "{report:#?}");
+        assert_eq!(named, failing, "{report:#?}");
+        let group_reports = report.problems.iter().filter(|p| p.page == Some(64)).count();
+        assert_eq!(group_reports, 1, "{report:#?}");
+        assert!(report.problems.iter().any(|p| p.key.is_none() && p.reason.contains("stopped")), "{report:#?}");
+        assert_eq!(report.keys, 10);
     }
 }

@@ -32,6 +32,7 @@ mod serve;
 mod stats;
 mod verify;
 
+use std::cell::{Cell, RefCell};
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -140,9 +141,42 @@ enum Command {
     Redis(Vec<OsString>),
 }
 
-fn main() -> Result<()> {
-    let cli = Cli::parse();
-    let code = match cli.command {
+fn main() {
+    // Before any thread exists, so no other thread sees the hook change.
+    install_panic_hook();
+    let code = run(Cli::parse()).unwrap_or_else(|e| {
+        print_error(&e);
+        1
+    });
+    std::process::exit(code);
+}
+
+/// Prints `e` and its causes to stderr, in anyhow's layout but never with
+/// a backtrace: an error here is a condition to act on (a damaged store, a
+/// missing file), not a bug to debug.
+fn print_error(e: &anyhow::Error) {
+    let mut text = format!("Error: {e}");
+    let mut last = e.to_string();
+    let mut causes = 0;
+    for cause in e.chain().skip(1) {
+        // Some errors repeat their source's message as their own.
+        let shown = cause.to_string();
+        if shown == last {
+            continue;
+        }
+        if causes == 0 {
+            text.push_str("\n\nCaused by:");
+        }
+        causes += 1;
+        text.push_str(&format!("\n    {shown}"));
+        last = shown;
+    }
+    eprintln!("{text}");
+}
+
+/// Runs the command `cli` asks for; the process's exit status.
+fn run(cli: Cli) -> Result<i32> {
+    Ok(match cli.command {
         Some(Command::Redis(args)) => {
             let db = open(&cli.db)?.select(cli.select)?;
             let args: Vec<Vec<u8>> = args.into_iter().map(OsString::into_encoded_bytes).collect();
@@ -193,8 +227,7 @@ fn main() -> Result<()> {
             serve::serve(&cli.db, args)?;
             0
         }
-    };
-    std::process::exit(code);
+    })
 }
 
 /// The Roaring serialization `--bits64` asks for.
@@ -207,7 +240,51 @@ fn roaring_format(bits64: bool) -> bitsled::RoaringFormat {
 }
 
 fn open(dir: &std::path::Path) -> Result<Db> {
-    Config::new(dir).open().with_context(|| format!("opening the database in {}", dir.display()))
+    opening(|| Config::new(dir).open()).with_context(|| format!("opening the database in {}", dir.display()))
+}
+
+thread_local! {
+    /// Set while this thread opens a database.
+    static OPENING: Cell<bool> = const { Cell::new(false) };
+    /// The last panic message the hook held back while [`OPENING`] was set.
+    static HELD_BACK: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Makes the panic hook hold back the messages of panics of a thread that
+/// is opening a database, and prints every other as before.
+///
+/// sled 0.34 panics on some damaged files; the library catches that panic
+/// and returns an error that says what happened and what to do, which
+/// `main` prints. The default hook's message and backtrace note would only
+/// add noise before it.
+fn install_panic_hook() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if OPENING.with(Cell::get) {
+            HELD_BACK.with(|h| *h.borrow_mut() = Some(info.to_string()));
+        } else {
+            default(info);
+        }
+    }));
+}
+
+/// Runs `f`, an open of a database, with the panic hook holding back panic
+/// messages of this thread. A panic that escapes `f` (so not caught and
+/// reported by the library) still has its message printed.
+fn opening<T>(f: impl FnOnce() -> T) -> T {
+    struct Opening;
+    impl Drop for Opening {
+        fn drop(&mut self) {
+            OPENING.with(|o| o.set(false));
+            let held = HELD_BACK.with(|h| h.borrow_mut().take());
+            if let (true, Some(message)) = (std::thread::panicking(), held) {
+                eprintln!("{message}");
+            }
+        }
+    }
+    OPENING.with(|o| o.set(true));
+    let _opening = Opening;
+    f()
 }
 
 fn style(template: &str) -> ProgressStyle {

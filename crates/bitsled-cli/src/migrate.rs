@@ -97,6 +97,8 @@ impl State {
         dir.join(STATE_FILE)
     }
 
+    /// The state file of `dir`, if there is one. A file an older version
+    /// wrote with the source's password in it is rewritten without it.
     fn load(dir: &Path) -> Result<Option<State>> {
         let text = match std::fs::read_to_string(Self::path(dir)) {
             Ok(t) => t,
@@ -104,16 +106,25 @@ impl State {
             Err(e) => return Err(e).context("reading the migrate state file"),
         };
         let mut st = State::default();
+        let mut had_password = false;
         for line in text.lines() {
             let mut w = line.split(' ');
             match (w.next(), w.next(), w.next()) {
                 // An older version stored the URL as given, password and all.
-                (Some("source"), Some(url), None) => st.source = redact_url(url),
+                (Some("source"), Some(url), None) => {
+                    st.source = redact_url(url);
+                    had_password |= st.source != url;
+                }
                 (Some("done"), Some(db), None) => st.done.push(db.parse()?),
                 (Some("at"), Some(db), Some(cursor)) => st.current = Some((db.parse()?, cursor.parse()?)),
                 // The line is not shown: it may be a password.
                 _ => bail!("bad line in {}", STATE_FILE),
             }
+        }
+        if had_password {
+            // Rewritten at once (owner-only, without the password), so the
+            // password does not stay on disk until the next batch.
+            st.save(dir)?;
         }
         Ok(Some(st))
     }
@@ -560,13 +571,23 @@ mod tests {
         assert!(!redact_url("redis://:hunter2@h:notaport").contains("hunter2"));
     }
 
-    /// An older state file's password is dropped on load.
+    /// An older state file's password is dropped on load, from the state
+    /// and from the file, which is rewritten owner-only.
     #[test]
     fn old_state_files_lose_their_passwords() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(STATE_FILE), "source redis://:hunter2@h:1\ndone 0\n").unwrap();
         let st = State::load(dir.path()).unwrap().unwrap();
         assert_eq!(st.source, "redis://h:1");
+        let text = std::fs::read_to_string(dir.path().join(STATE_FILE)).unwrap();
+        assert_eq!(text, "source redis://h:1\ndone 0\n");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join(STATE_FILE)).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        }
+        assert_eq!(State::load(dir.path()).unwrap(), Some(st));
         std::fs::write(dir.path().join(STATE_FILE), "hunter2\n").unwrap();
         let err = format!("{:#}", State::load(dir.path()).unwrap_err());
         assert!(!err.contains("hunter2"), "{err}");

@@ -199,7 +199,8 @@ pub(crate) fn serve(dir: &PathBuf, args: ServeArgs) -> Result<()> {
         }
         db_config = with_budget(db_config, bytes);
     }
-    let db = db_config.open().with_context(|| format!("opening the database in {}", dir.display()))?;
+    let db =
+        crate::opening(|| db_config.open()).with_context(|| format!("opening the database in {}", dir.display()))?;
     let server = Server::bind(db, config).context("starting the server")?;
     let stop = server.shutdown_handle();
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).context("installing signal handlers")?;

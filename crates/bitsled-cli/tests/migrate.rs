@@ -211,3 +211,41 @@ fn migrate_keeps_the_source_password_secret() {
     let db = bitsled::Config::new(dir.path()).open().unwrap();
     assert_eq!(db.dbsize().unwrap(), 50);
 }
+
+/// A source that cannot be reached: whether the password comes in the URL
+/// (plain or percent-encoded), from `BITSLED_MIGRATE_PASSWORD` or from
+/// `--password-file`, the connection error names the source without the
+/// password, the run fails, and no state file is left (nothing was
+/// copied). Needs no `redis-server`: the port is one nothing listens on.
+#[test]
+fn unreachable_source_errors_never_show_the_password() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let pw = "s3cret-Pass";
+    let dir = tempfile::tempdir().unwrap();
+    let pw_file = dir.path().join("pw");
+    std::fs::write(&pw_file, format!("{pw}\n")).unwrap();
+    let bare = format!("redis://127.0.0.1:{port}");
+    let file_arg = pw_file.display().to_string();
+    let env = [("BITSLED_MIGRATE_PASSWORD", pw)];
+    // (--from, further arguments, environment)
+    let runs = [
+        (format!("redis://:{pw}@127.0.0.1:{port}"), &[][..], &[][..]),
+        (format!("redis://me:s3cret%2DPass@127.0.0.1:{port}"), &[], &[]),
+        (bare.clone(), &[], &env[..]),
+        (bare.clone(), &["--password-file", file_arg.as_str()][..], &[]),
+    ];
+    for (from, extra, env) in runs {
+        let mut args = vec!["migrate", "--from", from.as_str()];
+        args.extend_from_slice(extra);
+        let (code, out) = bitsled_env(dir.path(), &args, env);
+        assert_ne!(code, 0, "{from}: {out}");
+        assert!(out.contains("connecting to redis://"), "{from}: the error names the source: {out}");
+        assert!(out.contains(&format!("127.0.0.1:{port}")), "{from}: {out}");
+        assert!(!out.contains(pw) && !out.contains("s3cret"), "{from}: {out}");
+        assert!(!dir.path().join("migrate.state").exists(), "{from}");
+        assert!(!dir.path().join("migrate.state.tmp").exists(), "{from}");
+    }
+}
