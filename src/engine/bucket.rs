@@ -54,7 +54,13 @@ const TAG_EXPIRY: u8 = 0b1000;
 /// An upper bound of the bytes an entry of a `name_len`-byte name with
 /// `meta` takes in a record (prefix compression only saves).
 pub(crate) fn record_bytes(name_len: usize, meta: &Meta) -> usize {
-    name_len + meta.inline_value().len() + 32
+    entry_bound(name_len, meta.inline_value().len())
+}
+
+/// [`record_bytes`] of a `name_len`-byte name whose inline value has
+/// `inline_len` bytes (0 for a paged value).
+fn entry_bound(name_len: usize, inline_len: usize) -> usize {
+    name_len + inline_len + 32
 }
 
 /// [`record_bytes`] of an entry in record form: a `name_len`-byte name,
@@ -67,7 +73,7 @@ fn raw_record_bytes(name_len: usize, entry: &[u8]) -> usize {
         }
         _ => 0,
     };
-    name_len + inline.min(super::record::INLINE_BYTES) + 32
+    entry_bound(name_len, inline.min(super::record::INLINE_BYTES))
 }
 
 /// An arena offset as stored: a bucket's arena stays far below 4 GiB (a

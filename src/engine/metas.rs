@@ -128,12 +128,18 @@ pub(crate) struct MetaShard {
     /// [`MetaCache::cut`]).
     draining: Option<DeltaWriter>,
     /// As the last drain found them: record bytes of the pinned buckets,
-    /// their bytes in memory (as [`slot_bytes`] counts them), and whether
-    /// the delta records have reached the buckets' size, so the next
-    /// write-back folds the shard.
+    /// and their bytes in memory (as [`slot_bytes`] counts them).
     unfolded_bytes: usize,
     pinned_memory: usize,
-    fold_due: bool,
+}
+
+impl MetaShard {
+    /// Whether the delta records have reached the size of the unfolded
+    /// buckets (as the last drain counted them), so the shard is due to
+    /// fold.
+    fn fold_due(&self) -> bool {
+        self.delta_bytes >= FOLD_FLOOR.max(self.unfolded_bytes)
+    }
 }
 
 /// Which shards a write-back folds.
@@ -259,7 +265,7 @@ impl MetaCache {
             let folds = match fold {
                 Fold::All => true,
                 Fold::Shard(s) => s == i,
-                Fold::Auto => pressured.contains(&i) || (folded < FOLD_BATCH && shard.fold_due),
+                Fold::Auto => pressured.contains(&i) || (folded < FOLD_BATCH && shard.fold_due()),
             };
             if !folds {
                 shard.draining = Some(DeltaWriter::default());
@@ -279,7 +285,7 @@ impl MetaCache {
             }
             out.retired.extend(shard.deltas.drain(..).map(|k| k.to_vec()));
             shard.delta_bytes = 0;
-            (shard.unfolded_bytes, shard.pinned_memory, shard.fold_due) = (0, 0, false);
+            (shard.unfolded_bytes, shard.pinned_memory) = (0, 0);
         }
         out
     }
@@ -314,7 +320,6 @@ impl MetaCache {
             }
             shard.unfolded_bytes = unfolded;
             shard.pinned_memory = memory;
-            shard.fold_due = shard.delta_bytes >= FOLD_FLOOR.max(unfolded);
         }
     }
 

@@ -292,6 +292,13 @@ mod tests {
         s.sync().unwrap();
     }
 
+    /// Inverts byte `at` of the file at `path`.
+    fn flip_byte(path: &Path, at: usize) {
+        let mut bytes = fs::read(path).unwrap();
+        bytes[at] ^= 0xff;
+        fs::write(path, &bytes).unwrap();
+    }
+
     /// Whether `e` is the damaged-files error for `dir`: `Corrupted`,
     /// naming the directory and a way out.
     fn is_damage_report(e: &Error, dir: &Path) -> bool {
@@ -307,10 +314,7 @@ mod tests {
         for at in [0, 20] {
             let dir = tempfile::tempdir().unwrap();
             closed_store(dir.path());
-            let conf = dir.path().join("conf");
-            let mut bytes = fs::read(&conf).unwrap();
-            bytes[at] ^= 0xff;
-            fs::write(&conf, &bytes).unwrap();
+            flip_byte(&dir.path().join("conf"), at);
             let e = SledStore::open(dir.path(), 1 << 20).err().unwrap();
             assert!(is_damage_report(&e, dir.path()), "byte {at}: {e}");
         }
@@ -328,9 +332,7 @@ mod tests {
             .map(|e| e.unwrap().path())
             .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("snap.")))
             .unwrap();
-        let mut bytes = fs::read(&snap).unwrap();
-        bytes[0] ^= 0xff;
-        fs::write(&snap, &bytes).unwrap();
+        flip_byte(&snap, 0);
         let e = SledStore::open(dir.path(), 1 << 20).err().unwrap();
         assert!(is_damage_report(&e, dir.path()), "{e}");
     }
