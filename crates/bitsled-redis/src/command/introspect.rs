@@ -3,11 +3,10 @@
 //!
 //! An entry is Redis 7's ten-element array: name, arity, flags, first key,
 //! last key, key step, ACL categories, tips, key specs and subcommands,
-//! all from [`super::table`]. `COMMAND DOCS` replies with an empty array.
+//! all from the command table (given as [`super::spec::Commands`]). `COMMAND DOCS` replies with an empty array.
 
 use super::session::Session;
-use super::spec::{Begin, Find, KeySpec, Spec};
-use super::table::{lookup, COMMANDS};
+use super::spec::{Begin, Commands, Find, KeySpec, Spec};
 use super::{CmdResult, Fail, Reply};
 
 fn statuses(list: impl IntoIterator<Item = &'static str>) -> Reply {
@@ -73,38 +72,38 @@ pub(crate) fn entry(spec: &Spec) -> Reply {
 }
 
 /// `COMMAND`: every command's entry.
-pub(crate) fn all(_s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
-    Ok(Reply::Array(COMMANDS.iter().map(entry).collect()))
+pub(crate) fn all(_s: &mut Session, _a: &[Vec<u8>], c: &dyn Commands) -> CmdResult {
+    Ok(Reply::Array(c.all().iter().map(entry).collect()))
 }
 
 /// `COMMAND COUNT`.
-pub(crate) fn count(_s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
-    Ok(Reply::Integer(i64::try_from(COMMANDS.len()).unwrap_or(i64::MAX)))
+pub(crate) fn count(_s: &mut Session, _a: &[Vec<u8>], c: &dyn Commands) -> CmdResult {
+    Ok(Reply::Integer(i64::try_from(c.all().len()).unwrap_or(i64::MAX)))
 }
 
 /// `COMMAND LIST`: every command's name. Redis's `FILTERBY` is not
 /// supported (a syntax error).
-pub(crate) fn list(_s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
+pub(crate) fn list(_s: &mut Session, a: &[Vec<u8>], c: &dyn Commands) -> CmdResult {
     if a.len() > 2 {
         return Err(Fail::new(super::args::ERR_SYNTAX));
     }
-    Ok(Reply::Array(COMMANDS.iter().map(|s| Reply::bulk(s.name)).collect()))
+    Ok(Reply::Array(c.all().iter().map(|s| Reply::bulk(s.name)).collect()))
 }
 
 /// `COMMAND INFO [name...]`: the entries of the named commands (all without
 /// names; `container|sub` names a subcommand), nil for unknown ones.
-pub(crate) fn info(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
+pub(crate) fn info(s: &mut Session, a: &[Vec<u8>], c: &dyn Commands) -> CmdResult {
     if a.len() == 2 {
-        return all(s, a);
+        return all(s, a, c);
     }
-    Ok(Reply::Array(a[2..].iter().map(|n| find(n).map_or(Reply::Bulk(None), entry)).collect()))
+    Ok(Reply::Array(a[2..].iter().map(|n| find(c, n).map_or(Reply::Bulk(None), entry)).collect()))
 }
 
 /// The command or subcommand (`container|sub`) named `name`, in any case.
-fn find(name: &[u8]) -> Option<&'static Spec> {
-    match name.iter().position(|&c| c == b'|') {
-        None => lookup(name),
-        Some(i) => lookup(&name[..i])?.subcommand(&name[i + 1..]),
+fn find(c: &dyn Commands, name: &[u8]) -> Option<&'static Spec> {
+    match name.iter().position(|&b| b == b'|') {
+        None => c.lookup(name),
+        Some(i) => c.lookup(&name[..i])?.subcommand(&name[i + 1..]),
     }
 }
 
@@ -137,6 +136,7 @@ pub(crate) fn help(_s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::super::execute;
+    use super::super::table::{lookup, COMMANDS};
     use super::*;
     use bitsled::Db;
 

@@ -31,6 +31,7 @@ mod bitfield;
 mod bitmaps;
 mod bloom;
 mod connection;
+mod dispatch;
 mod dump;
 mod expiry;
 mod hll;
@@ -216,7 +217,7 @@ pub(crate) fn secret_args(args: &[Vec<u8>]) -> Vec<usize> {
     if args.is_empty() {
         return Vec::new();
     }
-    session::resolve(args).map_or_else(|_| Vec::new(), |spec| spec.secret_args(args))
+    dispatch::resolve(args).map_or_else(|_| Vec::new(), |spec| spec.secret_args(args))
 }
 
 /// Redis's arity error for command `name` (lowercase; `container|sub` for a

@@ -1,18 +1,15 @@
 //! A client's session: the connection state commands read and change (the
 //! selected database, authentication, the protocol version, the name, a
-//! transaction being queued), and the one dispatch every command goes
-//! through, in Redis 7's order of checks: the command exists, its arity,
-//! authentication, then queueing inside MULTI or running it.
+//! transaction being queued, the counters not yet handed to the server).
+//! Running a command on it is `super::dispatch`'s.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use bitsled::Db;
 
 use super::host::Host;
-use super::spec::{Flags, Handler, Spec};
-use super::{table, unknown_command, unknown_subcommand, wrong_arity, Fail, Reply};
+use super::Reply;
 
 /// The reply protocol a session speaks (HELLO changes it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,34 +118,9 @@ impl Session {
         std::mem::take(&mut self.wrote)
     }
 
-    /// Runs one command (`args[0]` is its name, in any case) and returns
-    /// its reply, errors included; never panics on any input.
-    pub fn execute(&mut self, args: &[Vec<u8>]) -> Reply {
-        if args.is_empty() {
-            return Reply::error("ERR empty command");
-        }
-        let spec = match resolve(args) {
-            Ok(spec) => spec,
-            Err(Fail(text)) => return self.refuse(text),
-        };
-        if !self.authed && !spec.flags.contains(Flags::NO_AUTH) {
-            return self.refuse(NOAUTH);
-        }
-        if self.multi.is_some() && !spec.flags.contains(Flags::NOT_QUEUED) {
-            if spec.flags.contains(Flags::NO_MULTI) {
-                return self.refuse("ERR Command not allowed inside a transaction");
-            }
-            if let Some(m) = &mut self.multi {
-                m.queue.push(args.to_vec());
-            }
-            return Reply::Status("QUEUED".into());
-        }
-        self.run(spec, args, false)
-    }
-
     /// An error for a command refused before it ran: inside MULTI it also
     /// dooms the transaction (Redis's `flagTransaction`).
-    fn refuse(&mut self, text: impl Into<Vec<u8>>) -> Reply {
+    pub(super) fn refuse(&mut self, text: impl Into<Vec<u8>>) -> Reply {
         if let Some(m) = &mut self.multi {
             m.dirty = true;
         }
@@ -158,59 +130,13 @@ impl Session {
     }
 
     /// Counts an error reply under its code, the text's first word.
-    fn count_error(&mut self, text: &[u8]) {
+    pub(super) fn count_error(&mut self, text: &[u8]) {
         let code = text.split(|&b| b == b' ').next().unwrap_or_default();
         *self.errors.entry(String::from_utf8_lossy(code).into_owned()).or_default() += 1;
     }
 
-    /// Runs a resolved command; `in_exec` when EXEC runs it (and already
-    /// holds the server's transaction lock exclusively).
-    pub(crate) fn run(&mut self, spec: &'static Spec, args: &[Vec<u8>], in_exec: bool) -> Reply {
-        // Timed from when the command may run: a wait for another
-        // client's EXEC is not its own time.
-        let (reply, start) = match spec.run {
-            Handler::Data(f) => {
-                let _shared = self.host.as_ref().filter(|_| !in_exec).map(|h| h.transaction_lock().read());
-                let start = Instant::now();
-                (f(&self.db, args), start)
-            }
-            Handler::Conn(f) => {
-                let start = Instant::now();
-                (f(self, args), start)
-            }
-        };
-        let reply = reply.unwrap_or_else(|Fail(text)| Reply::Error(super::sanitize(text)));
-        if let Reply::Error(text) = &reply {
-            self.count_error(text);
-        }
-        if spec.is_write() {
-            self.wrote = true;
-        }
-        let usec = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
-        if let Some(host) = self.host.as_ref().filter(|_| !spec.flags.contains(Flags::SKIP_SLOWLOG)) {
-            host.log_command(args, usec, self.name.as_deref().unwrap_or_default());
-        }
-        let st = self.stats.entry(spec.name).or_default();
-        st.calls += 1;
-        st.usec += usec;
-        st.failed += u64::from(matches!(reply, Reply::Error(_)));
-        self.last_cmd = spec.name;
-        reply
+    /// Notes that a write command ran (see [`Session::take_wrote`]).
+    pub(super) fn note_write(&mut self) {
+        self.wrote = true;
     }
-}
-
-/// The command (or, for a container, the subcommand) that `args` names,
-/// with its arity checked; or Redis's error for an unknown command, an
-/// unknown subcommand or a wrong argument count.
-pub(crate) fn resolve(args: &[Vec<u8>]) -> Result<&'static Spec, Fail> {
-    let Some(spec) = table::lookup(&args[0]) else { return Err(Fail(unknown_command(args))) };
-    if !spec.arity_ok(args.len()) {
-        return Err(Fail::new(wrong_arity(spec.name)));
-    }
-    let Some(sub_name) = args.get(1).filter(|_| !spec.subcommands.is_empty()) else { return Ok(spec) };
-    let Some(sub) = spec.subcommand(sub_name) else { return Err(Fail(unknown_subcommand(&args[0], sub_name))) };
-    if !sub.arity_ok(args.len()) {
-        return Err(Fail::new(wrong_arity(sub.name)));
-    }
-    Ok(sub)
 }

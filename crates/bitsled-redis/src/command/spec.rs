@@ -8,7 +8,7 @@
 use bitsled::Db;
 
 use super::session::Session;
-use super::CmdResult;
+use super::{CmdResult, Reply};
 
 /// Command flags, as Redis 7 lists them in `COMMAND INFO` (in that order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,6 +153,23 @@ pub(crate) enum Handler {
     /// (the selected database, the transaction, authentication, the
     /// server behind it).
     Conn(fn(&mut Session, &[Vec<u8>]) -> CmdResult),
+    /// A command about the command table itself (`COMMAND`, `EXEC`): it
+    /// reads the table, or runs commands, through [`Commands`].
+    Tabled(fn(&mut Session, &[Vec<u8>], &dyn Commands) -> CmdResult),
+}
+
+/// What a [`Handler::Tabled`] handler may ask of the command table. The
+/// dispatcher, which owns the table, passes it in, so that no handler
+/// depends on the table that lists it.
+pub(crate) trait Commands {
+    /// Every command, in the table's order.
+    fn all(&self) -> &'static [Spec];
+    /// The command named `name` (any case).
+    fn lookup(&self, name: &[u8]) -> Option<&'static Spec>;
+    /// Runs `args` as EXEC runs a queued command: resolved again (a refusal
+    /// is its error reply), without queueing, counted in the statistics,
+    /// with EXEC already holding the server's transaction lock.
+    fn run_queued(&self, s: &mut Session, args: &[Vec<u8>]) -> Reply;
 }
 
 impl std::fmt::Debug for Handler {
@@ -160,6 +177,7 @@ impl std::fmt::Debug for Handler {
         f.write_str(match self {
             Handler::Data(_) => "Data",
             Handler::Conn(_) => "Conn",
+            Handler::Tabled(_) => "Tabled",
         })
     }
 }

@@ -35,7 +35,7 @@ const fn fl(bits: u32) -> Flags {
     Flags::from_bits(bits)
 }
 
-use Handler::{Conn, Data};
+use Handler::{Conn, Data, Tabled};
 
 /// Every command, in the order `COMMAND` lists them.
 pub static COMMANDS: &[Spec] = &[
@@ -1236,7 +1236,7 @@ pub static COMMANDS: &[Spec] = &[
                 tips: &["nondeterministic_output_order"],
                 key_specs: &[],
                 subcommands: &[],
-                run: Conn(introspect::info),
+                run: Tabled(introspect::info),
             },
             Spec {
                 name: "command|list",
@@ -1247,7 +1247,7 @@ pub static COMMANDS: &[Spec] = &[
                 tips: &["nondeterministic_output_order"],
                 key_specs: &[],
                 subcommands: &[],
-                run: Conn(introspect::list),
+                run: Tabled(introspect::list),
             },
             Spec {
                 name: "command|count",
@@ -1258,7 +1258,7 @@ pub static COMMANDS: &[Spec] = &[
                 tips: &[],
                 key_specs: &[],
                 subcommands: &[],
-                run: Conn(introspect::count),
+                run: Tabled(introspect::count),
             },
             Spec {
                 name: "command|docs",
@@ -1283,7 +1283,7 @@ pub static COMMANDS: &[Spec] = &[
                 run: Conn(introspect::help),
             },
         ],
-        run: Conn(introspect::all),
+        run: Tabled(introspect::all),
     },
     Spec {
         name: "auth",
@@ -1527,7 +1527,7 @@ pub static COMMANDS: &[Spec] = &[
         tips: &[],
         key_specs: &[],
         subcommands: &[],
-        run: Conn(transaction::exec),
+        run: Tabled(transaction::exec),
     },
     Spec {
         name: "discard",

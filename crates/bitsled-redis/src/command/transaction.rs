@@ -4,7 +4,8 @@
 //! exclusively), unless a watched key changed since WATCH: then it runs
 //! nothing and replies nil, as Redis does.
 
-use super::session::{resolve, Multi, Session};
+use super::session::{Multi, Session};
+use super::spec::Commands;
 use super::{CmdResult, Fail, Reply};
 
 /// `MULTI`.
@@ -48,7 +49,7 @@ pub(crate) fn unwatch(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
 
 /// `EXEC`: the replies of the queued commands, or EXECABORT if one was
 /// refused while queueing.
-pub(crate) fn exec(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
+pub(crate) fn exec(s: &mut Session, _a: &[Vec<u8>], commands: &dyn Commands) -> CmdResult {
     let Some(m) = s.multi.take() else { return Err(Fail::new("ERR EXEC without MULTI")) };
     let watches = std::mem::take(&mut s.watches);
     if m.dirty {
@@ -66,10 +67,7 @@ pub(crate) fn exec(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
     let mut replies = Vec::with_capacity(m.queue.len());
     for args in &m.queue {
         // Checked when queued; resolved again to run.
-        replies.push(match resolve(args) {
-            Ok(spec) => s.run(spec, args, true),
-            Err(Fail(text)) => Reply::Error(text),
-        });
+        replies.push(commands.run_queued(s, args));
     }
     Ok(Reply::Array(replies))
 }

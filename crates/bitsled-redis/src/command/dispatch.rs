@@ -1,0 +1,113 @@
+//! The one dispatch every command goes through, in Redis 7's order of
+//! checks: the command exists, its arity, authentication, then queueing
+//! inside MULTI or running it (timed, counted, logged). This module owns
+//! the command table; handlers that need the table (`COMMAND`, `EXEC`) get
+//! it as [`Commands`], so no handler depends on the table that lists it.
+
+use std::time::Instant;
+
+use super::session::{Session, NOAUTH};
+use super::spec::{Commands, Flags, Handler, Spec};
+use super::{table, unknown_command, unknown_subcommand, wrong_arity, Fail, Reply};
+
+/// The command table, as [`Handler::Tabled`] handlers see it.
+struct Table;
+
+impl Commands for Table {
+    fn all(&self) -> &'static [Spec] {
+        table::COMMANDS
+    }
+
+    fn lookup(&self, name: &[u8]) -> Option<&'static Spec> {
+        table::lookup(name)
+    }
+
+    fn run_queued(&self, s: &mut Session, args: &[Vec<u8>]) -> Reply {
+        match resolve(args) {
+            Ok(spec) => s.run(spec, args, true),
+            Err(Fail(text)) => Reply::Error(text),
+        }
+    }
+}
+
+impl Session {
+    /// Runs one command (`args[0]` is its name, in any case) and returns
+    /// its reply, errors included; never panics on any input.
+    pub fn execute(&mut self, args: &[Vec<u8>]) -> Reply {
+        if args.is_empty() {
+            return Reply::error("ERR empty command");
+        }
+        let spec = match resolve(args) {
+            Ok(spec) => spec,
+            Err(Fail(text)) => return self.refuse(text),
+        };
+        if !self.authed && !spec.flags.contains(Flags::NO_AUTH) {
+            return self.refuse(NOAUTH);
+        }
+        if self.multi.is_some() && !spec.flags.contains(Flags::NOT_QUEUED) {
+            if spec.flags.contains(Flags::NO_MULTI) {
+                return self.refuse("ERR Command not allowed inside a transaction");
+            }
+            if let Some(m) = &mut self.multi {
+                m.queue.push(args.to_vec());
+            }
+            return Reply::Status("QUEUED".into());
+        }
+        self.run(spec, args, false)
+    }
+
+    /// Runs a resolved command; `in_exec` when EXEC runs it (and already
+    /// holds the server's transaction lock exclusively).
+    pub(crate) fn run(&mut self, spec: &'static Spec, args: &[Vec<u8>], in_exec: bool) -> Reply {
+        // Timed from when the command may run: a wait for another
+        // client's EXEC is not its own time.
+        let (reply, start) = match spec.run {
+            Handler::Data(f) => {
+                let _shared = self.host.as_ref().filter(|_| !in_exec).map(|h| h.transaction_lock().read());
+                let start = Instant::now();
+                (f(&self.db, args), start)
+            }
+            Handler::Conn(f) => {
+                let start = Instant::now();
+                (f(self, args), start)
+            }
+            Handler::Tabled(f) => {
+                let start = Instant::now();
+                (f(self, args, &Table), start)
+            }
+        };
+        let reply = reply.unwrap_or_else(|Fail(text)| Reply::Error(super::sanitize(text)));
+        if let Reply::Error(text) = &reply {
+            self.count_error(text);
+        }
+        if spec.is_write() {
+            self.note_write();
+        }
+        let usec = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        if let Some(host) = self.host.as_ref().filter(|_| !spec.flags.contains(Flags::SKIP_SLOWLOG)) {
+            host.log_command(args, usec, self.name.as_deref().unwrap_or_default());
+        }
+        let st = self.stats.entry(spec.name).or_default();
+        st.calls += 1;
+        st.usec += usec;
+        st.failed += u64::from(matches!(reply, Reply::Error(_)));
+        self.last_cmd = spec.name;
+        reply
+    }
+}
+
+/// The command (or, for a container, the subcommand) that `args` names,
+/// with its arity checked; or Redis's error for an unknown command, an
+/// unknown subcommand or a wrong argument count.
+pub(crate) fn resolve(args: &[Vec<u8>]) -> Result<&'static Spec, Fail> {
+    let Some(spec) = table::lookup(&args[0]) else { return Err(Fail(unknown_command(args))) };
+    if !spec.arity_ok(args.len()) {
+        return Err(Fail::new(wrong_arity(spec.name)));
+    }
+    let Some(sub_name) = args.get(1).filter(|_| !spec.subcommands.is_empty()) else { return Ok(spec) };
+    let Some(sub) = spec.subcommand(sub_name) else { return Err(Fail(unknown_subcommand(&args[0], sub_name))) };
+    if !sub.arity_ok(args.len()) {
+        return Err(Fail::new(wrong_arity(sub.name)));
+    }
+    Ok(sub)
+}
