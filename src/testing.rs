@@ -15,6 +15,10 @@ use crate::page::{peek_header, Page};
 
 pub use crate::page::{Encoding, PageError};
 
+/// A database over a store that fails on command (see
+/// `crates/bitsled-testkit`'s `fault_check`).
+pub use crate::engine::fault::{open_faulty, Faults};
+
 /// Runs every HyperLogLog sketch operation on arbitrary bytes (byte 0 picks
 /// the elements added; the rest is a stored value, as is and behind a valid
 /// header): each must return `Ok` or `Err` and keep its invariants. Panics

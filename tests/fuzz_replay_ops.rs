@@ -1,11 +1,10 @@
 //! Every input in the `ops_model` fuzz corpus (`fuzz/corpus/ops_model/`),
 //! replayed on stable: the decoded op sequence gives the naive model's
-//! replies and final bytes (see `tests/common/ops_check.rs`, shared with the
+//! replies and final bytes (see `bitsled_testkit::ops_check`, shared with the
 //! fuzz target). Also runs a few thousand pseudo-random inputs, so the check
 //! runs even on an empty corpus.
 
-#[path = "common/ops_check.rs"]
-mod ops_check;
+use bitsled_testkit::ops_check;
 
 use std::path::Path;
 

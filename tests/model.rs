@@ -2,14 +2,13 @@
 //! reopen in the middle, gives the same replies and the same final bytes as
 //! the naive Redis model (`bitsled::model::Model`). The ops are generated
 //! here; the check is the one the fuzz target shares
-//! (`tests/common/ops_check.rs`).
+//! (`bitsled_testkit::ops_check`).
 
 use bitsled::{BitOp, Config, Span, Unit};
 use proptest::prelude::*;
 
 #[allow(dead_code, reason = "the byte decoder serves the fuzz replay, not this test")]
-#[path = "common/ops_check.rs"]
-mod ops_check;
+use bitsled_testkit::ops_check;
 
 use ops_check::{Op, KEYS};
 

@@ -4,8 +4,7 @@
 //! the directory is not left locked, so a second attempt gets the same
 //! error rather than "in use".
 
-#[path = "common/sled_damage.rs"]
-mod sled_damage;
+use bitsled_testkit::sled_damage;
 
 use bitsled::{Config, Error};
 

@@ -1,5 +1,7 @@
 //! A [`Store`] that fails or silently drops writes on command, and the tests
-//! of the write path's error handling that use it.
+//! of the write path's error handling that use it. With the `testing`
+//! feature, `bitsled::testing::open_faulty` opens a database over it for
+//! the integration tests and the `fault_model` fuzz target.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
@@ -9,7 +11,7 @@ use crate::error::{Error, Result};
 
 /// What the next store calls do; shared with the test that arms it.
 #[derive(Default)]
-pub(super) struct Faults {
+pub struct Faults {
     /// Batches still applied normally before one fails (negative: none fails).
     fail_apply_after: AtomicI64,
     /// Batches are acknowledged but not applied (a disk that lies).
@@ -25,16 +27,20 @@ impl Faults {
         Arc::new(f)
     }
 
-    /// The batch after the next `n` fails (0: the next one).
-    pub(super) fn fail_apply_after(&self, n: i64) {
+    /// The batch after the next `n` fails (0: the next one; negative:
+    /// none).
+    pub fn fail_apply_after(&self, n: i64) {
         self.fail_apply_after.store(n, Ordering::SeqCst);
     }
 
-    pub(super) fn drop_applies(&self, on: bool) {
+    /// Batches are acknowledged but not applied (a disk that lies) while
+    /// `on`.
+    pub fn drop_applies(&self, on: bool) {
         self.drop_applies.store(on, Ordering::SeqCst);
     }
 
-    pub(super) fn fail_sync(&self, on: bool) {
+    /// Every `sync` fails while `on`.
+    pub fn fail_sync(&self, on: bool) {
         self.fail_sync.store(on, Ordering::SeqCst);
     }
 }
@@ -94,8 +100,12 @@ impl Store for FaultStore {
     }
 }
 
-/// Opens the database `config` describes over a [`FaultStore`] on sled.
-pub(super) fn open_faulty(config: crate::Config) -> Result<(crate::Db, Arc<Faults>)> {
+/// Opens the database `config` describes over a [`FaultStore`] on sled,
+/// and the switches of its faults (none armed).
+///
+/// # Errors
+/// As [`crate::Config::open`].
+pub fn open_faulty(config: crate::Config) -> Result<(crate::Db, Arc<Faults>)> {
     let faults = Faults::new();
     let inner = SledStore::open(&config.path, config.store_cache_bytes)?;
     let store = FaultStore { inner: Box::new(inner), faults: Arc::clone(&faults) };

@@ -29,8 +29,8 @@ mod databases;
 mod delta;
 mod dirs;
 mod expiry;
-#[cfg(test)]
-mod fault;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) mod fault;
 #[cfg(test)]
 mod fold_tests;
 mod idhash;

@@ -15,8 +15,7 @@
 
 use std::process::Command;
 
-#[path = "../../../tests/common/redis_server.rs"]
-mod redis_server;
+use bitsled_testkit::redis_server;
 
 /// The script: every reply kind, escapes in both directions, wide arrays,
 /// errors, redis-cli's own messages (bad quoting, repeat counts), blank

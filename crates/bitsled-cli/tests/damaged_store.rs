@@ -1,14 +1,13 @@
 //! Invariant: every subcommand that opens a database whose sled files are
 //! damaged so that sled panics while opening them (see
-//! `tests/common/sled_damage.rs`) exits with code 1 and prints one error
+//! `bitsled_testkit::sled_damage`) exits with code 1 and prints one error
 //! naming the directory and what to do: no panic message, no backtrace
 //! (even with `RUST_BACKTRACE=1`), never code 101.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[path = "../../../tests/common/sled_damage.rs"]
-mod sled_damage;
+use bitsled_testkit::sled_damage;
 
 /// Runs `bitsled --db DIR ARGS`, killing it if it has not exited after
 /// 60 seconds (a server that opened the store would run forever); returns

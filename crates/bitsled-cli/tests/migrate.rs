@@ -16,8 +16,7 @@ use bitsled::{Config, Expiry};
 use bitsled_redis::command::{execute, Reply};
 use rand::{Rng, SeedableRng};
 
-#[path = "../../../tests/common/redis_server.rs"]
-mod redis_server;
+use bitsled_testkit::redis_server;
 
 fn bitsled(dir: &std::path::Path, args: &[&str]) -> (i32, String) {
     bitsled_env(dir, args, &[])

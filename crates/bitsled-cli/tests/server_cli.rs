@@ -9,8 +9,7 @@
 use std::process::Command;
 
 #[allow(dead_code, reason = "only tools_present is used here")]
-#[path = "../../../tests/common/redis_server.rs"]
-mod redis_server;
+use bitsled_testkit::redis_server;
 #[path = "common/server.rs"]
 mod server;
 

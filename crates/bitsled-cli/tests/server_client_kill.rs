@@ -9,8 +9,7 @@
 use redis::Value;
 
 #[allow(dead_code, reason = "only part of the helpers is used here")]
-#[path = "../../../tests/common/redis_server.rs"]
-mod redis_server;
+use bitsled_testkit::redis_server;
 #[path = "common/server.rs"]
 mod server;
 

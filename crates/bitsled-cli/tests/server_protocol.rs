@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 #[path = "common/server.rs"]
 mod server;
 
-use server::{read_exact, send_and_read_to_close, Served};
+use bitsled_testkit::wire::{read_exact, send_and_read_to_close};
+use server::Served;
 
 /// Sends `request` and asserts the next bytes are exactly `want`.
 fn expect(s: &mut TcpStream, request: &[u8], want: &[u8]) {

@@ -13,8 +13,7 @@
 use std::process::Command;
 
 #[allow(dead_code, reason = "only part of the helpers is used here")]
-#[path = "../../../tests/common/redis_server.rs"]
-mod redis_server;
+use bitsled_testkit::redis_server;
 #[path = "common/server.rs"]
 mod server;
 

@@ -49,8 +49,7 @@ use bitsled_redis::command::{execute, Session};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-#[path = "../../../tests/common/redis_server.rs"]
-mod redis_server;
+use bitsled_testkit::redis_server;
 
 /// Keys the sequences use: four plain ones, and rarely two binary names.
 const KEYS: [&[u8]; 6] = [b"k0", b"k1", b"k2", b"k3", b"\x00bin\xff\r\n", b"sp ace"];

@@ -18,8 +18,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis::Value;
 
-#[path = "../../../tests/common/redis_server.rs"]
-mod redis_server;
+use bitsled_testkit::redis_server;
 
 /// The two sides: a private Redis and a bitsled database.
 struct Pair {

@@ -14,7 +14,8 @@ use bitsled_redis::server::ServerConfig;
 
 #[path = "common/server.rs"]
 mod server;
-use server::{expect, read_to_close, start, PATIENCE};
+use bitsled_testkit::wire::{expect, read_to_close};
+use server::{start, PATIENCE};
 
 const WRONGPASS: &[u8] = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n";
 

@@ -16,7 +16,8 @@ use redis::Commands;
 
 #[path = "common/server.rs"]
 mod server;
-use server::{expect, read_to_close, start};
+use bitsled_testkit::wire::{expect, read_to_close};
+use server::start;
 
 /// Invariant: an inline request with a NUL before its newline never runs,
 /// not even the part before the NUL (`DEL important`, `SET k v` without its

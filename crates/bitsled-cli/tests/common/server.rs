@@ -1,9 +1,9 @@
 //! Starting `bitsled serve` (the built binary) on a free loopback port for
-//! a test, and small raw-socket helpers.
+//! a test (the raw-socket helpers are `bitsled_testkit::wire`).
 
 #![allow(dead_code, reason = "each test file uses a different part")]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::net::{Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -90,28 +90,4 @@ impl Drop for Served {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Sends `request` and reads until the server closes the connection or
-/// `limit` bytes came; returns what was read and whether it closed.
-pub fn send_and_read_to_close(stream: &mut TcpStream, request: &[u8]) -> (Vec<u8>, bool) {
-    // The server may close before taking everything; that is fine.
-    let _ = stream.write_all(request);
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) => return (got, true),
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return (got, true),
-            Err(_) => return (got, false),
-        }
-    }
-}
-
-/// Reads exactly `n` bytes.
-pub fn read_exact(stream: &mut TcpStream, n: usize) -> Vec<u8> {
-    let mut v = vec![0; n];
-    stream.read_exact(&mut v).expect("read reply");
-    v
 }

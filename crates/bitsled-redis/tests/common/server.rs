@@ -1,8 +1,8 @@
 //! Shared by the server tests: an in-process server on a free port of
-//! 127.0.0.1 over a database in a given directory, and raw-socket helpers.
+//! 127.0.0.1 over a database in a given directory (the raw-socket helpers
+//! are `bitsled_testkit::wire`).
 #![allow(dead_code, reason = "each test file uses a different subset of these helpers")]
 
-use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::thread::JoinHandle;
@@ -70,31 +70,6 @@ impl Drop for Served {
             self.finish();
         } else {
             self.stop.shutdown();
-        }
-    }
-}
-
-/// Sends `request` and reads exactly `want.len()` bytes, which must be
-/// `want`.
-pub fn expect(s: &mut TcpStream, request: &[u8], want: &[u8]) {
-    s.write_all(request).expect("write");
-    let mut got = vec![0; want.len()];
-    s.read_exact(&mut got).unwrap_or_else(|e| panic!("reading {:?}: {e}", String::from_utf8_lossy(want)));
-    assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(want));
-}
-
-/// Reads until the server closes the connection: everything received, and
-/// whether it was closed (false if the read timeout ran out first).
-pub fn read_to_close(s: &mut TcpStream) -> (Vec<u8>, bool) {
-    let mut got = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        match s.read(&mut chunk) {
-            Ok(0) => return (got, true),
-            Ok(n) => got.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => return (got, false),
-            Err(_) => return (got, true),
         }
     }
 }

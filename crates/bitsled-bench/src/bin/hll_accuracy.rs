@@ -2,7 +2,7 @@
 //! PFADD speed measured in the same run when a `redis-server` is installed.
 //!
 //! ```text
-//! cargo run --release --example hll_accuracy -- [--quick]
+//! cargo run --release -p bitsled-bench --bin hll_accuracy -- [--quick]
 //! ```
 //!
 //! - Accuracy: for several seeds, one stream of distinct 8-byte elements is
@@ -18,8 +18,7 @@
 //!   per call, into a dense sketch; the same against a local `redis-server`
 //!   over loopback (`redis` crate, one command per round trip).
 
-#[path = "../tests/common/redis_server.rs"]
-mod redis_server;
+use bitsled_testkit::redis_server;
 
 use std::time::Instant;
 

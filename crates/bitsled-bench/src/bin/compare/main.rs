@@ -3,7 +3,7 @@
 //! data, in one process run.
 //!
 //! ```text
-//! cargo run --release --example compare -- [--quick] [--no-redis] [--users N] [--repeats N] [--out DIR]
+//! cargo run --release -p bitsled-bench --bin compare -- [--quick] [--no-redis] [--users N] [--repeats N] [--out DIR]
 //! ```
 //!
 //! - bitsled: a real on-disk store in a temporary directory, public API only.
@@ -20,11 +20,8 @@
 //! Every answer (counts, BITPOS) is checked against the in-memory limit, so
 //! a wrong result fails the run instead of producing a figure.
 
-#[path = "compare/chart.rs"]
 mod chart;
-#[path = "compare/data.rs"]
 mod data;
-#[path = "compare/redis_peer.rs"]
 mod redis_peer;
 
 use std::fmt::Write as _;
@@ -988,9 +985,9 @@ fn write_outputs(o: &Opts, rep: &Report, secs: f64) -> Res<()> {
     let dirty = shell("git", &["--no-optional-locks", "status", "--porcelain", "--untracked-files=no"])
         .is_some_and(|s| !s.is_empty());
     let command = if o.args.is_empty() {
-        "cargo run --release --example compare".to_string()
+        "cargo run --release -p bitsled-bench --bin compare".to_string()
     } else {
-        format!("cargo run --release --example compare -- {}", o.args.join(" "))
+        format!("cargo run --release -p bitsled-bench --bin compare -- {}", o.args.join(" "))
     };
     writeln!(md, "# bitsled comparison run\n")?;
     writeln!(md, "- command: `{command}`")?;

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo build --release -p bitsled-cli
-//! cargo run --release -p bitsled-cli --example scale -- [--quick] [--keys N] [--big] [--out DIR]
+//! cargo run --release -p bitsled-bench --bin scale -- [--quick] [--keys N] [--big] [--out DIR]
 //! ```
 //!
 //! Needs `redis-server`, `redis-cli` and `redis-benchmark` on the PATH and
@@ -168,10 +168,10 @@ fn spawn_server(mut cmd: Command, port: u16) -> Res<Proc> {
     Ok(p)
 }
 
-/// The release `bitsled` binary: beside this example's directory.
+/// The release `bitsled` binary: beside this runner in the target directory.
 fn bitsled_bin() -> Res<PathBuf> {
     let exe = std::env::current_exe()?;
-    let bin = exe.parent().and_then(Path::parent).map(|d| d.join("bitsled")).ok_or("no target directory")?;
+    let bin = exe.parent().map(|d| d.join("bitsled")).ok_or("no target directory")?;
     if !bin.exists() {
         return Err(format!("{} not found: run `cargo build --release -p bitsled-cli` first", bin.display()).into());
     }

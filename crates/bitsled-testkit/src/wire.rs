@@ -1,0 +1,51 @@
+//! Reading a server's replies off a socket, for the tests that speak to
+//! `bitsled serve` (in-process or the binary) byte by byte.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+
+/// Reads until the server closes the connection: everything received, and
+/// whether it was closed (false if the read timeout ran out first). A reset
+/// connection counts as closed.
+pub fn read_to_close(s: &mut TcpStream) -> (Vec<u8>, bool) {
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match s.read(&mut chunk) {
+            Ok(0) => return (got, true),
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => return (got, false),
+            Err(_) => return (got, true),
+        }
+    }
+}
+
+/// Sends `request` (the server may close before taking all of it) and
+/// reads as [`read_to_close`] does.
+pub fn send_and_read_to_close(s: &mut TcpStream, request: &[u8]) -> (Vec<u8>, bool) {
+    let _ = s.write_all(request);
+    read_to_close(s)
+}
+
+/// Reads exactly `n` bytes.
+///
+/// # Panics
+/// If the connection ends or times out first.
+pub fn read_exact(s: &mut TcpStream, n: usize) -> Vec<u8> {
+    let mut v = vec![0; n];
+    s.read_exact(&mut v).expect("read reply");
+    v
+}
+
+/// Sends `request` and reads exactly `want.len()` bytes, which must be
+/// `want`.
+///
+/// # Panics
+/// If they differ, or the connection ends or times out first.
+pub fn expect(s: &mut TcpStream, request: &[u8], want: &[u8]) {
+    s.write_all(request).expect("write");
+    let mut got = vec![0; want.len()];
+    s.read_exact(&mut got).unwrap_or_else(|e| panic!("reading {:?}: {e}", String::from_utf8_lossy(want)));
+    assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(want));
+}
