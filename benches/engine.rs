@@ -62,7 +62,7 @@ fn setbit(c: &mut Criterion) {
         b.iter(|| {
             next = (next + 1) % n;
             db.setbit(b"s", next, true).unwrap()
-        })
+        });
     });
     let batch: Vec<u64> = (0..1_000_000).map(|_| rng.gen_range(0..n)).collect();
     g.throughput(Throughput::Elements(batch.len() as u64));
@@ -83,11 +83,11 @@ fn bitcount(c: &mut Criterion) {
     g.throughput(Throughput::Elements(n));
     g.bench_function("bitsled_whole_key", |b| b.iter(|| db.bitcount(black_box(b"k"), None).unwrap()));
     g.bench_function("vec_u64_popcount", |b| {
-        b.iter(|| black_box(&words).iter().map(|w| u64::from(w.count_ones())).sum::<u64>())
+        b.iter(|| black_box(&words).iter().map(|w| u64::from(w.count_ones())).sum::<u64>());
     });
     let mid = (n / 16) as i64;
     g.bench_function("bitsled_half_range", |b| {
-        b.iter(|| db.bitcount(b"k", Some(Span::bytes(mid / 2, mid + mid / 2))).unwrap())
+        b.iter(|| db.bitcount(b"k", Some(Span::bytes(mid / 2, mid + mid / 2))).unwrap());
     });
     g.finish();
 }
@@ -106,12 +106,12 @@ fn bitop_and(c: &mut Criterion) {
             db.set(name.as_bytes(), bytes).unwrap();
         }
         db.flush().unwrap();
-        let srcs: Vec<&[u8]> = names.iter().map(|s| s.as_bytes()).collect();
+        let srcs: Vec<&[u8]> = names.iter().map(std::string::String::as_bytes).collect();
         g.bench_with_input(BenchmarkId::new("bitsled", density), &density, |b, _| {
             b.iter(|| {
                 db.bitop(BitOp::And, b"week", &srcs).unwrap();
                 db.bitcount(b"week", None).unwrap()
-            })
+            });
         });
         let words: Vec<Vec<u64>> = days.iter().map(|d| words_of(d)).collect();
         let mut out = vec![0u64; words[0].len()];
@@ -124,7 +124,7 @@ fn bitop_and(c: &mut Criterion) {
                     ones += u64::from(w.count_ones());
                 }
                 black_box(ones)
-            })
+            });
         });
     }
     g.finish();

@@ -88,7 +88,7 @@ fn bench_pages(c: &mut Criterion) {
     for (enc, name, page, _) in &cases {
         let bytes = page.encode_as(*enc);
         g.bench_with_input(id(*enc, name), &bytes, |b, bytes| {
-            b.iter(|| BenchPage::decode(black_box(bytes)).expect("valid page"))
+            b.iter(|| BenchPage::decode(black_box(bytes)).expect("valid page"));
         });
     }
     g.finish();
@@ -152,7 +152,7 @@ fn bench_column(c: &mut Criterion) {
         b.iter(|| {
             next = (next + 1) % results.len();
             BenchPage::from_words(black_box(&results[next]))
-        })
+        });
     });
     let bytes = days[0].encode();
     g.bench_function("crc32_dense_page", |b| b.iter(|| crc32fast::hash(black_box(&bytes))));

@@ -62,7 +62,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("DAU {name}     {dau:>12}  {:>7.3} ms", ms(t));
     }
 
-    let srcs: Vec<&[u8]> = names.iter().map(|s| s.as_bytes()).collect();
+    let srcs: Vec<&[u8]> = names.iter().map(std::string::String::as_bytes).collect();
     let t = Instant::now();
     db.bitop(BitOp::And, b"checkin:7days", &srcs)?;
     let seven = db.bitcount(b"checkin:7days", None)?;

@@ -52,6 +52,15 @@ pub const fn page_bit(bit: u64) -> u32 {
     bit as u32
 }
 
+/// A page-relative bound of a bit range (`<= PAGE_BITS`: an exclusive end,
+/// or a number of bits) as a `u32`.
+#[must_use]
+#[expect(clippy::cast_possible_truncation, reason = "the bound is at most PAGE_BITS = 32,768")]
+pub const fn page_bound(bound: u64) -> u32 {
+    debug_assert!(bound <= PAGE_BITS);
+    bound as u32
+}
+
 /// A page-relative bit (`< PAGE_BITS`) as a sparse page's `u16` position.
 #[must_use]
 #[expect(clippy::cast_possible_truncation, reason = "the bit is below PAGE_BITS = 32,768")]

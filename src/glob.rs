@@ -106,10 +106,10 @@ mod tests {
             (b"a\\*b", &[b"a*b"], &[b"axb"]),
         ] {
             for y in yes {
-                assert!(glob_match(pat, y), "{:?} should match {:?}", pat, y);
+                assert!(glob_match(pat, y), "{pat:?} should match {y:?}");
             }
             for n in no {
-                assert!(!glob_match(pat, n), "{:?} should not match {:?}", pat, n);
+                assert!(!glob_match(pat, n), "{pat:?} should not match {n:?}");
             }
         }
     }

@@ -65,11 +65,11 @@ impl Model {
         let Some(v) = self.keys.get(key) else { return 0 };
         let bits = v.len() as u64 * 8;
         let (first, last) = match span {
-            None => (0, bits as i128 - 1),
+            None => (0, i128::from(bits) - 1),
             Some(s) => {
                 let total = match s.unit {
                     Unit::Byte => v.len() as i128,
-                    Unit::Bit => bits as i128,
+                    Unit::Bit => i128::from(bits),
                 };
                 if s.start < 0 && s.end < 0 && s.start > s.end {
                     return 0;

@@ -206,7 +206,7 @@ fn apply_model(m: &mut State, step: &Step) {
     // and whole databases; the model takes the HyperLogLog's bytes from it.
     match &step.op {
         Op::PfAdd(_) | Op::BfAdd(_) | Op::FlushDb | Op::FlushAll | Op::SwapDb | Op::Move(_) => {
-            apply_db(&m.reference, step)
+            apply_db(&m.reference, step);
         }
         Op::ExpireAt(k, _) | Op::Persist(k) if *k == HLL => apply_db(&m.reference, step),
         _ => {}

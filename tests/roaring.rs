@@ -286,7 +286,9 @@ fn with_runs(containers: &[Container]) -> Vec<u8> {
             at += body.len();
         }
     }
-    bodies.iter().for_each(|b| out.extend_from_slice(b));
+    for b in &bodies {
+        out.extend_from_slice(b);
+    }
     out
 }
 
@@ -344,7 +346,9 @@ fn no_runs(containers: &[(u16, Vec<u16>)]) -> Vec<u8> {
         at += 2 * values.len();
     }
     for (_, values) in containers {
-        values.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+        for v in values {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
     }
     out
 }

@@ -8,7 +8,7 @@ fn one_high_bit_costs_one_small_page() {
     let dir = tempfile::tempdir().unwrap();
     let db = Config::new(dir.path()).flush_interval(None).open().unwrap();
     for (key, offset) in
-        [(&b"uid:1e9"[..], 999_999_999u64), (b"uid:2^40", 1u64 << 40), (b"uid:2^32-1", u32::MAX as u64)]
+        [(&b"uid:1e9"[..], 999_999_999u64), (b"uid:2^40", 1u64 << 40), (b"uid:2^32-1", u64::from(u32::MAX))]
     {
         db.setbit(key, offset, true).unwrap();
         let st = db.key_stats(key).unwrap().unwrap();

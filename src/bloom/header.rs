@@ -176,7 +176,9 @@ impl Header {
 
     /// The header's bytes (see DESIGN.md).
     pub(crate) fn encode(&self) -> Vec<u8> {
-        use layout::*;
+        use layout::{
+            BITS, CAPACITY, COUNT, CRC, ERROR, EXPANSION, FILTERS, FIRST_PAGE, FLAGS, HASHES, ITEMS, RECORD, VERSION,
+        };
         let n = self.filters.len();
         let mut b = vec![0u8; header_len(n)];
         b[VERSION] = LAYOUT_VERSION;
@@ -212,7 +214,9 @@ impl Header {
     /// # Errors
     /// A description of the first check that failed; never panics.
     pub(crate) fn decode(b: &[u8]) -> Result<Header, String> {
-        use layout::*;
+        use layout::{
+            BITS, CAPACITY, COUNT, CRC, ERROR, EXPANSION, FILTERS, FIRST_PAGE, FLAGS, HASHES, ITEMS, RECORD, VERSION,
+        };
         if b.len() < header_len(1) {
             return Err(format!("{} bytes are too few for a header", b.len()));
         }

@@ -285,7 +285,7 @@ impl Bucket {
 
     /// Sets the metadata of `name` (whose hash is `h`), adding an entry if
     /// it has none, and marks it changed; returns the metadata it replaced.
-    pub(crate) fn upsert(&mut self, name: &[u8], h: u32, meta: Meta) -> Option<Meta> {
+    pub(crate) fn upsert(&mut self, name: &[u8], h: u32, meta: &Meta) -> Option<Meta> {
         // The entry is a whole state: a removal of the same name waiting
         // for a delta record is void (the record would apply it before the
         // entry; dropping it saves its bytes and keeps a removal list from
@@ -298,42 +298,39 @@ impl Bucket {
 
     /// [`Bucket::upsert`], the entry's changed mark set to `changed` (a
     /// rebuild of the bucket keeps each entry's mark).
-    fn upsert_with(&mut self, name: &[u8], h: u32, meta: Meta, changed: bool) -> Option<Meta> {
-        let old = match self.position(name, h) {
-            Some(i) => {
-                let (stored_name, rest) = self.name_at(i);
-                let (old, end) = self.meta_at(stored_name, rest);
-                let start = self.offsets[i] as usize;
-                self.bytes -= record_bytes(name.len(), &old);
-                let mut body = Vec::with_capacity(16 + meta.inline_value().len());
-                put_entry(&mut body, &meta);
-                if body.len() == end - rest {
-                    // Same size (a bit flipped in an inline value, a new
-                    // count of the same width): in place.
-                    self.arena[rest..end].copy_from_slice(&body);
-                } else {
-                    self.garbage += end - start;
-                    self.offsets[i] = self.append(name, &meta);
-                }
-                if changed {
-                    self.set_changed(i, true);
-                }
-                Some(old)
+    fn upsert_with(&mut self, name: &[u8], h: u32, meta: &Meta, changed: bool) -> Option<Meta> {
+        let old = if let Some(i) = self.position(name, h) {
+            let (stored_name, rest) = self.name_at(i);
+            let (old, end) = self.meta_at(stored_name, rest);
+            let start = self.offsets[i] as usize;
+            self.bytes -= record_bytes(name.len(), &old);
+            let mut body = Vec::with_capacity(16 + meta.inline_value().len());
+            put_entry(&mut body, meta);
+            if body.len() == end - rest {
+                // Same size (a bit flipped in an inline value, a new
+                // count of the same width): in place.
+                self.arena[rest..end].copy_from_slice(&body);
+            } else {
+                self.garbage += end - start;
+                self.offsets[i] = self.append(name, meta);
             }
-            None => {
-                let at = self.append(name, &meta);
-                if self.offsets.len() == self.offsets.capacity() {
-                    let more = (self.offsets.len() / 4).max(4);
-                    self.offsets.reserve_exact(more);
-                    self.hashes.reserve_exact(more);
-                }
-                self.offsets.push(at);
-                self.hashes.push(h);
-                self.set_changed(self.offsets.len() - 1, changed);
-                None
+            if changed {
+                self.set_changed(i, true);
             }
+            Some(old)
+        } else {
+            let at = self.append(name, meta);
+            if self.offsets.len() == self.offsets.capacity() {
+                let more = (self.offsets.len() / 4).max(4);
+                self.offsets.reserve_exact(more);
+                self.hashes.reserve_exact(more);
+            }
+            self.offsets.push(at);
+            self.hashes.push(h);
+            self.set_changed(self.offsets.len() - 1, changed);
+            None
         };
-        self.bytes += record_bytes(name.len(), &meta);
+        self.bytes += record_bytes(name.len(), meta);
         self.compact_if_wasteful();
         old
     }
@@ -346,7 +343,7 @@ impl Bucket {
     }
 
     /// Sets the metadata of `name`, adding an entry if it has none.
-    pub(crate) fn put(&mut self, name: &[u8], meta: Meta) {
+    pub(crate) fn put(&mut self, name: &[u8], meta: &Meta) {
         self.upsert(name, key_hash(name), meta);
     }
 
@@ -534,7 +531,7 @@ impl Bucket {
             }
             let tag = r.take(1, &bad)?[0];
             let meta = read_entry(&mut r, &name, tag, &bad)?;
-            bucket.upsert_with(&name, key_hash(&name), meta, false);
+            bucket.upsert_with(&name, key_hash(&name), &meta, false);
             prev = name;
         }
         if r.at != body.len() {
@@ -633,7 +630,7 @@ pub(crate) fn read_entry(r: &mut Reader<'_>, name: &[u8], tag: u8, bad: &dyn Fn(
     let expire_at_ms = if tag & TAG_EXPIRY != 0 {
         let at = u64::from_le_bytes(r.take(8, bad)?.try_into().unwrap_or_default());
         if at == 0 {
-            return Err(bad_meta(name, "expiry flag with expiry 0".into()));
+            return Err(bad_meta(name, "expiry flag with expiry 0"));
         }
         at
     } else {
@@ -729,7 +726,7 @@ mod tests {
                 1 => Meta::paged(Kind::String, 77, 1 << 20, 5, 12345),
                 _ => Meta::paged(Kind::Bloom, 9, 8192, 0, 0),
             };
-            b.put(name.as_bytes(), meta);
+            b.put(name.as_bytes(), &meta);
         }
         (start, b)
     }
@@ -773,11 +770,11 @@ mod tests {
         let mut m = Meta::empty(Kind::String);
         m.len = 60;
         m.expire_at_ms = 1_700_000_000_000;
-        b.put(b"long inline", m);
+        b.put(b"long inline", &m);
         let bound = |b: &Bucket| b.iter().map(|(name, m)| record_bytes(name.len(), &m)).sum::<usize>() + HEADER + 4;
         let marks = |b: &Bucket| (0..b.len()).filter(|&i| b.is_changed(i)).count();
         b.clear_changes();
-        b.put(b"k0", Meta::paged(Kind::String, 5, 1, 1, 0));
+        b.put(b"k0", &Meta::paged(Kind::String, 5, 1, 1, 0));
         assert_eq!(b.bytes, bound(&b));
         let (lo, _, hi) = b.clone().split(start);
         assert_eq!(lo.bytes + hi.bytes, b.bytes + HEADER + 4);
@@ -821,7 +818,7 @@ mod tests {
                 }
                 1 => {
                     let meta = Meta::paged(Kind::String, x % 1000, x % 5000, 0, 0);
-                    b.upsert(&name, h, meta);
+                    b.upsert(&name, h, &meta);
                     model.insert(name, meta);
                 }
                 _ => {
@@ -832,7 +829,7 @@ mod tests {
                     }
                     meta.len = n as u64;
                     meta.ones = meta.inline[..n].iter().map(|v| u64::from(v.count_ones())).sum();
-                    b.upsert(&name, h, meta);
+                    b.upsert(&name, h, &meta);
                     model.insert(name, meta);
                 }
             }
@@ -858,7 +855,7 @@ mod tests {
         assert!(drain(&mut b).is_empty() && !b.has_changes(), "drained");
         let names: Vec<Vec<u8>> = b.sorted().iter().map(|(n, _)| n.to_vec()).collect();
         let meta = Meta::paged(Kind::String, 5, 100, 3, 0);
-        b.upsert(&names[3], key_hash(&names[3]), meta);
+        b.upsert(&names[3], key_hash(&names[3]), &meta);
         b.remove(&names[0], key_hash(&names[0]));
         b.remove(&names[7], key_hash(&names[7]));
         let mut want: BTreeMap<Vec<u8>, Option<Meta>> = BTreeMap::new();
@@ -885,7 +882,7 @@ mod tests {
         let meta = live.get(k, key_hash(k)).unwrap();
         live.clear_changes();
         live.remove(k, key_hash(k));
-        live.upsert(k, key_hash(k), meta);
+        live.upsert(k, key_hash(k), &meta);
         let next = changed(&live);
         assert_eq!(next.get(k), Some(&Some(meta)), "the next delta record sets the key again");
         assert_eq!(live.get(k, key_hash(k)), Some(meta));
@@ -902,12 +899,12 @@ mod tests {
         let names: Vec<Vec<u8>> = live.sorted().iter().map(|(n, _)| n.to_vec()).collect();
         let h = |n: &[u8]| key_hash(n);
         let (m1, m2) = (Meta::paged(Kind::String, 5, 100, 3, 0), Meta::paged(Kind::String, 6, 100, 4, 0));
-        live.upsert(&names[1], h(&names[1]), m1);
-        live.upsert(&names[2], h(&names[2]), m1);
+        live.upsert(&names[1], h(&names[1]), &m1);
+        live.upsert(&names[2], h(&names[2]), &m1);
         live.remove(&names[3], h(&names[3]));
         live.clear_changes();
-        live.upsert(&names[2], h(&names[2]), m2);
-        live.upsert(&names[4], h(&names[4]), m1);
+        live.upsert(&names[2], h(&names[2]), &m2);
+        live.upsert(&names[4], h(&names[4]), &m1);
         live.remove(&names[5], h(&names[5]));
         let got = changed(&live);
         let want: BTreeMap<Vec<u8>, Option<Meta>> =
@@ -927,7 +924,7 @@ mod tests {
         let names: Vec<Vec<u8>> = (0..53u32).map(|i| format!("n{i}").into_bytes()).collect();
         let hash = |i: u32| if i % 3 == 0 { 7 } else { 1000 + i };
         for (i, name) in (0..).zip(&names) {
-            b.upsert(name, hash(i), Meta::paged(Kind::String, u64::from(i) + 1, 1, 0, 0));
+            b.upsert(name, hash(i), &Meta::paged(Kind::String, u64::from(i) + 1, 1, 0, 0));
         }
         for (i, name) in (0..).zip(&names) {
             assert_eq!(b.get(name, hash(i)).and_then(|m| m.id()), Some(u64::from(i) + 1), "entry {i}");

@@ -67,8 +67,8 @@ impl Build<'_> {
 
     /// `meta` (another value's metadata) describing the new value instead,
     /// for a copy whose pages were all put: its count is theirs.
-    pub(crate) fn adopt(&self, meta: Meta) -> Meta {
-        Meta { body: Body::Paged(self.id), ones: self.ones, inline: [0; INLINE_BYTES], ..meta }
+    pub(crate) fn adopt(&self, meta: &Meta) -> Meta {
+        Meta { body: Body::Paged(self.id), ones: self.ones, inline: [0; INLINE_BYTES], ..*meta }
     }
 
     /// Makes the new value the value of `name` (or deletes `name` when
@@ -76,8 +76,8 @@ impl Build<'_> {
     ///
     /// # Errors
     /// As [`Engine::write`].
-    pub(crate) fn publish(self, name: &[u8], meta: Option<Meta>) -> Result<()> {
-        self.publish_with(name, |_| meta)
+    pub(crate) fn publish(self, name: &[u8], meta: Option<&Meta>) -> Result<()> {
+        self.publish_with(name, |_| meta.copied())
     }
 
     /// As [`Build::publish`], with the new metadata computed from the key's
@@ -105,7 +105,7 @@ impl Build<'_> {
         let id = self.id;
         let done = engine.write(self.db, &[name], |tx| {
             let Some(meta) = f(tx, name)? else { return Ok(false) };
-            tx.publish(name, id, meta)?;
+            tx.publish(name, id, meta.as_ref())?;
             Ok(true)
         })?;
         if done {
@@ -157,7 +157,7 @@ impl Engine {
             for (name, value) in &items {
                 match value {
                     NewValue::Short(v) => tx.set_short(name, v, 0)?,
-                    NewValue::Built(build, meta) => tx.publish(name, build.id, Some(**meta))?,
+                    NewValue::Built(build, meta) => tx.publish(name, build.id, Some(&**meta))?,
                 }
             }
             Ok(true)
@@ -206,7 +206,7 @@ mod tests {
         engine.write_back().unwrap();
         build.put(1, Page::from_positions(&[5])).unwrap();
         let meta = Meta { len: 1, ones: 1, ..Meta::empty(Kind::String) };
-        build.publish(b"k", Some(meta)).unwrap();
+        build.publish(b"k", Some(&meta)).unwrap();
         // The reclamation of a write-back that captured its state before
         // the publish.
         {

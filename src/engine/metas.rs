@@ -378,7 +378,7 @@ impl MetaCache {
     /// reclaim, and an older stored version could name a value that has
     /// since moved to another database (MOVE).
     pub(crate) fn drop_keyspace(&self, ks: u32) {
-        for shard in self.shards.iter() {
+        for shard in &self.shards {
             let mut shard = shard.lock();
             let bytes = &self.bytes;
             let in_ks: Vec<(u32, u32)> = shard.map.keys().filter(|k| k.0 == ks).copied().collect();
@@ -407,7 +407,7 @@ impl MetaCache {
         }
         let target = capacity / 8 * 7;
         for _pass in 0..3 {
-            for shard in self.shards.iter() {
+            for shard in &self.shards {
                 if self.bytes() <= target {
                     return;
                 }
@@ -616,7 +616,7 @@ mod tests {
         (0u64..).map(|i| format!("k{i}").into_bytes()).filter(|k| shard_of(key_hash(k)) == shard).take(n).collect()
     }
 
-    fn set(cache: &MetaCache, store: &dyn Store, name: &[u8], meta: Meta) {
+    fn set(cache: &MetaCache, store: &dyn Store, name: &[u8], meta: &Meta) {
         let h = key_hash(name);
         let mut g = cache.lock_shard(shard_of(h));
         let start = g.locate(0, h, store).unwrap();
@@ -676,12 +676,12 @@ mod tests {
         let touched = names_of(3, 2);
         let untouched = names_of(7, 1);
         for name in touched.iter().chain(&untouched) {
-            set(&cache, &store, name, m1);
+            set(&cache, &store, name, &m1);
         }
         let mut first = cache.cut(1, Fold::Auto, usize::MAX);
         assert!(first.folds.is_empty() && first.deltas.is_empty(), "nothing folds; the drain is left to do");
         // A writer after the cut: its bucket's cut state is drained first.
-        set(&cache, &store, &touched[0], m2);
+        set(&cache, &store, &touched[0], &m2);
         cache.drain(1, &mut first);
         let want: BTreeMap<Vec<u8>, Option<Meta>> =
             touched.iter().chain(&untouched).map(|n| (n.clone(), Some(m1))).collect();

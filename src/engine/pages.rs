@@ -53,8 +53,8 @@ struct PageSlot {
     bytes: usize,
 }
 
-fn slot_bytes(page: &Option<Arc<Page>>) -> usize {
-    SLOT_OVERHEAD + page.as_ref().map_or(0, |p| p.heap_bytes())
+fn slot_bytes(page: Option<&Arc<Page>>) -> usize {
+    SLOT_OVERHEAD + page.map_or(0, |p| p.heap_bytes())
 }
 
 /// A page read from the store, and the other pages its record held (the
@@ -211,7 +211,7 @@ impl PageCache {
                 return Ok(f(slot));
             }
             if self.epoch.load(Ordering::SeqCst) == epoch {
-                let bytes = slot_bytes(&loaded);
+                let bytes = slot_bytes(loaded.as_ref());
                 self.bytes.fetch_add(bytes, Ordering::Relaxed);
                 // Inserted and used in one critical section, so eviction
                 // cannot drop it in between.
@@ -238,7 +238,7 @@ impl PageCache {
             return;
         }
         let page = Some(Arc::new(page));
-        let bytes = slot_bytes(&page);
+        let bytes = slot_bytes(page.as_ref());
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
         shard.insert(id, PageSlot { page, dirty: 0, hot: false, bytes });
     }
@@ -256,7 +256,7 @@ impl PageCache {
     }
 
     fn mark_dirty(&self, id: PageId, slot: &mut PageSlot) {
-        let new_bytes = slot_bytes(&slot.page);
+        let new_bytes = slot_bytes(slot.page.as_ref());
         let was_dirty = slot.dirty != 0;
         self.bytes.fetch_add(new_bytes, Ordering::Relaxed);
         self.bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
@@ -354,7 +354,7 @@ impl PageCache {
         let Some(_one) = self.evicting.try_lock() else { return };
         let target = capacity / 8 * 7;
         for _pass in 0..3 {
-            for shard in self.shards.iter() {
+            for shard in &self.shards {
                 if self.bytes() <= target {
                     return;
                 }

@@ -154,7 +154,7 @@ mod meta_v1_layout {
 }
 
 /// The error for damaged metadata of key `name`.
-pub(crate) fn bad_meta(name: &[u8], reason: String) -> Error {
+pub(crate) fn bad_meta(name: &[u8], reason: impl std::fmt::Display) -> Error {
     Error::Corrupted {
         key: String::from_utf8_lossy(name).into_owned(),
         page: None,
@@ -169,7 +169,7 @@ pub(crate) fn bad_meta(name: &[u8], reason: String) -> Error {
 /// [`Error::Corrupted`] naming `name` for a bad length, checksum, version,
 /// type or field.
 pub(crate) fn decode_meta_v1(name: &[u8], b: &[u8]) -> Result<Meta> {
-    use meta_v1_layout::*;
+    use meta_v1_layout::{CRC, EXPIRE, ID, KIND, LEN, ONES, SIZE, VERSION};
     if b.len() != SIZE {
         return Err(bad_meta(name, format!("record is {} bytes, expected {SIZE}", b.len())));
     }
@@ -242,7 +242,7 @@ mod super_layout {
 /// The superblock record of format `version`: magic, version, page
 /// geometry.
 pub(crate) fn encode_superblock_of(version: u8) -> Vec<u8> {
-    use super_layout::*;
+    use super_layout::{CRC, MAGIC, SIZE, VERSION};
     let mut b = vec![0u8; SIZE];
     b[..8].copy_from_slice(MAGIC);
     b[VERSION] = version;
@@ -261,7 +261,7 @@ pub(crate) fn encode_superblock() -> Vec<u8> {
 /// Validates a stored superblock against this build; returns its format
 /// version (this build's, or format 1 or 2, which open upgrades).
 pub(crate) fn check_superblock(b: &[u8]) -> Result<u8> {
-    use super_layout::*;
+    use super_layout::{CRC, MAGIC, SIZE, VERSION};
     let bad = |reason: String| Error::Corrupted { key: "<superblock>".into(), page: None, reason };
     if b.len() != SIZE || &b[..8] != MAGIC {
         return Err(bad("not a bitsled superblock".into()));
@@ -316,7 +316,7 @@ impl Catalog {
     /// The catalog record: version, database count, next keyspace id, one
     /// entry per database, CRC-32.
     pub(crate) fn encode(&self) -> Vec<u8> {
-        use catalog_layout::*;
+        use catalog_layout::{FIRST, PER_DB};
         let mut b = Vec::with_capacity(FIRST + PER_DB * self.dbs.len() + 4);
         b.push(CATALOG_VERSION);
         b.extend_from_slice(&u16::try_from(self.dbs.len()).unwrap_or(u16::MAX).to_le_bytes());
@@ -337,7 +337,7 @@ impl Catalog {
     /// # Errors
     /// [`Error::Corrupted`] naming `<catalog>`.
     pub(crate) fn decode(b: &[u8]) -> Result<Catalog> {
-        use catalog_layout::*;
+        use catalog_layout::{DBS, FIRST, NEXT, PER_DB, VERSION};
         let bad = |reason: String| Error::Corrupted { key: "<catalog>".into(), page: None, reason };
         if b.len() < FIRST + 4 {
             return Err(bad(format!("record is {} bytes", b.len())));

@@ -152,14 +152,15 @@ impl StoredPages {
     fn peek_record(&mut self) -> Result<Option<(u64, u64)>, ScanError> {
         match self.records.peek() {
             None => Ok(None),
-            Some(Ok((k, _))) => match layout::parse_page_key(k) {
-                Some(at) => Ok(Some(at)),
-                None => {
+            Some(Ok((k, _))) => {
+                if let Some(at) = layout::parse_page_key(k) {
+                    Ok(Some(at))
+                } else {
                     let k = k.to_vec();
                     self.records.next();
                     Err(ScanError::Key(k))
                 }
-            },
+            }
             Some(Err(_)) => match self.records.next() {
                 Some(Err(e)) => Err(e.into()),
                 _ => Ok(None),
@@ -171,14 +172,15 @@ impl StoredPages {
     fn peek_group(&mut self) -> Result<Option<(u64, u64)>, ScanError> {
         match self.groups.peek() {
             None => Ok(None),
-            Some(Ok((k, _))) => match layout::parse_group_key(k) {
-                Some((id, group)) => Ok(Some((id, layout::group_page(group, 0)))),
-                None => {
+            Some(Ok((k, _))) => {
+                if let Some((id, group)) = layout::parse_group_key(k) {
+                    Ok(Some((id, layout::group_page(group, 0))))
+                } else {
                     let k = k.to_vec();
                     self.groups.next();
                     Err(ScanError::Key(k))
                 }
-            },
+            }
             Some(Err(_)) => match self.groups.next() {
                 Some(Err(e)) => Err(e.into()),
                 _ => Ok(None),

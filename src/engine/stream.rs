@@ -120,20 +120,17 @@ impl Paged {
             },
             None => None,
         };
-        let stored = match dir {
-            Some(pages) => {
-                let next = pages.partition_point(|&p| p < from);
-                let end = pages.partition_point(|&p| p <= to);
-                Stored::Directory { pages, next, end }
-            }
-            None => {
-                // Sampled before the scan starts: bytes the scan yields are
-                // at least this recent, so they may be used as long as no
-                // cached page has been dropped since (see `take`).
-                let epoch = engine.pages.epoch();
-                let scan = Box::new(StoredPages::of_bitmap(&*engine.store, bitmap, from, to).peekable());
-                Stored::Scan { scan, epoch }
-            }
+        let stored = if let Some(pages) = dir {
+            let next = pages.partition_point(|&p| p < from);
+            let end = pages.partition_point(|&p| p <= to);
+            Stored::Directory { pages, next, end }
+        } else {
+            // Sampled before the scan starts: bytes the scan yields are
+            // at least this recent, so they may be used as long as no
+            // cached page has been dropped since (see `take`).
+            let epoch = engine.pages.epoch();
+            let scan = Box::new(StoredPages::of_bitmap(&*engine.store, bitmap, from, to).peekable());
+            Stored::Scan { scan, epoch }
         };
         engine.pin(bitmap);
         Ok(Paged {

@@ -198,12 +198,11 @@ impl<'e> ReadTx<'e> {
     /// declared.
     fn guard(&mut self, key: &[u8], h: u32) -> Result<&mut MetaGuard<'e>> {
         let shard = shard_of(h);
-        match self.locks.binary_search_by_key(&shard, |(s, _)| *s) {
-            Ok(i) => Ok(&mut self.locks[i].1),
-            Err(_) => {
-                debug_assert!(false, "key {:?} not declared by its transaction", String::from_utf8_lossy(key));
-                Err(Error::Internal("key not locked by its transaction".into()))
-            }
+        if let Ok(i) = self.locks.binary_search_by_key(&shard, |(s, _)| *s) {
+            Ok(&mut self.locks[i].1)
+        } else {
+            debug_assert!(false, "key {:?} not declared by its transaction", String::from_utf8_lossy(key));
+            Err(Error::Internal("key not locked by its transaction".into()))
         }
     }
 
@@ -371,44 +370,42 @@ impl<'e> ReadTx<'e> {
     /// The one place a key's metadata changes: records it in its bucket
     /// (dirty), moves an inline value that grew too long to pages, and
     /// keeps the keyspace's counts, the expiry index and the watchers.
-    fn record(&mut self, key: &[u8], meta: Option<Meta>) -> Result<()> {
+    fn record(&mut self, key: &[u8], meta: Option<&Meta>) -> Result<()> {
         self.record_with(key, meta, true)
     }
 
     /// [`ReadTx::record`], raising the key's watchers' flags only if
     /// `touch`.
-    fn record_with(&mut self, key: &[u8], meta: Option<Meta>, touch: bool) -> Result<()> {
+    fn record_with(&mut self, key: &[u8], meta: Option<&Meta>, touch: bool) -> Result<()> {
         debug_assert!(self.writing, "a read transaction changes nothing");
+        let promoted;
         let meta = match meta {
-            Some(mut m) => {
-                if m.body == Body::Inline && m.len > m.kind.inline_max() {
-                    if m.kind != Kind::String {
-                        return Err(Error::Internal(format!("an inline {:?} value of {} bytes", m.kind, m.len)));
-                    }
-                    self.promote(&mut m, None)?;
+            Some(m) if m.body == Body::Inline && m.len > m.kind.inline_max() => {
+                if m.kind != Kind::String {
+                    return Err(Error::Internal(format!("an inline {:?} value of {} bytes", m.kind, m.len)));
                 }
-                Some(m)
+                let mut paged = *m;
+                self.promote(&mut paged, None)?;
+                promoted = paged;
+                Some(&promoted)
             }
-            None => None,
+            other => other,
         };
         let (engine, ks, h) = (self.engine, self.ks, key_hash(key));
-        let old = match meta {
-            // One lookup in the bucket: the upsert returns the entry it
-            // replaced.
-            Some(m) => {
-                let start = self.bucket_of(key, h)?;
-                self.located = None;
-                self.guard(key, h)?.update(ks, start, |b| b.upsert(key, h, m)).flatten()
+        // One lookup in the bucket: the upsert returns the entry it
+        // replaced.
+        let old = if let Some(m) = meta {
+            let start = self.bucket_of(key, h)?;
+            self.located = None;
+            self.guard(key, h)?.update(ks, start, |b| b.upsert(key, h, m)).flatten()
+        } else {
+            let (start, old) = self.entry(key)?;
+            if old.is_none() {
+                return Ok(());
             }
-            None => {
-                let (start, old) = self.entry(key)?;
-                if old.is_none() {
-                    return Ok(());
-                }
-                self.located = None;
-                self.guard(key, h)?.update(ks, start, |b| b.remove(key, h));
-                old
-            }
+            self.located = None;
+            self.guard(key, h)?.update(ks, start, |b| b.remove(key, h));
+            old
         };
         self.counts.change(old.map(|m| m.expire_at_ms), meta.map(|m| m.expire_at_ms));
         if let Some(at) = meta.map(|m| m.expire_at_ms).filter(|&at| at != 0) {
@@ -635,7 +632,7 @@ impl WriteTx<'_> {
     ///
     /// # Errors
     /// As [`ReadTx::meta`].
-    pub(crate) fn set(&mut self, key: &[u8], meta: Meta) -> Result<()> {
+    pub(crate) fn set(&mut self, key: &[u8], meta: &Meta) -> Result<()> {
         self.record(key, Some(meta))
     }
 
@@ -646,7 +643,7 @@ impl WriteTx<'_> {
     ///
     /// # Errors
     /// As [`ReadTx::meta`].
-    pub(crate) fn set_unannounced(&mut self, key: &[u8], meta: Meta) -> Result<()> {
+    pub(crate) fn set_unannounced(&mut self, key: &[u8], meta: &Meta) -> Result<()> {
         self.record_with(key, Some(meta), false)
     }
 
@@ -655,10 +652,10 @@ impl WriteTx<'_> {
     ///
     /// # Errors
     /// As [`ReadTx::meta`].
-    pub(crate) fn replace(&mut self, key: &[u8], meta: Option<Meta>) -> Result<bool> {
+    pub(crate) fn replace(&mut self, key: &[u8], meta: Option<&Meta>) -> Result<bool> {
         let old = self.meta(key)?;
         if let Some(id) = old.and_then(|m| m.id()) {
-            if meta.and_then(|m| m.id()) != Some(id) {
+            if meta.and_then(Meta::id) != Some(id) {
                 self.engine.journal.set(layout::reclaim_key(id), Some(Vec::new()));
             }
         }
@@ -686,7 +683,7 @@ impl WriteTx<'_> {
     /// [`Error::Internal`] for a longer value; as [`ReadTx::meta`].
     pub(crate) fn set_inline(&mut self, key: &[u8], kind: Kind, value: &[u8], expire_at_ms: u64) -> Result<()> {
         let meta = inline_meta(kind, value, expire_at_ms)?;
-        self.replace(key, Some(meta))?;
+        self.replace(key, Some(&meta))?;
         Ok(())
     }
 
@@ -704,7 +701,7 @@ impl WriteTx<'_> {
             return Err(Error::Internal("rewrite_inline of a paged value".into()));
         }
         let meta = inline_meta(old.kind, value, old.expire_at_ms)?;
-        self.record(key, Some(meta))
+        self.record(key, Some(&meta))
     }
 
     /// Deletes `key`; returns whether it existed.
@@ -720,7 +717,7 @@ impl WriteTx<'_> {
     ///
     /// # Errors
     /// As [`ReadTx::meta`].
-    pub(crate) fn move_value(&mut self, from: &[u8], to: &[u8], meta: Meta) -> Result<()> {
+    pub(crate) fn move_value(&mut self, from: &[u8], to: &[u8], meta: &Meta) -> Result<()> {
         // Not `replace`: the value moves, it is not reclaimed.
         self.record(from, None)?;
         self.replace(to, Some(meta))?;
@@ -759,8 +756,8 @@ impl WriteTx<'_> {
     /// `key`: `meta` describes it, or `None` deletes `key`. The value `key`
     /// held is reclaimed. A small string is kept inline instead (and the
     /// built pages are reclaimed).
-    pub(super) fn publish(&mut self, key: &[u8], id: u64, meta: Option<Meta>) -> Result<()> {
-        let meta = match meta {
+    pub(super) fn publish(&mut self, key: &[u8], id: u64, meta: Option<&Meta>) -> Result<()> {
+        let meta = match meta.copied() {
             // A paged Bloom filter spans at least two pages, far past its
             // inline limit: only a copy of an inline one is this short.
             Some(mut m) if m.len <= m.kind.inline_max() => {
@@ -773,7 +770,7 @@ impl WriteTx<'_> {
             }
             m => m,
         };
-        self.replace(key, meta)?;
+        self.replace(key, meta.as_ref())?;
         // The built id is live now, or garbage. Garbage is marked again: a
         // write-back may already have stored (and the reclaimer then acted
         // on) the build's first marker while pages put since are dirty.
@@ -801,7 +798,7 @@ mod tests {
                 .write(0, &[key], |tx| {
                     let mut meta = tx.string(key)?.unwrap();
                     meta.ones = 0;
-                    tx.set(key, meta)
+                    tx.set(key, &meta)
                 })
                 .unwrap();
         };

@@ -78,7 +78,7 @@ pub(super) fn from_v1(store: &dyn Store, databases: u16) -> Result<()> {
             expiries.push((layout::expiry_key(meta.expire_at_ms, 0, name), Some(Vec::new())));
         }
         let region = bucket_start(key_hash(name), MIN_DEPTH);
-        regions.entry(region).or_insert_with(|| Bucket::new(MIN_DEPTH)).put(name, meta);
+        regions.entry(region).or_insert_with(|| Bucket::new(MIN_DEPTH)).put(name, &meta);
     }
     let buckets = regions
         .into_iter()

@@ -187,12 +187,11 @@ impl Engine {
             }
             None => report.problems.push(problem(None, None, "superblock missing".into())),
         }
-        let catalog = match self.store.get(&layout::catalog_key())? {
-            Some(b) => Catalog::decode(&b).map_err(|e| report.problems.push(problem(None, None, e.to_string()))).ok(),
-            None => {
-                report.problems.push(problem(None, None, "keyspace catalog missing".into()));
-                None
-            }
+        let catalog = if let Some(b) = self.store.get(&layout::catalog_key())? {
+            Catalog::decode(&b).map_err(|e| report.problems.push(problem(None, None, e.to_string()))).ok()
+        } else {
+            report.problems.push(problem(None, None, "keyspace catalog missing".into()));
+            None
         };
         // Whether a metadata record (a bucket or a delta) is damaged or out
         // of place: pages that belong to no key may then be a damaged key's.

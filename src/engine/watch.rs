@@ -72,7 +72,9 @@ impl Watches {
             return;
         }
         if let Some(flags) = self.map.lock().get(&ks).and_then(|n| n.get(name)) {
-            flags.iter().for_each(|f| f.raise());
+            for f in flags {
+                f.raise();
+            }
         }
     }
 

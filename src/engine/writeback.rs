@@ -317,7 +317,7 @@ impl Engine {
                 let start = g.locate(e.ks, h, &*self.store)?;
                 g.update(e.ks, start, |b| match e.meta {
                     Some(m) => {
-                        b.upsert(&e.name, h, m);
+                        b.upsert(&e.name, h, &m);
                     }
                     None => {
                         b.remove(&e.name, h);

@@ -1,7 +1,10 @@
 //! Fuzzing and replay support for the sketch functions (test builds and the
 //! `testing` feature only).
 
-use super::*;
+use super::{
+    add, check_header, count, estimate_registers, hash_element, is_dense, merge_into, merge_write, new_sparse,
+    registers, HllError, ENCODING_AT, HEADER_LEN, REGISTERS,
+};
 
 /// Fuzzing and replay support: runs every sketch operation on arbitrary
 /// bytes and checks that each returns `Ok` or `Err` and keeps its
@@ -48,7 +51,7 @@ fn check_one(seed: u8, value: &[u8]) {
         }
         Err(HllError::NotHll) => assert!(header.is_err(), "add refused a good header"),
         Err(HllError::Corrupt) => {
-            assert!(before.is_err() || cut_short, "add found corruption in a valid sketch")
+            assert!(before.is_err() || cut_short, "add found corruption in a valid sketch");
         }
     }
     // PFCOUNT, twice: the second answer comes from the cache, unless the

@@ -4,7 +4,7 @@
 use crate::db::Db;
 use crate::engine::{Meta, ReadTx, WriteTx};
 use crate::error::{Error, Result};
-use crate::geometry::{locate, PAGE_BITS};
+use crate::geometry::{locate, page_bound, PAGE_BITS};
 
 /// The type of a bit field: signed `i1 ..= i64` or unsigned `u1 ..= u63`
 /// (Redis has no `u64`: its replies are signed 64-bit integers).
@@ -133,12 +133,12 @@ fn settle(ty: BitfieldType, overflow: Overflow, exact: i128, wrapped: u64) -> Op
     let (min, max) = ty.limits();
     if (min..=max).contains(&exact) {
         // Inside the type's range, which is inside i64.
-        return Some(exact as i64);
+        return i64::try_from(exact).ok();
     }
     match overflow {
         Overflow::Wrap => Some(ty.decode(wrapped)),
         // Both limits fit in i64.
-        Overflow::Sat => Some(if exact > max { max as i64 } else { min as i64 }),
+        Overflow::Sat => i64::try_from(if exact > max { max } else { min }).ok(),
         Overflow::Fail => None,
     }
 }
@@ -173,7 +173,7 @@ fn signed_result(ty: BitfieldType, overflow: Overflow, value: i64, incr: i64) ->
         dir => match overflow {
             Overflow::Wrap => Some(ty.decode(wrapped)),
             // Both limits fit in i64.
-            Overflow::Sat => Some(if dir > 0 { max as i64 } else { min as i64 }),
+            Overflow::Sat => i64::try_from(if dir > 0 { max } else { min }).ok(),
             Overflow::Fail => None,
         },
     }
@@ -204,8 +204,7 @@ fn incr_result(ty: BitfieldType, overflow: Overflow, old: i64, increment: i64) -
 /// page boundary. The caller checked that `offset + width - 1` fits in u64.
 fn pieces(offset: u64, width: u32) -> impl Iterator<Item = (u64, u32, u32)> {
     let at = locate(offset);
-    // PAGE_BITS - bit is at most 32,768 and positive.
-    let first = width.min((PAGE_BITS - u64::from(at.bit)) as u32);
+    let first = width.min(page_bound(PAGE_BITS - u64::from(at.bit)));
     let second = (width > first).then_some((at.page + 1, 0, width - first));
     std::iter::once((at.page, at.bit, first)).chain(second)
 }
@@ -375,9 +374,9 @@ impl Db {
                 out.push(Some(if reply_old { old } else { new }));
             }
             if changes > 0 {
-                tx.set(key, meta)?;
+                tx.set(key, &meta)?;
             } else {
-                tx.set_unannounced(key, meta)?;
+                tx.set_unannounced(key, &meta)?;
             }
             Ok(out)
         })
@@ -385,6 +384,7 @@ impl Db {
 }
 
 #[cfg(test)]
+#[expect(clippy::cast_possible_truncation, reason = "the reference model: fields of at most 64 bits at small offsets")]
 mod tests {
     use super::*;
     use proptest::prelude::*;

@@ -97,7 +97,7 @@ impl Db {
         }
         each_result_page(op, streams, len, |page, result| build.put(page, result.into_page()))?;
         let meta = build.meta(Kind::String, len, 0);
-        build.publish(dest, Some(meta))?;
+        build.publish(dest, Some(&meta))?;
         Ok(len)
     }
 

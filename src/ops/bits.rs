@@ -51,7 +51,7 @@ impl Db {
             // Like Redis, a SETBIT that changes nothing is no change (WATCH
             // does not see it).
             if changed {
-                tx.set(key, meta)?;
+                tx.set(key, &meta)?;
             }
             Ok(current)
         })
@@ -124,7 +124,7 @@ impl Db {
                 }
                 let byte_len = group.last().map_or(0, |o| o / 8 + 1);
                 meta.len = meta.len.max(byte_len);
-                tx.set(key, meta)?;
+                tx.set(key, &meta)?;
                 Ok(changed)
             })?;
         }

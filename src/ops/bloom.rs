@@ -17,7 +17,7 @@ use crate::bloom::{
 use crate::db::Db;
 use crate::engine::{Kind, Meta, ReadTx, WriteTx};
 use crate::error::{Error, Result};
-use crate::geometry::{locate, PAGE_BITS, PAGE_BYTES};
+use crate::geometry::{locate, PAGE_BITS, PAGE_BYTES, PAGE_LEN};
 use crate::page::Page;
 
 /// RedisBloom's reply when a sub-filter cannot be added.
@@ -34,7 +34,7 @@ fn corrupt(key: &[u8], reason: &str) -> Error {
 /// Reads and validates the header of the filter `meta` describes.
 fn read_header(tx: &ReadTx<'_>, key: &[u8], meta: &Meta) -> Result<Header> {
     let page = tx.page(key, meta, HEADER_PAGE)?.ok_or_else(|| corrupt(key, "the header page is missing"))?;
-    let mut buf = vec![0u8; PAGE_BYTES as usize];
+    let mut buf = vec![0u8; PAGE_LEN];
     page.write_bytes(&mut buf);
     let header = Header::decode(&buf).map_err(|r| corrupt(key, &r))?;
     if header.end_page().checked_mul(PAGE_BYTES) != Some(meta.len) {
@@ -49,7 +49,7 @@ fn read_header(tx: &ReadTx<'_>, key: &[u8], meta: &Meta) -> Result<Header> {
 /// The header page holding `header`.
 fn header_page(header: &Header) -> Page {
     let mut buf = header.encode();
-    buf.resize(PAGE_BYTES as usize, 0);
+    buf.resize(PAGE_LEN, 0);
     Page::from_bytes(&buf)
 }
 
@@ -93,16 +93,16 @@ impl Filter {
     }
 
     /// The stored filter `meta` describes, small or in pages.
-    fn load(tx: &ReadTx<'_>, key: &[u8], meta: Meta) -> Result<Filter> {
+    fn load(tx: &ReadTx<'_>, key: &[u8], meta: &Meta) -> Result<Filter> {
         if meta.is_inline() {
             let s = Small::decode(meta.inline_value()).map_err(|r| Error::Corrupted {
                 key: String::from_utf8_lossy(key).into_owned(),
                 page: None,
                 reason: format!("small Bloom filter: {r}"),
             })?;
-            return Ok(Filter { meta, header: s.header, small: Some(s.bits), created: false });
+            return Ok(Filter { meta: *meta, header: s.header, small: Some(s.bits), created: false });
         }
-        Ok(Filter { header: read_header(tx, key, &meta)?, meta, small: None, created: false })
+        Ok(Filter { header: read_header(tx, key, meta)?, meta: *meta, small: None, created: false })
     }
 }
 
@@ -229,7 +229,7 @@ fn store_filter(tx: &mut WriteTx<'_>, key: &[u8], filter: &mut Filter, to_set: H
     let page = header_page(&filter.header);
     tx.update_page(key, &mut meta, HEADER_PAGE, |p| *p = page)?;
     meta.len = filter.header.end_page().saturating_mul(PAGE_BYTES);
-    tx.set(key, meta)?;
+    tx.set(key, &meta)?;
     filter.meta = meta;
     filter.created = false;
     Ok(())
@@ -303,7 +303,7 @@ impl Db {
     ) -> Result<Vec<BloomAdd>> {
         self.engine.write(self.index, &[key], |tx| {
             let mut filter = match tx.typed(key, Kind::Bloom)? {
-                Some(meta) => Filter::load(tx, key, meta)?,
+                Some(meta) => Filter::load(tx, key, &meta)?,
                 None => match create {
                     Some(make) => Filter::create(tx, make()?)?,
                     None => return Err(Error::InvalidArgument("not found".into())),
@@ -341,7 +341,7 @@ impl Db {
         // be replaced (and its pages discarded) meanwhile.
         self.engine.read(self.index, &[key], |tx| {
             let Some(meta) = tx.typed(key, Kind::Bloom)? else { return Ok(vec![false; items.len()]) };
-            let filter = Filter::load(tx, key, meta)?;
+            let filter = Filter::load(tx, key, &meta)?;
             let nf = filter.header.filters.len();
             let mut out = Vec::with_capacity(items.len());
             for chunk in items.chunks(chunk_items(&filter.header)) {
@@ -357,7 +357,7 @@ impl Db {
     pub(crate) fn bf_info(&self, key: &[u8]) -> Result<Option<BloomInfo>> {
         self.engine.read(self.index, &[key], |tx| {
             let Some(meta) = tx.typed(key, Kind::Bloom)? else { return Ok(None) };
-            Ok(Some(info_of(&Filter::load(tx, key, meta)?)))
+            Ok(Some(info_of(&Filter::load(tx, key, &meta)?)))
         })
     }
 

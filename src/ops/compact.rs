@@ -71,8 +71,8 @@ impl Db {
                     report.pages += u64::from(!meta.is_inline());
                 }
                 // The copy keeps the expiry, which publishing indexes.
-                let copy = build.adopt(meta);
-                build.publish(&name, Some(copy))?;
+                let copy = build.adopt(&meta);
+                build.publish(&name, Some(&copy))?;
                 report.keys += 1;
             }
         }

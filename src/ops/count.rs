@@ -4,7 +4,7 @@ use crate::db::Db;
 use crate::engine::Meta;
 use crate::engine::PageStream;
 use crate::error::{Error, Result};
-use crate::geometry::PAGE_BITS;
+use crate::geometry::{page_bound, PAGE_BITS};
 use crate::ops::range::{clamp, span_bits, to_bits, total_units, Span, Unit};
 
 /// The page-relative bounds `[lo, hi)` of the inclusive bit range
@@ -12,8 +12,7 @@ use crate::ops::range::{clamp, span_bits, to_bits, total_units, Span, Unit};
 pub(super) fn page_bounds(page: u64, first: u64, last: u64) -> (u32, u32) {
     let lo = if page == first / PAGE_BITS { first % PAGE_BITS } else { 0 };
     let hi = if page == last / PAGE_BITS { last % PAGE_BITS + 1 } else { PAGE_BITS };
-    // Both are at most PAGE_BITS (32,768).
-    (lo as u32, hi as u32)
+    (page_bound(lo), page_bound(hi))
 }
 
 /// The set bits in `first ..= last` of the bitmap, given a stream over the

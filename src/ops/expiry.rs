@@ -97,7 +97,7 @@ impl Db {
                 return Ok(true);
             }
             meta.expire_at_ms = at_ms;
-            tx.set(key, meta)?;
+            tx.set(key, &meta)?;
             Ok(true)
         })
     }
@@ -110,7 +110,7 @@ impl Db {
         self.engine.write(self.index, &[key], |tx| match tx.meta(key)? {
             Some(mut meta) if meta.expire_at_ms != 0 => {
                 meta.expire_at_ms = 0;
-                tx.set(key, meta)?;
+                tx.set(key, &meta)?;
                 Ok(true)
             }
             _ => Ok(false),

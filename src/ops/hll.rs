@@ -72,9 +72,9 @@ fn store(tx: &mut WriteTx<'_>, key: &[u8], mut meta: Meta, old: &[u8], new: &[u8
     }
     meta.len = new.len() as u64;
     if announce {
-        tx.set(key, meta)
+        tx.set(key, &meta)
     } else {
-        tx.set_unannounced(key, meta)
+        tx.set_unannounced(key, &meta)
     }
 }
 
@@ -306,11 +306,11 @@ impl Db {
                 None => (tx.new_value(Kind::String), Vec::new(), hll::new_sparse()),
             };
             hll::merge_write(&mut value, &max, use_dense).map_err(|e| hll_error(dest, e))?;
-            if value != old {
-                store(tx, dest, meta, &old, &value, true)?;
-            } else {
+            if value == old {
                 // Redis signals PFMERGE's destination whatever changed.
                 tx.touch(dest);
+            } else {
+                store(tx, dest, meta, &old, &value, true)?;
             }
             Ok(())
         })

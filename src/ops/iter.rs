@@ -7,7 +7,7 @@ use crate::db::Db;
 use crate::engine::Meta;
 use crate::engine::PageStream;
 use crate::error::Result;
-use crate::geometry::PAGE_BITS;
+use crate::geometry::{page_bound, PAGE_BITS};
 use crate::ops::range::bit_range;
 use crate::page::Page;
 
@@ -67,8 +67,7 @@ impl Iterator for Ones {
         loop {
             if let Some((page, p)) = &self.current {
                 let hi = if *page == self.last / PAGE_BITS { self.last % PAGE_BITS + 1 } else { PAGE_BITS };
-                // hi <= PAGE_BITS fits in u32.
-                if let Some(b) = p.find(true, self.next_bit, hi as u32) {
+                if let Some(b) = p.find(true, self.next_bit, page_bound(hi)) {
                     self.next_bit = b + 1;
                     return Some(Ok(page * PAGE_BITS + u64::from(b)));
                 }

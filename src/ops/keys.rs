@@ -64,7 +64,7 @@ impl Db {
             if nx && tx.meta(to)?.is_some() {
                 return Ok(false);
             }
-            tx.move_value(from, to, meta)?;
+            tx.move_value(from, to, &meta)?;
             Ok(true)
         })
     }
@@ -99,7 +99,7 @@ impl Db {
         while let Some((page, p)) = stream.next_page()? {
             build.put(page, (*p).clone())?;
         }
-        let copy = build.adopt(meta);
+        let copy = build.adopt(&meta);
         // Without `replace`, `to` is checked again where the copy is
         // published: a key created while the pages were copied stays.
         build.publish_if(to, |tx, to| Ok((replace || tx.meta(to)?.is_none()).then_some(Some(copy))))
@@ -133,7 +133,7 @@ impl Db {
             if tx.meta(key)?.is_some() {
                 return Ok(false);
             }
-            tx.set(key, meta)?;
+            tx.set(key, &meta)?;
             tx.use_db(self.index)?;
             tx.forget(key)?;
             Ok(true)

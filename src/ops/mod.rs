@@ -1,5 +1,7 @@
 //! Bitmap operations with Redis semantics, as methods of [`crate::Db`].
 
+#![deny(clippy::cast_possible_truncation)]
+
 pub(crate) mod bitfield;
 pub(crate) mod bitop;
 pub(crate) mod bits;

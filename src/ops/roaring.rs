@@ -296,7 +296,7 @@ impl Db {
             }
             Some(build) => {
                 let meta = build.meta(Kind::String, len, 0);
-                build.publish(key, Some(meta))?;
+                build.publish(key, Some(&meta))?;
             }
         }
         Ok(ones)

@@ -230,14 +230,14 @@ impl Db {
                 GetExpiry::Persist if meta.expire_at_ms == 0 => {}
                 GetExpiry::Persist => {
                     meta.expire_at_ms = 0;
-                    tx.set(key, meta)?;
+                    tx.set(key, &meta)?;
                 }
                 GetExpiry::At(at) if at <= tx.now_ms() => {
                     tx.delete(key)?;
                 }
                 GetExpiry::At(at) => {
                     meta.expire_at_ms = at;
-                    tx.set(key, meta)?;
+                    tx.set(key, &meta)?;
                 }
             }
             Ok(Some((meta, stream)))
@@ -357,7 +357,11 @@ impl Db {
         while let Some((page, p)) = stream.next_page()? {
             // The stream stops at the last page of `len` bytes, so
             // page * PAGE_BYTES < len fits in usize.
-            let start = page as usize * page_bytes;
+            let start = usize::try_from(page)
+                .ok()
+                .and_then(|p| p.checked_mul(page_bytes))
+                .filter(|&s| s < len)
+                .ok_or_else(|| Error::Internal(format!("page {page} lies past the {len} bytes of the value")))?;
             let end = (start + page_bytes).min(len);
             p.write_bytes(&mut out[start..end]);
         }
@@ -391,7 +395,7 @@ fn write_in_tx(tx: &mut WriteTx<'_>, key: &[u8], value: &[u8], expire_at_ms: u64
     }
     meta.len = value.len() as u64;
     meta.expire_at_ms = expire_at_ms;
-    tx.replace(key, Some(meta))?;
+    tx.replace(key, Some(&meta))?;
     Ok(())
 }
 

@@ -52,8 +52,8 @@ impl Db {
                 continue;
             }
             // All below are < PAGE_BYTES or < len, which fits in usize.
-            let (src, n) = ((from - page_start) as usize, (to - from + 1) as usize);
-            let dst = (from - first) as usize;
+            let index = |v: u64| usize::try_from(v).map_err(|_| too_large());
+            let (src, n, dst) = (index(from - page_start)?, index(to - from + 1)?, index(from - first)?);
             out[dst..dst + n].copy_from_slice(&page_buf[src..src + n]);
         }
         Ok(out)
@@ -146,7 +146,7 @@ impl Db {
                 written += n;
             }
             meta.len = meta.len.max(end);
-            tx.set(key, meta)?;
+            tx.set(key, &meta)?;
             Ok(meta.len)
         })
     }

@@ -85,7 +85,7 @@ pub(crate) fn check_invariants(page: &Page, ctx: &str) {
     assert_eq!(page.ones, ones, "{ctx}: cached popcount equals the bits");
     match &page.repr {
         Repr::Sparse(pos) => {
-            assert!(super::sparse::is_valid(pos), "{ctx}: sparse positions strictly increasing and in range")
+            assert!(super::sparse::is_valid(pos), "{ctx}: sparse positions strictly increasing and in range");
         }
         Repr::Ewah(stream) => {
             assert_eq!(ewah::validate(stream), Ok(ones), "{ctx}: in-memory EWAH stream is valid");
@@ -192,7 +192,9 @@ pub(crate) fn check_page(page: &Page, model: &Words, probes: &[u32], ctx: &str) 
     // Complement.
     let not = page.not();
     let mut expect = *model;
-    expect.iter_mut().for_each(|w| *w = !*w);
+    for w in &mut expect {
+        *w = !*w;
+    }
     assert!(*page_words(&not) == expect, "{ctx}: not() complements every bit");
     check_invariants(&not, ctx);
     check_compact(&not, &format!("{ctx}: not()"));

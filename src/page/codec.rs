@@ -201,13 +201,14 @@ pub(super) fn encode_smallest(page: &Page) -> Vec<u8> {
     page.to_words(&mut words);
     let (encoding, ewah_len) = choose(&words, Census::of(&words));
     match encoding {
-        Encoding::Sparse => match &page.repr {
-            Repr::Sparse(pos) => write(Encoding::Sparse, page.ones, pos.len(), |out| write_sparse(pos, out)),
-            _ => {
+        Encoding::Sparse => {
+            if let Repr::Sparse(pos) = &page.repr {
+                write(Encoding::Sparse, page.ones, pos.len(), |out| write_sparse(pos, out))
+            } else {
                 let pos = dense::positions(&words, page.ones);
                 write(Encoding::Sparse, page.ones, pos.len(), |out| write_sparse(&pos, out))
             }
-        },
+        }
         Encoding::Ewah => write(Encoding::Ewah, page.ones, ewah_len, |out| {
             let mut stream = Vec::with_capacity(ewah_len);
             ewah::encode_into(&words, &mut stream);

@@ -126,7 +126,7 @@ pub(crate) fn encode_group(members: &[Member<'_>]) -> Vec<u8> {
     out
 }
 
-fn err(msg: String) -> PageError {
+fn err(msg: impl std::fmt::Display) -> PageError {
     PageError(format!("page group: {msg}"))
 }
 

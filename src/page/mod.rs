@@ -670,14 +670,15 @@ impl Page {
         if self.is_full() {
             return Page::zeros();
         }
-        match &self.repr {
-            Repr::Ewah(stream) => Page { repr: Repr::Ewah(ewah::invert(stream)), ones: BITS - self.ones }.compacted(),
-            _ => {
-                let mut words = [0u64; PAGE_WORDS];
-                self.to_words(&mut words);
-                words.iter_mut().for_each(|w| *w = !*w);
-                Page::from_words(&words)
+        if let Repr::Ewah(stream) = &self.repr {
+            Page { repr: Repr::Ewah(ewah::invert(stream)), ones: BITS - self.ones }.compacted()
+        } else {
+            let mut words = [0u64; PAGE_WORDS];
+            self.to_words(&mut words);
+            for w in &mut words {
+                *w = !*w;
             }
+            Page::from_words(&words)
         }
     }
 

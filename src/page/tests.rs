@@ -245,7 +245,7 @@ fn ewah_encoder_is_canonical() {
     }
     for _ in 0..50 {
         let mut m = [0u64; PAGE_WORDS];
-        for w in m.iter_mut() {
+        for w in &mut m {
             *w = match rng.gen_range(0..4) {
                 0 => 0,
                 1 => u64::MAX,

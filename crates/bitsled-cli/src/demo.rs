@@ -201,7 +201,7 @@ pub(crate) fn demo(db: &Db, users: u64, days: u32, density: f64) -> Result<()> {
     }
     println!("  BF.MADD of {} items                               {:>9.3} ms", msgs.len(), ms(t));
     show(db, "BF.EXISTS seen msg:0")?;
-    show(db, &format!("BF.EXISTS seen msg:{}", visitors))?;
+    show(db, &format!("BF.EXISTS seen msg:{visitors}"))?;
     show(db, "BF.CARD seen")?;
 
     println!("\nhousekeeping (daily keys expire after 30 days)");

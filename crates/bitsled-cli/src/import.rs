@@ -98,13 +98,12 @@ impl Pending {
                 changed = self.apply(db)?;
             }
         }
-        let i = match self.index.get(&key) {
-            Some(&i) => i,
-            None => {
-                self.groups.push((key.clone(), bit, Vec::new()));
-                self.index.insert(key, self.groups.len() - 1);
-                self.groups.len() - 1
-            }
+        let i = if let Some(&i) = self.index.get(&key) {
+            i
+        } else {
+            self.groups.push((key.clone(), bit, Vec::new()));
+            self.index.insert(key, self.groups.len() - 1);
+            self.groups.len() - 1
         };
         self.groups[i].2.push(offset);
         self.offsets += 1;

@@ -118,7 +118,7 @@ impl State {
                 (Some("done"), Some(db), None) => st.done.push(db.parse()?),
                 (Some("at"), Some(db), Some(cursor)) => st.current = Some((db.parse()?, cursor.parse()?)),
                 // The line is not shown: it may be a password.
-                _ => bail!("bad line in {}", STATE_FILE),
+                _ => bail!("bad line in {STATE_FILE}"),
             }
         }
         if had_password {

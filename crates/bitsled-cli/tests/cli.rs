@@ -113,9 +113,7 @@ fn compare_with_redis_cli(script: &str, needles: &[&str]) {
     if got != want {
         let got_text = String::from_utf8_lossy(&got);
         for (i, (w, g)) in want_text.lines().zip(got_text.lines()).enumerate() {
-            if w != g {
-                panic!("line {} differs:\nredis-cli: {w}\nbitsled:   {g}\n\nbitsled output:\n{got_text}", i + 1);
-            }
+            assert!(w == g, "line {} differs:\nredis-cli: {w}\nbitsled:   {g}\n\nbitsled output:\n{got_text}", i + 1);
         }
         panic!("outputs differ in length:\nredis-cli:\n{want_text}\nbitsled:\n{got_text}");
     }

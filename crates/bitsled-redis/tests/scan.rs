@@ -254,7 +254,7 @@ fn cursors_survive_a_restart_and_stay_below_2_to_53() {
     };
     assert_ne!(cursor, b"0", "the scan is not over yet");
     let db = open(dir.path());
-    let (rest, _) = {
+    let (rest, ()) = {
         let mut out = Vec::new();
         let mut cursor = cursor;
         loop {

@@ -108,7 +108,9 @@ fn on_db(db: &Db, op: &Op) -> bitsled::Result<()> {
         Op::Get(k) => db.get(KEYS[*k]).map(drop),
         Op::BitCount(k, s) => db.bitcount(KEYS[*k], *s).map(drop),
         Op::BitPos(k, b, s, e, u) => db.bitpos(KEYS[*k], *b, *s, *e, *u).map(drop),
-        Op::Ones(k) => db.ones(KEYS[*k], ..).and_then(|it| it.collect::<bitsled::Result<Vec<u64>>>()).map(drop),
+        Op::Ones(k) => {
+            db.ones(KEYS[*k], ..).and_then(std::iter::Iterator::collect::<bitsled::Result<Vec<u64>>>).map(drop)
+        }
         Op::Reopen => Ok(()),
     }
 }

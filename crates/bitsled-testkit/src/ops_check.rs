@@ -219,7 +219,7 @@ pub fn check(ops: &[Op]) {
         let ctx = format!("op {i}: {op:?}");
         match op {
             Op::SetBit(k, o, v) => {
-                assert_eq!(db.setbit(KEYS[*k], *o, *v).unwrap(), m.setbit(KEYS[*k], *o, *v), "{ctx}")
+                assert_eq!(db.setbit(KEYS[*k], *o, *v).unwrap(), m.setbit(KEYS[*k], *o, *v), "{ctx}");
             }
             Op::GetBit(k, o) => assert_eq!(db.getbit(KEYS[*k], *o).unwrap(), m.getbit(KEYS[*k], *o), "{ctx}"),
             Op::SetBits(k, offs, v) => {
@@ -233,7 +233,7 @@ pub fn check(ops: &[Op]) {
             }
             Op::BitCount(k, s) => assert_eq!(db.bitcount(KEYS[*k], *s).unwrap(), m.bitcount(KEYS[*k], *s), "{ctx}"),
             Op::BitPos(k, b, s, e, u) => {
-                assert_eq!(db.bitpos(KEYS[*k], *b, *s, *e, *u).unwrap(), m.bitpos(KEYS[*k], *b, *s, *e, *u), "{ctx}")
+                assert_eq!(db.bitpos(KEYS[*k], *b, *s, *e, *u).unwrap(), m.bitpos(KEYS[*k], *b, *s, *e, *u), "{ctx}");
             }
             Op::Bitop(op, d, srcs) => {
                 let names: Vec<&[u8]> = srcs.iter().map(|&s| KEYS[s]).collect();

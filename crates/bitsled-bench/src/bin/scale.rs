@@ -257,7 +257,7 @@ fn du(path: &Path) -> u64 {
     fn walk(p: &Path) -> u64 {
         match std::fs::metadata(p) {
             Ok(m) if m.is_dir() => {
-                std::fs::read_dir(p).map(|rd| rd.filter_map(Result::ok).map(|e| walk(&e.path())).sum()).unwrap_or(0)
+                std::fs::read_dir(p).map_or(0, |rd| rd.filter_map(Result::ok).map(|e| walk(&e.path())).sum())
             }
             Ok(m) => m.len(),
             Err(_) => 0,

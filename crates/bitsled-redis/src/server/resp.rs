@@ -143,51 +143,49 @@ impl Parser {
     /// unspecified (the connection is to be closed).
     pub fn parse(&mut self, buf: &[u8], authenticated: bool) -> Result<(usize, Parsed), ProtocolError> {
         let mut pos = 0;
-        let mut mb = match self.partial.take() {
-            Some(mb) => mb,
-            None => {
-                let Some(&first) = buf.first() else { return Ok((0, Parsed::Incomplete)) };
-                if first != b'*' {
-                    return parse_inline(buf);
-                }
-                let Some((n, used)) = count_line(buf, ProtocolError::TooBigMultibulkCount)? else {
-                    return Ok((0, Parsed::Incomplete));
-                };
-                pos = used;
-                let n = match n {
-                    Some(n) if n <= 0 => return Ok((pos, Parsed::Request(Vec::new()))),
-                    Some(n) => usize::try_from(n).ok().filter(|&n| n <= MAX_MULTIBULK_LEN),
-                    None => None,
-                };
-                let Some(n) = n else { return Err(ProtocolError::InvalidMultibulkLength) };
-                if !authenticated && n > UNAUTH_MAX_MULTIBULK {
-                    return Err(ProtocolError::UnauthenticatedMultibulkLength);
-                }
-                // The count is only a claim: reserve for a few arguments.
-                Multibulk { left: n, args: Vec::with_capacity(n.min(16)), bulk_len: None }
+        let mut mb = if let Some(mb) = self.partial.take() {
+            mb
+        } else {
+            let Some(&first) = buf.first() else { return Ok((0, Parsed::Incomplete)) };
+            if first != b'*' {
+                return parse_inline(buf);
             }
+            let Some((n, used)) = count_line(buf, ProtocolError::TooBigMultibulkCount)? else {
+                return Ok((0, Parsed::Incomplete));
+            };
+            pos = used;
+            let n = match n {
+                Some(n) if n <= 0 => return Ok((pos, Parsed::Request(Vec::new()))),
+                Some(n) => usize::try_from(n).ok().filter(|&n| n <= MAX_MULTIBULK_LEN),
+                None => None,
+            };
+            let Some(n) = n else { return Err(ProtocolError::InvalidMultibulkLength) };
+            if !authenticated && n > UNAUTH_MAX_MULTIBULK {
+                return Err(ProtocolError::UnauthenticatedMultibulkLength);
+            }
+            // The count is only a claim: reserve for a few arguments.
+            Multibulk { left: n, args: Vec::with_capacity(n.min(16)), bulk_len: None }
         };
         while mb.left > 0 {
             let rest = &buf[pos..];
-            let len = match mb.bulk_len {
-                Some(len) => len,
-                None => {
-                    let Some(&first) = rest.first() else { break };
-                    if first != b'$' {
-                        return Err(ProtocolError::ExpectedDollar(first));
-                    }
-                    let Some((n, used)) = count_line(rest, ProtocolError::TooBigBulkCount)? else { break };
-                    let len = n
-                        .and_then(|n| usize::try_from(n).ok())
-                        .filter(|&n| n <= MAX_BULK_LEN)
-                        .ok_or(ProtocolError::InvalidBulkLength)?;
-                    if !authenticated && len > UNAUTH_MAX_BULK {
-                        return Err(ProtocolError::UnauthenticatedBulkLength);
-                    }
-                    pos += used;
-                    mb.bulk_len = Some(len);
-                    len
+            let len = if let Some(len) = mb.bulk_len {
+                len
+            } else {
+                let Some(&first) = rest.first() else { break };
+                if first != b'$' {
+                    return Err(ProtocolError::ExpectedDollar(first));
                 }
+                let Some((n, used)) = count_line(rest, ProtocolError::TooBigBulkCount)? else { break };
+                let len = n
+                    .and_then(|n| usize::try_from(n).ok())
+                    .filter(|&n| n <= MAX_BULK_LEN)
+                    .ok_or(ProtocolError::InvalidBulkLength)?;
+                if !authenticated && len > UNAUTH_MAX_BULK {
+                    return Err(ProtocolError::UnauthenticatedBulkLength);
+                }
+                pos += used;
+                mb.bulk_len = Some(len);
+                len
             };
             let rest = &buf[pos..];
             // Like Redis, the two bytes after the data are taken as the line

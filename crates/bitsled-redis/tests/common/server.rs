@@ -66,10 +66,10 @@ impl Served {
 
 impl Drop for Served {
     fn drop(&mut self) {
-        if !std::thread::panicking() {
-            self.finish();
-        } else {
+        if std::thread::panicking() {
             self.stop.shutdown();
+        } else {
+            self.finish();
         }
     }
 }

@@ -92,8 +92,7 @@ impl Opts {
             return Err("--repeats must be at least 1".into());
         }
         let out = value("--out")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(if quick { "target/compare-quick" } else { "bench-results" }));
+            .map_or_else(|| PathBuf::from(if quick { "target/compare-quick" } else { "bench-results" }), PathBuf::from);
         Ok(Opts {
             quick,
             no_redis: args.iter().any(|a| a == "--no-redis"),
@@ -140,7 +139,7 @@ impl Fig {
         if n % 2 == 1 {
             v[n / 2]
         } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
+            f64::midpoint(v[n / 2 - 1], v[n / 2])
         }
     }
 
@@ -317,7 +316,7 @@ fn density_section(o: &Opts, pat: Pattern, idx: usize, con: Option<&mut Connecti
     eprintln!("== {label}: {DAYS} days x {n} bits");
     let days: Vec<Vec<u64>> = (0..DAYS).map(|d| data::generate(pat, 1000 * idx as u64 + d as u64, n)).collect();
     let keys: Vec<String> = (0..DAYS).map(|d| format!("active:{idx}:202611{:02}", d + 1)).collect();
-    let kb: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
+    let kb: Vec<&[u8]> = keys.iter().map(std::string::String::as_bytes).collect();
     let want_and = and_count(&days[..7]);
     let want_or = or_count(&days);
     let mean_ones = days.iter().map(|d| data::count(d)).sum::<u64>() as f64 / DAYS as f64;
@@ -472,7 +471,7 @@ fn density_section(o: &Opts, pat: Pattern, idx: usize, con: Option<&mut Connecti
 
     for (only, full) in [(&mut and_only, &and), (&mut or_only, &or)] {
         for cell in [REDIS, ROARING, LIMIT] {
-            only.cells[cell] = full.cells[cell].clone();
+            only.cells[cell].clone_from(&full.cells[cell]);
         }
         only.note = "Redis: BITOP + BITCOUNT (no count-only command); roaring and the loop: as the row above".into();
     }
@@ -551,7 +550,7 @@ fn rss_child(args: &[String]) -> Res<()> {
         }
     };
     let before = vm_hwm()?;
-    let srcs: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
+    let srcs: Vec<&[u8]> = keys.iter().map(std::string::String::as_bytes).collect();
     let t = Instant::now();
     db.bitop(BitOp::Or, b"rss:or", &srcs)?;
     check("RSS child OR", db.bitcount(b"rss:or", None)?, want.parse()?)?;
@@ -642,7 +641,7 @@ fn single_bit_section(o: &Opts, offset: u64, con: Option<&mut Connection>, rep: 
         })?);
         db.flush()?;
         let disk1 = db.size_on_disk()?;
-        growth.cells[BITSLED] = Some(Fig::one(disk1.saturating_sub(disk0) as f64 / r as f64));
+        growth.cells[BITSLED] = Some(Fig::one(disk1.saturating_sub(disk0) as f64 / f64::from(r)));
         stored.cells[BITSLED] = Some(Fig::one(db.key_stats(b"bit:1")?.ok_or("key missing")?.stored_bytes as f64));
         pos.cells[BITSLED] = Some(time(o.repeats, || {
             check("bitsled BITPOS", u64::try_from(db.bitpos(b"bit:1", true, None, None, Unit::Byte)?)?, offset)
@@ -924,7 +923,7 @@ fn fmt(kind: Kind, v: f64) -> String {
     }
 }
 
-fn cell(kind: Kind, f: &Option<Fig>) -> String {
+fn cell(kind: Kind, f: Option<&Fig>) -> String {
     match f {
         None => "-".into(),
         Some(f) if f.0.len() == 1 || f.min() == f.max() => fmt(kind, f.median()),
@@ -966,9 +965,8 @@ fn machine() -> String {
                 .map(|l| l.split_whitespace().nth(1).unwrap_or("0").to_string())
         })
         .and_then(|k| k.parse::<f64>().ok())
-        .map(|k| format!("{:.1} GiB", k / 1024.0 / 1024.0))
-        .unwrap_or_else(|| "unknown".into());
-    let nproc = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+        .map_or_else(|| "unknown".into(), |k| format!("{:.1} GiB", k / 1024.0 / 1024.0));
+    let nproc = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
     format!("{nproc} CPUs ({cpu}), {mem} RAM")
 }
 
@@ -1017,10 +1015,10 @@ fn write_outputs(o: &Opts, rep: &Report, secs: f64) -> Res<()> {
             md,
             "| {} | {} | {} | {} | {} | {} | {} | {} |",
             row.name.trim(),
-            cell(row.kind, &row.cells[BITSLED]),
-            cell(row.kind, &row.cells[REDIS]),
-            cell(row.kind, &row.cells[ROARING]),
-            cell(row.kind, &row.cells[LIMIT]),
+            cell(row.kind, row.cells[BITSLED].as_ref()),
+            cell(row.kind, row.cells[REDIS].as_ref()),
+            cell(row.kind, row.cells[ROARING].as_ref()),
+            cell(row.kind, row.cells[LIMIT].as_ref()),
             ratio(row, REDIS),
             ratio(row, ROARING),
             ratio(row, LIMIT),

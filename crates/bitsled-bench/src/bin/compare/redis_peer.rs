@@ -17,7 +17,7 @@ pub struct RedisServer {
     child: Child,
     port: u16,
     // Working directory of the server; removed after the server is killed.
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl RedisServer {
@@ -44,11 +44,11 @@ impl RedisServer {
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()?;
-        let mut server = RedisServer { child, port, _dir: dir };
+        let mut server = RedisServer { child, port, dir };
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(status) = server.child.try_wait()? {
-                let log = std::fs::read_to_string(server._dir.path().join("redis.log")).unwrap_or_default();
+                let log = std::fs::read_to_string(server.dir.path().join("redis.log")).unwrap_or_default();
                 return Err(format!("redis-server exited with {status}:\n{log}").into());
             }
             if let Ok(mut con) = server.connect() {
