@@ -50,7 +50,7 @@ pub fn check_record_decode(data: &[u8]) {
 ///
 /// If the bytes decode as a page, the page must satisfy its invariants,
 /// agree with `peek_header`, and round trip through every encoding; if
-/// they decode as a group, see [`check_group_decode`]. The bytes are then
+/// they decode as a group, every member must too (`check_group_once`). The bytes are then
 /// tried again with their checksum trailer recomputed, so that random input
 /// also reaches the structural validation behind the checksum.
 pub fn check_page_decode(bytes: &[u8]) {

@@ -31,6 +31,7 @@
 //!
 //! Varints are unsigned LEB128 (7 bits a byte, least significant first).
 
+use super::entry::{entry_end, put_entry, read_entry, sealed_body, Reader, TAG_INLINE};
 use super::layout::key_hash;
 use super::record::{bad_meta, Body, Kind, Meta};
 use crate::error::{Error, Result};
@@ -47,9 +48,6 @@ pub(crate) const SPLIT_BYTES: usize = 4096;
 
 const VERSION: u8 = 2;
 const HEADER: usize = 6;
-const TAG_KIND: u8 = 0b11;
-const TAG_INLINE: u8 = 0b100;
-const TAG_EXPIRY: u8 = 0b1000;
 
 /// An upper bound of the bytes an entry of a `name_len`-byte name with
 /// `meta` takes in a record (prefix compression only saves).
@@ -538,147 +536,6 @@ impl Bucket {
             return Err(bad(format!("{} bytes after the last entry", body.len() - r.at)));
         }
         Ok(bucket)
-    }
-}
-
-/// The bytes of a record (`header` bytes, at least one, starting with the
-/// version, then a body, then a CRC-32 of everything before it) before its
-/// checksum, once its length, checksum and version (`version`) are
-/// checked: the frame buckets and delta records share.
-///
-/// # Errors
-/// What `bad` makes of the first failure.
-pub(crate) fn sealed_body<'a>(
-    b: &'a [u8],
-    header: usize,
-    version: u8,
-    bad: &dyn Fn(String) -> Error,
-) -> Result<&'a [u8]> {
-    if b.len() < header + 4 {
-        return Err(bad(format!("record is {} bytes", b.len())));
-    }
-    let body = &b[..b.len() - 4];
-    let (stored, computed) = (read_u32(b, b.len() - 4), crc32fast::hash(body));
-    if stored != computed {
-        return Err(bad(format!("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")));
-    }
-    if body[0] != version {
-        return Err(bad(format!("version {}", body[0])));
-    }
-    Ok(body)
-}
-
-/// Writes an entry's tag and everything after it (the name goes before,
-/// written by the caller): the entry format buckets and delta records
-/// share.
-pub(crate) fn put_entry(b: &mut Vec<u8>, m: &Meta) {
-    let mut tag = m.kind as u8;
-    if m.body == Body::Inline {
-        tag |= TAG_INLINE;
-    }
-    if m.expire_at_ms != 0 {
-        tag |= TAG_EXPIRY;
-    }
-    b.push(tag);
-    varint::put(b, m.len);
-    if m.expire_at_ms != 0 {
-        b.extend_from_slice(&m.expire_at_ms.to_le_bytes());
-    }
-    match m.body {
-        Body::Inline => b.extend_from_slice(m.inline_value()),
-        Body::Paged(id) => {
-            varint::put(b, id);
-            varint::put(b, m.ones);
-        }
-    }
-}
-
-/// The offset just past the entry [`put_entry`] wrote at `at` of `b` (a
-/// bucket's own arena: its entries were validated when they came in). A
-/// damaged entry ends at the end of `b`.
-fn entry_end(b: &[u8], at: usize) -> usize {
-    let mut r = at;
-    let Some(&tag) = b.get(r) else { return b.len() };
-    r += 1;
-    let Ok(len) = varint::read(b, &mut r) else { return b.len() };
-    if tag & TAG_EXPIRY != 0 {
-        r += 8;
-    }
-    if tag & TAG_INLINE != 0 {
-        return r.saturating_add(usize::try_from(len).unwrap_or(usize::MAX));
-    }
-    for _ in 0..2 {
-        if varint::read(b, &mut r).is_err() {
-            return b.len();
-        }
-    }
-    r
-}
-
-/// Reads what [`put_entry`] wrote after the tag `tag` (already read) of
-/// key `name`, validating every field.
-///
-/// # Errors
-/// [`Error::Corrupted`] naming `name` (or, for truncation, what `bad`
-/// names).
-pub(crate) fn read_entry(r: &mut Reader<'_>, name: &[u8], tag: u8, bad: &dyn Fn(String) -> Error) -> Result<Meta> {
-    if tag & !(TAG_KIND | TAG_INLINE | TAG_EXPIRY) != 0 {
-        return Err(bad_meta(name, format!("unknown tag bits {tag:#04x}")));
-    }
-    let kind = Kind::try_from(tag & TAG_KIND).map_err(|e| bad_meta(name, e))?;
-    let len = r.varint(bad)?;
-    let expire_at_ms = if tag & TAG_EXPIRY != 0 {
-        let at = u64::from_le_bytes(r.take(8, bad)?.try_into().unwrap_or_default());
-        if at == 0 {
-            return Err(bad_meta(name, "expiry flag with expiry 0"));
-        }
-        at
-    } else {
-        0
-    };
-    if tag & TAG_INLINE != 0 {
-        if len > kind.inline_max() {
-            return Err(bad_meta(name, format!("inline value of {len} bytes")));
-        }
-        let mut meta = Meta::empty(kind);
-        let bytes = r.take(usize::try_from(len).unwrap_or(0), bad)?;
-        meta.inline[..bytes.len()].copy_from_slice(bytes);
-        meta.len = len;
-        meta.ones = bytes.iter().map(|b| u64::from(b.count_ones())).sum();
-        meta.expire_at_ms = expire_at_ms;
-        Ok(meta)
-    } else {
-        let id = r.varint(bad)?;
-        let ones = r.varint(bad)?;
-        if len.checked_mul(8).is_none_or(|bits| ones > bits) {
-            return Err(bad_meta(name, format!("{ones} set bits do not fit in {len} bytes")));
-        }
-        Ok(Meta::paged(kind, id, len, ones, expire_at_ms))
-    }
-}
-
-/// A cursor over a record's bytes.
-pub(crate) struct Reader<'a> {
-    pub(crate) b: &'a [u8],
-    pub(crate) at: usize,
-}
-
-impl<'a> Reader<'a> {
-    pub(crate) fn take(&mut self, n: usize, bad: &dyn Fn(String) -> Error) -> Result<&'a [u8]> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.b.len()).ok_or_else(|| bad("truncated".into()))?;
-        let s = &self.b[self.at..end];
-        self.at = end;
-        Ok(s)
-    }
-
-    pub(crate) fn varint(&mut self, bad: &dyn Fn(String) -> Error) -> Result<u64> {
-        varint::read(self.b, &mut self.at).map_err(|e| bad(e.to_string()))
-    }
-
-    /// A varint that counts bytes of this record.
-    pub(crate) fn len(&mut self, bad: &dyn Fn(String) -> Error) -> Result<usize> {
-        let v = self.varint(bad)?;
-        usize::try_from(v).ok().filter(|&n| n <= self.b.len()).ok_or_else(|| bad(format!("length {v} too large")))
     }
 }
 

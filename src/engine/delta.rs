@@ -32,7 +32,7 @@
 //! about [`PART_BYTES`] bytes of entries; a write-back whose changes in one
 //! shard are larger writes parts 0, 1, ... under the same number.
 
-use super::bucket::{read_entry, sealed_body, Reader};
+use super::entry::{read_entry, sealed_body, Reader};
 use super::layout::{key_hash, shard_of};
 use super::record::Meta;
 use crate::error::{Error, Result};
@@ -146,7 +146,7 @@ pub(crate) fn encode(entries: &[DeltaEntry]) -> Vec<Vec<u8>> {
     for e in entries {
         let entry = e.meta.map(|m| {
             let mut b = Vec::new();
-            super::bucket::put_entry(&mut b, &m);
+            super::entry::put_entry(&mut b, &m);
             b
         });
         w.add(e.ks, &e.name, entry.as_deref());

@@ -100,7 +100,7 @@ impl Store for FaultStore {
     }
 }
 
-/// Opens the database `config` describes over a [`FaultStore`] on sled,
+/// Opens the database `config` describes over a `FaultStore` on sled,
 /// and the switches of its faults (none armed).
 ///
 /// # Errors

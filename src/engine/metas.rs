@@ -37,6 +37,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::bucket::{bucket_start, covers, Bucket, MIN_DEPTH};
+use super::clock::{self, ClockSlot};
 use super::delta::DeltaWriter;
 pub(crate) use super::layout::shard_of;
 use super::layout::{self, DELTA_KEY_LEN};
@@ -73,6 +74,18 @@ impl Slot {
     /// invariants).
     fn pinned(&self) -> bool {
         self.dirty != 0 || self.unfolded
+    }
+}
+
+impl ClockSlot for Slot {
+    fn stays(&self) -> bool {
+        self.pinned()
+    }
+    fn hot(&mut self) -> &mut bool {
+        &mut self.hot
+    }
+    fn bytes(&self) -> usize {
+        self.bytes
     }
 }
 
@@ -401,19 +414,9 @@ impl MetaCache {
     /// Drops clean buckets not used since the last sweep until the cache is
     /// below 7/8 of its capacity (or nothing more can go).
     pub(crate) fn evict_if_needed(&self) {
-        let capacity = self.capacity.load(Ordering::Relaxed);
-        if self.bytes() <= capacity {
-            return;
-        }
-        let target = capacity / 8 * 7;
-        for _pass in 0..3 {
-            for shard in &self.shards {
-                if self.bytes() <= target {
-                    return;
-                }
-                sweep(&mut shard.lock().map, &self.bytes);
-            }
-        }
+        clock::evict(self.capacity.load(Ordering::Relaxed), &self.bytes, &self.shards, |shard| {
+            clock::sweep(&mut shard.lock().map, &self.bytes);
+        });
     }
 }
 
@@ -433,22 +436,6 @@ fn drain_slot(ks: u32, slot: &mut Slot, cut: Seq, writer: &mut DeltaWriter) {
     }
     slot.dirty = 0;
     slot.unfolded = true;
-}
-
-/// One CLOCK sweep over a shard: drops the clean buckets not used since the
-/// last sweep and clears the others' `hot` bit; pinned buckets stay.
-fn sweep(map: &mut SlotMap, bytes: &AtomicUsize) {
-    map.retain(|_, slot| {
-        if slot.pinned() {
-            return true;
-        }
-        if slot.hot {
-            slot.hot = false;
-            return true;
-        }
-        bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
-        false
-    });
 }
 
 /// A located bucket's contents.
@@ -527,7 +514,7 @@ impl MetaGuard<'_> {
     fn insert(&mut self, ks: u32, start: u32, bucket: Bucket, dirty: Seq) {
         if dirty == 0 && self.cache.bytes() > self.cache.capacity.load(Ordering::Relaxed) {
             // Readers fill the cache too: make room in this shard first.
-            sweep(&mut self.shard.map, &self.cache.bytes);
+            clock::sweep(&mut self.shard.map, &self.cache.bytes);
         }
         let bytes = slot_bytes(&bucket);
         self.shard.max_depth = self.shard.max_depth.max(bucket.depth);

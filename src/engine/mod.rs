@@ -25,9 +25,11 @@
 mod bucket;
 mod build;
 mod claims;
+mod clock;
 mod databases;
 mod delta;
 mod dirs;
+mod entry;
 mod expiry;
 #[cfg(any(test, feature = "testing"))]
 pub(crate) mod fault;

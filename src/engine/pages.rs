@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
+use super::clock::{self, ClockSlot};
 use super::idhash::{FastMap, IdHasher};
 use crate::error::Result;
 use crate::page::Page;
@@ -51,6 +52,18 @@ struct PageSlot {
     dirty: Seq,
     hot: bool,
     bytes: usize,
+}
+
+impl ClockSlot for PageSlot {
+    fn stays(&self) -> bool {
+        self.dirty != 0
+    }
+    fn hot(&mut self) -> &mut bool {
+        &mut self.hot
+    }
+    fn bytes(&self) -> usize {
+        self.bytes
+    }
 }
 
 fn slot_bytes(page: Option<&Arc<Page>>) -> usize {
@@ -352,27 +365,12 @@ impl PageCache {
             return;
         }
         let Some(_one) = self.evicting.try_lock() else { return };
-        let target = capacity / 8 * 7;
-        for _pass in 0..3 {
-            for shard in &self.shards {
-                if self.bytes() <= target {
-                    return;
-                }
-                let mut shard = shard.lock();
-                self.epoch.fetch_add(1, Ordering::SeqCst);
-                shard.retain(|_, slot| {
-                    if slot.dirty != 0 {
-                        return true;
-                    }
-                    if slot.hot {
-                        slot.hot = false;
-                        return true;
-                    }
-                    self.bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
-                    false
-                });
-            }
-        }
+        clock::evict(capacity, &self.bytes, &self.shards, |shard| {
+            let mut shard = shard.lock();
+            // Before any slot goes (the epoch protocol above).
+            self.epoch.fetch_add(1, Ordering::SeqCst);
+            clock::sweep(&mut shard, &self.bytes);
+        });
     }
 }
 
