@@ -17,8 +17,10 @@ fn open(dir: &std::path::Path) -> Db {
     Config::new(dir).flush_interval(None).open().unwrap()
 }
 
-fn cmd(db: &Db, line: &str) -> bitsled_redis::command::Reply {
-    execute(db, &line.split(' ').map(|a| a.as_bytes().to_vec()).collect::<Vec<_>>())
+/// The reply to `line` as a RESP2 client receives it (booleans are 1 and
+/// 0 there), so rows can be written with `int`.
+fn cmd(db: &Db, line: &str) -> Vec<u8> {
+    execute(db, &line.split(' ').map(|a| a.as_bytes().to_vec()).collect::<Vec<_>>()).to_resp()
 }
 
 /// Plays rows of commands against a fresh database and asserts every reply.
@@ -205,13 +207,13 @@ fn scaling_chain_grows() {
 fn nonscaling_filter_fills_up() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path());
-    assert_eq!(cmd(&db, "BF.RESERVE n 0.001 3 NONSCALING"), ok());
-    assert_eq!(cmd(&db, "BF.MADD n a b"), arr(vec![int(1), int(1)]));
-    assert_eq!(cmd(&db, "BF.MADD n c d a e"), arr(vec![int(1), err("ERR non scaling filter is full")]));
-    assert_eq!(cmd(&db, "BF.ADD n d"), err("ERR non scaling filter is full"));
-    assert_eq!(cmd(&db, "BF.ADD n a"), int(0), "a known item is still answered");
-    assert_eq!(cmd(&db, "BF.CARD n"), int(3));
-    assert_eq!(cmd(&db, "BF.EXISTS n e"), int(0), "items after the full one were not added");
+    assert_eq!(cmd(&db, "BF.RESERVE n 0.001 3 NONSCALING"), ok().to_resp());
+    assert_eq!(cmd(&db, "BF.MADD n a b"), arr(vec![int(1), int(1)]).to_resp());
+    assert_eq!(cmd(&db, "BF.MADD n c d a e"), arr(vec![int(1), err("ERR non scaling filter is full")]).to_resp());
+    assert_eq!(cmd(&db, "BF.ADD n d"), err("ERR non scaling filter is full").to_resp());
+    assert_eq!(cmd(&db, "BF.ADD n a"), int(0).to_resp(), "a known item is still answered");
+    assert_eq!(cmd(&db, "BF.CARD n"), int(3).to_resp());
+    assert_eq!(cmd(&db, "BF.EXISTS n e"), int(0).to_resp(), "items after the full one were not added");
     assert_eq!(db.bloom(b"n").add("zz").unwrap(), BloomAdd::Full);
 }
 
@@ -342,13 +344,8 @@ fn corrupted_header_is_reported() {
         report.problems.iter().any(|p| p.key.as_deref() == Some(&b"victim"[..]) && p.page == Some(0)),
         "{report:?}"
     );
-    match cmd(&db, "BF.EXISTS victim a") {
-        bitsled_redis::command::Reply::Error(e) => {
-            let e = String::from_utf8_lossy(&e);
-            assert!(e.contains("victim"), "{e}");
-        }
-        other => panic!("{other:?}"),
-    }
+    let e = String::from_utf8_lossy(&cmd(&db, "BF.EXISTS victim a")).into_owned();
+    assert!(e.starts_with('-') && e.contains("victim"), "{e}");
 }
 
 /// Measured false-positive rate over fresh items stays at or below the
@@ -468,4 +465,36 @@ fn concurrent_adds_lose_nothing() {
         assert!(db.bloom(b"c").contains_many(&items).unwrap().iter().all(|&x| x));
     }
     assert!(db.verify().unwrap().is_ok());
+}
+
+/// Invariant: under RESP3 the Bloom commands answer in RedisBloom's RESP3
+/// shapes (booleans for BF.ADD, BF.EXISTS, BF.MADD and BF.MEXISTS, a map
+/// for BF.INFO), and under RESP2 in its RESP2 ones (1 and 0, a flat array),
+/// byte for byte.
+#[test]
+fn resp3_shapes() {
+    use bitsled_redis::command::{Proto, Session};
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Session::new(open(dir.path()));
+    let mut wire = |s: &mut Session, line: &str, proto: Proto| {
+        let args: Vec<Vec<u8>> = line.split(' ').map(|a| a.as_bytes().to_vec()).collect();
+        let mut out = Vec::new();
+        s.execute(&args).write(proto, &mut out);
+        String::from_utf8(out).unwrap()
+    };
+    assert_eq!(wire(&mut s, "BF.ADD k a", Proto::Resp3), "#t\r\n");
+    assert_eq!(wire(&mut s, "BF.ADD k a", Proto::Resp3), "#f\r\n");
+    assert_eq!(wire(&mut s, "BF.ADD k b", Proto::Resp2), ":1\r\n");
+    assert_eq!(wire(&mut s, "BF.EXISTS k a", Proto::Resp3), "#t\r\n");
+    assert_eq!(wire(&mut s, "BF.EXISTS k zz", Proto::Resp3), "#f\r\n");
+    assert_eq!(wire(&mut s, "BF.EXISTS k a", Proto::Resp2), ":1\r\n");
+    assert_eq!(wire(&mut s, "BF.MADD k a c", Proto::Resp3), "*2\r\n#f\r\n#t\r\n");
+    assert_eq!(wire(&mut s, "BF.MEXISTS k a zz", Proto::Resp3), "*2\r\n#t\r\n#f\r\n");
+    assert_eq!(wire(&mut s, "BF.MEXISTS k a zz", Proto::Resp2), "*2\r\n:1\r\n:0\r\n");
+    let info3 = wire(&mut s, "BF.INFO k", Proto::Resp3);
+    assert!(info3.starts_with("%5\r\n+Capacity\r\n:100\r\n+Size\r\n"), "{info3:?}");
+    assert!(info3.ends_with("+Number of items inserted\r\n:3\r\n+Expansion rate\r\n:2\r\n"), "{info3:?}");
+    let info2 = wire(&mut s, "BF.INFO k", Proto::Resp2);
+    assert!(info2.starts_with("*10\r\n+Capacity\r\n:100\r\n"), "{info2:?}");
+    assert_eq!(wire(&mut s, "BF.INFO k ITEMS", Proto::Resp3), "*1\r\n:3\r\n");
 }

@@ -34,8 +34,8 @@ fn int(n: u64) -> Reply {
 /// The reply element of one add.
 fn add_reply(r: BloomAdd) -> Reply {
     match r {
-        BloomAdd::Added => Reply::Integer(1),
-        BloomAdd::Exists => Reply::Integer(0),
+        BloomAdd::Added => Reply::Bool(true),
+        BloomAdd::Exists => Reply::Bool(false),
         BloomAdd::Full => Reply::Error(ERR_FULL.into()),
     }
 }
@@ -108,13 +108,13 @@ fn contains_many(db: &Db, key: &[u8], items: &[Vec<u8>]) -> Result<Vec<bool>, Fa
 /// `BF.EXISTS key item`.
 pub(crate) fn exists(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     let found = contains_many(db, &a[1], &a[2..3])?;
-    Ok(Reply::Integer(i64::from(found.first().copied().unwrap_or(false))))
+    Ok(Reply::Bool(found.first().copied().unwrap_or(false)))
 }
 
 /// `BF.MEXISTS key item [item ...]`.
 pub(crate) fn mexists(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     let found = contains_many(db, &a[1], &a[2..])?;
-    Ok(Reply::Array(found.into_iter().map(|f| Reply::Integer(i64::from(f))).collect()))
+    Ok(Reply::Array(found.into_iter().map(Reply::Bool).collect()))
 }
 
 /// `BF.INSERT key [CAPACITY c] [ERROR e] [EXPANSION n] [NOCREATE] [NONSCALING] ITEMS item [item ...]`.
@@ -184,8 +184,9 @@ pub(crate) fn insert(db: &Db, a: &[Vec<u8>]) -> CmdResult {
 }
 
 /// `BF.INFO key [CAPACITY|SIZE|FILTERS|ITEMS|EXPANSION]`: the five figures
-/// with their names, or one of them as a one-element array. The expansion
-/// of a non-scaling filter is nil.
+/// with their names (a map in RESP3, a flat array in RESP2, as RedisBloom
+/// answers), or one of them as a one-element array. The expansion of a
+/// non-scaling filter is nil.
 pub(crate) fn info(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     if a.len() > 3 {
         return Err(Fail::new(wrong_arity("bf.info")));
@@ -205,7 +206,7 @@ pub(crate) fn info(db: &Db, a: &[Vec<u8>]) -> CmdResult {
             None => Err(Fail::new("Invalid information value")),
         };
     }
-    Ok(Reply::Array(fields.into_iter().flat_map(|(name, _, v)| [Reply::Status(name.into()), v]).collect()))
+    Ok(Reply::Map(fields.into_iter().map(|(name, _, v)| (Reply::Status(name.into()), v)).collect()))
 }
 
 /// `BF.CARD key`: items added; 0 for a missing key.

@@ -38,6 +38,7 @@ fn format_into(out: &mut Vec<u8>, reply: &Reply, prefix: &str) {
             out.push(b'\n');
         }
         Reply::Integer(n) => out.extend_from_slice(format!("(integer) {n}\n").as_bytes()),
+        Reply::Bool(b) => out.extend_from_slice(format!("(integer) {}\n", u8::from(*b)).as_bytes()),
         Reply::Bulk(Some(b)) => {
             let mut text = String::new();
             push_repr(&mut text, b);

@@ -65,6 +65,9 @@ pub enum Reply {
     Error(Vec<u8>),
     /// An integer.
     Integer(i64),
+    /// A boolean: RESP3's `#t` / `#f`, the integer 1 / 0 in RESP2 (what
+    /// RedisBloom answers BF.ADD and BF.EXISTS with).
+    Bool(bool),
     /// A bulk string; `None` is the nil bulk string.
     Bulk(Option<Vec<u8>>),
     /// An array of replies.
@@ -107,14 +110,17 @@ impl Reply {
     }
 
     /// Appends the reply to `out` in protocol `proto`. RESP3 differs from
-    /// RESP2 for nils (`_`), maps (`%`) and sets (`~`); RESP2 sends maps as
-    /// flat arrays of fields and values, and sets as arrays.
+    /// RESP2 for nils (`_`), maps (`%`), sets (`~`) and booleans (`#`);
+    /// RESP2 sends maps as flat arrays of fields and values, sets as arrays
+    /// and booleans as the integers 1 and 0.
     pub fn write(&self, proto: Proto, out: &mut Vec<u8>) {
         let resp3 = proto == Proto::Resp3;
         match self {
             Reply::Status(s) => line(out, b'+', s.as_bytes()),
             Reply::Error(e) => write_error(e, out),
             Reply::Integer(n) => line(out, b':', n.to_string().as_bytes()),
+            Reply::Bool(b) if resp3 => line(out, b'#', if *b { b"t" } else { b"f" }),
+            Reply::Bool(b) => line(out, b':', if *b { b"1" } else { b"0" }),
             Reply::Bulk(Some(b)) => write_bulk(b, out),
             Reply::Bulk(None) | Reply::NilArray if resp3 => out.extend_from_slice(b"_\r\n"),
             Reply::Bulk(None) => out.extend_from_slice(b"$-1\r\n"),
