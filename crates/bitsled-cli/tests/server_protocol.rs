@@ -96,7 +96,7 @@ fn auth_required_and_refused() {
     expect(&mut s, b"AUTH nope\r\n", b"-WRONGPASS invalid username-password pair or user is disabled.\r\n");
     expect(&mut s, b"AUTH someone s3cret\r\n", b"-WRONGPASS invalid username-password pair or user is disabled.\r\n");
     expect(&mut s, b"GET k\r\n", b"-NOAUTH Authentication required.\r\n");
-    expect(&mut s, b"HELLO 3\r\n", b"-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time\r\n");
+    expect(&mut s, b"HELLO 3\r\n", b"-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time\r\n");
     expect(&mut s, b"AUTH s3cret\r\n", b"+OK\r\n");
     expect(&mut s, b"PING\r\n", b"+PONG\r\n");
 

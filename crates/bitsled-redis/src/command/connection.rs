@@ -107,10 +107,11 @@ pub(crate) fn hello(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
         s.authed = true;
     }
     if !s.authed {
+        // Redis 7.0.15's words, byte for byte.
         return Err(Fail::new(
-            "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH \
-             <user> <pass> option can be used to authenticate the client and select the RESP protocol version at \
-             the same time",
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> \
+             <pass> option can be used to authenticate the client and select the RESP protocol version at the same \
+             time",
         ));
     }
     if let Some(name) = setname {
