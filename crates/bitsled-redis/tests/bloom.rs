@@ -476,7 +476,7 @@ fn resp3_shapes() {
     use bitsled_redis::command::{Proto, Session};
     let dir = tempfile::tempdir().unwrap();
     let mut s = Session::new(open(dir.path()));
-    let mut wire = |s: &mut Session, line: &str, proto: Proto| {
+    let wire = |s: &mut Session, line: &str, proto: Proto| {
         let args: Vec<Vec<u8>> = line.split(' ').map(|a| a.as_bytes().to_vec()).collect();
         let mut out = Vec::new();
         s.execute(&args).write(proto, &mut out);

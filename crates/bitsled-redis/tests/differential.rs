@@ -39,7 +39,7 @@
 //! seed; `differential_long` (ignored) runs many more of 100 steps, bounded
 //! by `BITSLED_DIFF_SECONDS` (default 600).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::{Ipv4Addr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -115,34 +115,8 @@ impl Redis {
         let out = bitsled_redis::server::resp::encode_request(args);
         self.conns[c].get_mut().write_all(&out).expect("write to redis");
         let mut reply = Vec::new();
-        self.read_reply(c, &mut reply);
+        bitsled_testkit::wire::read_reply(&mut self.conns[c], &mut reply);
         reply
-    }
-
-    fn read_reply(&mut self, c: usize, out: &mut Vec<u8>) {
-        let start = out.len();
-        self.conns[c].read_until(b'\n', out).expect("read from redis");
-        let line = &out[start..];
-        assert!(line.ends_with(b"\r\n"), "redis closed the connection or sent {line:?}");
-        let kind = line[0];
-        let number = || -> i64 {
-            std::str::from_utf8(&line[1..line.len() - 2]).ok().and_then(|s| s.parse().ok()).expect("RESP length")
-        };
-        match kind {
-            b'$' => {
-                if let Ok(n) = usize::try_from(number()) {
-                    let at = out.len();
-                    out.resize(at + n + 2, 0);
-                    self.conns[c].read_exact(&mut out[at..]).expect("read bulk");
-                }
-            }
-            b'*' => {
-                for _ in 0..number().max(0) {
-                    self.read_reply(c, out);
-                }
-            }
-            _ => {}
-        }
     }
 
     /// Every client RESET, every database empty.

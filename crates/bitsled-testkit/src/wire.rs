@@ -1,7 +1,7 @@
 //! Reading a server's replies off a socket, for the tests that speak to
 //! `bitsled serve` (in-process or the binary) byte by byte.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{BufRead, ErrorKind, Read, Write};
 use std::net::TcpStream;
 
 /// Reads until the server closes the connection: everything received, and
@@ -48,4 +48,33 @@ pub fn expect(s: &mut TcpStream, request: &[u8], want: &[u8]) {
     let mut got = vec![0; want.len()];
     s.read_exact(&mut got).unwrap_or_else(|e| panic!("reading {:?}: {e}", String::from_utf8_lossy(want)));
     assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(want));
+}
+
+/// Reads one whole RESP2 reply (nested arrays included) from `r` and
+/// appends its exact bytes to `out`.
+///
+/// # Panics
+/// If the connection ends first or a length line does not parse.
+pub fn read_reply(r: &mut impl BufRead, out: &mut Vec<u8>) {
+    let start = out.len();
+    r.read_until(b'\n', out).expect("read a reply line");
+    let line = &out[start..];
+    assert!(line.ends_with(b"\r\n"), "the connection closed or sent {line:?}");
+    let kind = line[0];
+    let number = std::str::from_utf8(&line[1..line.len() - 2]).ok().and_then(|s| s.parse::<i64>().ok());
+    match kind {
+        b'$' => {
+            if let Ok(n) = usize::try_from(number.expect("RESP length")) {
+                let at = out.len();
+                out.resize(at + n + 2, 0);
+                r.read_exact(&mut out[at..]).expect("read a bulk string");
+            }
+        }
+        b'*' => {
+            for _ in 0..number.expect("RESP length").max(0) {
+                read_reply(r, out);
+            }
+        }
+        _ => {}
+    }
 }

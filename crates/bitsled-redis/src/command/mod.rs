@@ -39,6 +39,7 @@ mod host;
 mod info;
 mod introspect;
 mod keyspace;
+mod lcs;
 mod longdouble;
 mod object;
 mod scan;

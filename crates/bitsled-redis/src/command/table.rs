@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use super::spec::{Begin, Find, Flags, Handler, KeySpec, Spec};
 use super::{
-    admin, bitfield, bitmaps, bloom, connection, dump, expiry, hll, introspect, keyspace, object, scan, strings,
+    admin, bitfield, bitmaps, bloom, connection, dump, expiry, hll, introspect, keyspace, lcs, object, scan, strings,
     transaction,
 };
 
@@ -272,6 +272,22 @@ pub static COMMANDS: &[Spec] = &[
         }],
         subcommands: &[],
         run: Data(strings::getrange),
+    },
+    Spec {
+        name: "lcs",
+        arity: -3,
+        flags: fl(READONLY),
+        keys: (1, 2, 1),
+        acl: &["@read", "@string", "@slow"],
+        tips: &[],
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RO", "access"],
+            begin: Begin::Index(1),
+            find: Find::Range(1, 1, 0),
+        }],
+        subcommands: &[],
+        run: Data(lcs::lcs),
     },
     Spec {
         name: "setrange",
