@@ -1,4 +1,5 @@
-//! `COMMAND` and its subcommands (`COUNT`, `LIST`, `INFO`, `DOCS`, `HELP`):
+//! `COMMAND` and its subcommands (`COUNT`, `LIST`, `INFO`, `DOCS`, `GETKEYS`,
+//! `GETKEYSANDFLAGS`, `HELP`):
 //! the command table in Redis 7's reply shapes.
 //!
 //! An entry is Redis 7's ten-element array: name, arity, flags, first key,
@@ -81,13 +82,173 @@ pub(crate) fn count(_s: &mut Session, _a: &[Vec<u8>], c: &dyn Commands) -> CmdRe
     Ok(Reply::Integer(i64::try_from(c.all().len()).unwrap_or(i64::MAX)))
 }
 
-/// `COMMAND LIST`: every command's name. Redis's `FILTERBY` is not
-/// supported (a syntax error).
+/// Every command of `c`'s table and every subcommand, each after its
+/// container.
+fn every(c: &dyn Commands) -> impl Iterator<Item = &'static Spec> {
+    c.all().iter().flat_map(|s| std::iter::once(s).chain(s.subcommands))
+}
+
+/// `COMMAND LIST [FILTERBY MODULE name|ACLCAT category|PATTERN pattern]`:
+/// the names of every command and subcommand (`container|sub`), as Redis
+/// 7 lists them, or those the filter keeps: none for a module (bitsled's
+/// commands are its own, the BF.* ones included), those in an ACL
+/// category, those whose name matches a glob pattern (any case).
 pub(crate) fn list(_s: &mut Session, a: &[Vec<u8>], c: &dyn Commands) -> CmdResult {
-    if a.len() > 2 {
-        return Err(Fail::new(super::args::ERR_SYNTAX));
+    let keep: Box<dyn Fn(&Spec) -> bool> = match a.len() {
+        2 => Box::new(|_| true),
+        5 if a[2].eq_ignore_ascii_case(b"FILTERBY") => {
+            let value = a[4].to_ascii_lowercase();
+            if a[3].eq_ignore_ascii_case(b"MODULE") {
+                Box::new(|_| false)
+            } else if a[3].eq_ignore_ascii_case(b"ACLCAT") {
+                let category = [b"@".as_slice(), &value].concat();
+                Box::new(move |s| s.acl.iter().any(|cat| cat.as_bytes() == category.as_slice()))
+            } else if a[3].eq_ignore_ascii_case(b"PATTERN") {
+                Box::new(move |s| bitsled::glob::glob_match(&value, s.name.as_bytes()))
+            } else {
+                return Err(Fail::new(super::args::ERR_SYNTAX));
+            }
+        }
+        _ => return Err(Fail::new(super::args::ERR_SYNTAX)),
+    };
+    Ok(Reply::Array(every(c).filter(|s| keep(s)).map(|s| Reply::bulk(s.name)).collect()))
+}
+
+/// The positions in `args` (a call, its name first) of the keys `spec`'s
+/// key specs find, each with its spec's flags, by Redis 7's rules
+/// (`getKeysUsingKeySpecs`): a spec whose keyword is absent finds nothing;
+/// positions past the arguments are dropped; a key count that does not
+/// parse makes the whole call invalid (`None`).
+fn key_positions(spec: &Spec, args: &[Vec<u8>]) -> Option<Vec<(usize, KeyFlags)>> {
+    let argc = i64::try_from(args.len()).ok()?;
+    let mut out = Vec::new();
+    for ks in spec.key_specs {
+        let first = match ks.begin {
+            Begin::Index(i) => i64::from(i),
+            Begin::Keyword(word, from) => {
+                let from = i64::from(from);
+                let start = if from > 0 { from } else { argc + from };
+                let step = if from > 0 { 1 } else { -1 };
+                let mut i = start;
+                let mut found = None;
+                while (1..argc).contains(&i) {
+                    if args[usize::try_from(i).ok()?].eq_ignore_ascii_case(word.as_bytes()) {
+                        found = Some(i + 1);
+                        break;
+                    }
+                    i += step;
+                }
+                match found {
+                    Some(f) => f,
+                    None => continue,
+                }
+            }
+        };
+        let (first, last, step) = match ks.find {
+            Find::Range(last, step, limit) => {
+                let last = match (last, limit) {
+                    (l, _) if l >= 0 => first + i64::from(l),
+                    (l, 0) => argc + i64::from(l),
+                    (l, limit) => first + (argc - first) / i64::from(limit) + i64::from(l),
+                };
+                (first, last, i64::from(step))
+            }
+            Find::Keynum(idx, key1, step) => {
+                let at = usize::try_from(first + i64::from(idx)).ok().filter(|&i| i < args.len())?;
+                let n: i64 = std::str::from_utf8(&args[at]).ok()?.parse().ok().filter(|&n| n >= 0)?;
+                let first = first + i64::from(key1);
+                (first, first + n - 1, i64::from(step))
+            }
+        };
+        let mut i = first;
+        while i <= last && step > 0 {
+            if (first..argc).contains(&i) {
+                out.push((usize::try_from(i).ok()?, ks.flags));
+            }
+            i += step;
+        }
     }
-    Ok(Reply::Array(c.all().iter().map(|s| Reply::bulk(s.name)).collect()))
+    Some(out)
+}
+
+/// The flags of a key spec, as the table spells them.
+type KeyFlags = &'static [&'static str];
+
+/// The flags of the key of a call of `spec` whose key spec says
+/// `variable_flags`: they depend on the arguments, as Redis's SET and
+/// BITFIELD decide them (SET with GET reads the key, BITFIELD with only
+/// GET and OVERFLOW writes nothing).
+fn variable_flags(spec: &Spec, call: &[Vec<u8>]) -> Option<KeyFlags> {
+    const WRITTEN: &[&str] = &["OW", "update"];
+    const READ_AND_WRITTEN: &[&str] = &["RW", "access", "update"];
+    const READ: &[&str] = &["RO", "access"];
+    let is = |a: &[u8], w: &str| a.eq_ignore_ascii_case(w.as_bytes());
+    match spec.name {
+        "set" => Some(if call.iter().skip(3).any(|a| is(a, "get")) { READ_AND_WRITTEN } else { WRITTEN }),
+        "bitfield" => {
+            let mut i = 2;
+            while i < call.len() {
+                let left = call.len() - i - 1;
+                if is(&call[i], "get") && left >= 2 {
+                    i += 3;
+                } else if is(&call[i], "overflow") && left >= 1 {
+                    i += 2;
+                } else {
+                    // A write, or a syntax error (taken as a write).
+                    return Some(READ_AND_WRITTEN);
+                }
+            }
+            Some(READ)
+        }
+        _ => None,
+    }
+}
+
+/// The keys of the call `a[2..]` for COMMAND GETKEYS and GETKEYSANDFLAGS,
+/// with Redis 7's errors.
+fn keys_of<'a>(a: &'a [Vec<u8>], c: &dyn Commands) -> Result<Vec<(&'a [u8], KeyFlags)>, Fail> {
+    let call = &a[2..];
+    let spec = c.lookup(&call[0]).and_then(|s| match call.get(1) {
+        Some(sub) if !s.subcommands.is_empty() => s.subcommand(sub),
+        _ => Some(s),
+    });
+    let Some(spec) = spec else { return Err(Fail::new("ERR Invalid command specified")) };
+    if spec.key_specs.is_empty() {
+        return Err(Fail::new("ERR The command has no key arguments"));
+    }
+    if !spec.arity_ok(call.len()) {
+        return Err(Fail::new("ERR Invalid number of arguments specified for command"));
+    }
+    match key_positions(spec, call) {
+        Some(keys) if !keys.is_empty() => {
+            let flags = |f: KeyFlags| {
+                if f.contains(&"variable_flags") {
+                    variable_flags(spec, call).unwrap_or(f)
+                } else {
+                    f
+                }
+            };
+            Ok(keys.into_iter().map(|(i, f)| (call[i].as_slice(), flags(f))).collect())
+        }
+        _ if spec.flags.contains(super::spec::Flags::NO_MANDATORY_KEYS) => Ok(Vec::new()),
+        _ => Err(Fail::new("ERR Invalid arguments specified for command")),
+    }
+}
+
+/// `COMMAND GETKEYS command [arg ...]`: the keys the call would use.
+pub(crate) fn getkeys(_s: &mut Session, a: &[Vec<u8>], c: &dyn Commands) -> CmdResult {
+    Ok(Reply::Array(keys_of(a, c)?.into_iter().map(|(k, _)| Reply::bulk(k)).collect()))
+}
+
+/// `COMMAND GETKEYSANDFLAGS command [arg ...]`: each key with its key
+/// spec's flags.
+pub(crate) fn getkeysandflags(_s: &mut Session, a: &[Vec<u8>], c: &dyn Commands) -> CmdResult {
+    Ok(Reply::Array(
+        keys_of(a, c)?
+            .into_iter()
+            .map(|(k, flags)| Reply::Array(vec![Reply::bulk(k), statuses(flags.iter().copied())]))
+            .collect(),
+    ))
 }
 
 /// `COMMAND INFO [name...]`: the entries of the named commands (all without
@@ -120,13 +281,17 @@ pub(crate) fn help(_s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
         "    Return details about all commands.",
         "COUNT",
         "    Return the total number of commands.",
-        "LIST",
-        "    Return a list of all commands.",
+        "LIST [FILTERBY (MODULE <module-name>|ACLCAT <category>|PATTERN <pattern>)]",
+        "    Return a list of all commands and subcommands, or those the filter keeps.",
         "INFO [<command-name> ...]",
         "    Return details about multiple commands.",
         "    If no command names are given, details for all commands are returned.",
         "DOCS [<command-name> ...]",
         "    Return documentation details about multiple commands (always empty in bitsled).",
+        "GETKEYS <full-command>",
+        "    Return the keys a full command would use.",
+        "GETKEYSANDFLAGS <full-command>",
+        "    Return those keys with the flags of their key specs.",
         "HELP",
         "    Print this help.",
     ];
@@ -154,7 +319,8 @@ mod tests {
         Reply::Set(list.iter().map(|s| Reply::Status((*s).into())).collect())
     }
 
-    /// COUNT, LIST and INFO without names all describe exactly the table.
+    /// COUNT and INFO without names describe exactly the table's commands,
+    /// LIST its commands and their subcommands (as Redis 7 lists them).
     #[test]
     fn count_is_the_dispatch_table() {
         let (_dir, db) = db();
@@ -165,8 +331,12 @@ mod tests {
         let Reply::Array(all) = run(&db, &["COMMAND"]) else { panic!() };
         assert_eq!(all.len(), n);
         let Reply::Array(names) = run(&db, &["COMMAND", "LIST"]) else { panic!() };
-        assert_eq!(names.len(), n);
-        assert!(names.contains(&Reply::bulk("command")) && names.contains(&Reply::bulk("setbit")));
+        let subs: usize = COMMANDS.iter().map(|s| s.subcommands.len()).sum();
+        assert!(subs > 10);
+        assert_eq!(names.len(), n + subs);
+        for name in ["command", "setbit", "command|getkeys", "config|get", "client|list"] {
+            assert!(names.contains(&Reply::bulk(name)), "{name}");
+        }
         let Reply::Array(infos) = run(&db, &["COMMAND", "INFO"]) else { panic!() };
         assert_eq!(infos, all);
     }
@@ -230,5 +400,6 @@ limit\r\n:0\r\n*0\r\n$-1\r\n";
             Reply::error("ERR wrong number of arguments for 'command|help' command")
         );
         assert_eq!(run(&db, &["COMMAND", "LIST", "FILTERBY"]), Reply::error("ERR syntax error"));
+        assert_eq!(run(&db, &["COMMAND", "LIST", "FILTERBY", "FOO", "x"]), Reply::error("ERR syntax error"));
     }
 }
