@@ -40,14 +40,13 @@
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
+use bitsled_bench::{start_bitsled, start_redis, status_kb, Res};
 
 struct Opts {
     keys: u64,
@@ -87,102 +86,6 @@ fn parse_opts() -> Res<Opts> {
         }
     }
     Ok(o)
-}
-
-/// A server process (Redis or bitsled) on a loopback port.
-struct Proc {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Proc {
-    fn rss(&self) -> u64 {
-        status_kb(self.child.id(), "VmRSS") * 1024
-    }
-
-    fn hwm(&self) -> u64 {
-        status_kb(self.child.id(), "VmHWM") * 1024
-    }
-
-    fn con(&self) -> Res<redis::Connection> {
-        Ok(redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))?.get_connection()?)
-    }
-
-    /// SIGTERM (or another signal), then the seconds until the process exits.
-    fn signal_and_wait(&mut self, sig: &str) -> Res<f64> {
-        let t = Instant::now();
-        Command::new("kill").args([sig, &self.child.id().to_string()]).status()?;
-        self.child.wait()?;
-        Ok(t.elapsed().as_secs_f64())
-    }
-}
-
-fn status_kb(pid: u32, field: &str) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    text.lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-fn free_port() -> Res<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-fn wait_ready(p: &Proc) -> Res<()> {
-    // Generous: a restart at 10^6 keys and more replays delta records first.
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while Instant::now() < deadline {
-        if let Ok(mut c) = p.con() {
-            if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                return Ok(());
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Err(format!("no server answered on port {}", p.port).into())
-}
-
-fn start_redis(dir: &Path) -> Res<Proc> {
-    let port = free_port()?;
-    let mut cmd = Command::new("redis-server");
-    cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir"])
-        .arg(dir);
-    spawn_server(cmd, port)
-}
-
-/// Starts `cmd`, a server that will listen on `port`, and waits until it
-/// answers.
-fn spawn_server(mut cmd: Command, port: u16) -> Res<Proc> {
-    let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn()?;
-    let p = Proc { child, port };
-    wait_ready(&p)?;
-    Ok(p)
-}
-
-/// The release `bitsled` binary: beside this runner in the target directory.
-fn bitsled_bin() -> Res<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let bin = exe.parent().map(|d| d.join("bitsled")).ok_or("no target directory")?;
-    if !bin.exists() {
-        return Err(format!("{} not found: run `cargo build --release -p bitsled-cli` first", bin.display()).into());
-    }
-    Ok(bin)
-}
-
-fn start_bitsled(db: &Path, extra: &[&str]) -> Res<Proc> {
-    let port = free_port()?;
-    let mut cmd = Command::new(bitsled_bin()?);
-    cmd.arg("--db").arg(db).args(["serve", "--port", &port.to_string()]).args(extra);
-    spawn_server(cmd, port)
 }
 
 /// The sign-in workload as RESP: three SETBITs per key.

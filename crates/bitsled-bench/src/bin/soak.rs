@@ -1,0 +1,257 @@
+//! A mixed load held for a long time against `bitsled serve` with a memory
+//! budget, sampled at intervals: does resident memory stay inside the
+//! budget, does the store stay near the size of its live data, does
+//! throughput hold?
+//!
+//! ```text
+//! cargo build --release -p bitsled-cli
+//! cargo run --release -p bitsled-bench --bin soak -- [--secs N] [--maxmemory 256mb] [--every S] [--quick] [--out DIR]
+//! ```
+//!
+//! Four clients, each its own connection, one command at a time:
+//! - bitmaps: SETBIT on 30 daily sign-in bitmaps of 10^7 users, a BITCOUNT
+//!   every 100 writes;
+//! - strings: SET and GET of 10^6 profile keys (16-byte values);
+//! - HyperLogLog: PFADD of random visitors to 30 daily sketches, a PFCOUNT
+//!   every 100;
+//! - expiry: SET EX of session keys living 5 to 30 s (so keys expire and
+//!   are swept all the time).
+//!
+//! Every `--every` seconds (10 by default) it records the server's
+//! resident memory, INFO's `used_memory`, the database directory's size,
+//! DBSIZE and the operations done in the interval. At the end it prints
+//! the table (and writes `soak.md` under `--out`), then the figures the
+//! targets name: peak RSS against the budget + 64 MiB, throughput of the
+//! last fifth of the run against the first fifth, and, after a SIGTERM,
+//! the directory against the bytes of the live keys' records (`bitsled
+//! stats`). `--quick` is a 60 s run for CI; any failed command or a server
+//! that dies fails the run.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bitsled_bench::{dir_bytes, start_bitsled, Proc, Res};
+use rand::{Rng, SeedableRng};
+
+struct Opts {
+    secs: u64,
+    every: u64,
+    maxmemory: String,
+    out: Option<PathBuf>,
+}
+
+fn opts() -> Res<Opts> {
+    let mut o = Opts { secs: 1800, every: 10, maxmemory: "256mb".into(), out: None };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = || args.next().ok_or_else(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--secs" => o.secs = value()?.parse()?,
+            "--every" => o.every = value()?.parse()?,
+            "--maxmemory" => o.maxmemory = value()?,
+            "--out" => o.out = Some(PathBuf::from(value()?)),
+            "--quick" => {
+                o.secs = 60;
+                o.every = 5;
+            }
+            other => {
+                return Err(format!(
+                    "unknown argument {other:?}; usage: soak [--secs N] [--every S] [--maxmemory SIZE] [--quick] [--out DIR]"
+                )
+                .into())
+            }
+        }
+    }
+    if o.every == 0 || o.secs < o.every {
+        return Err("--every must be at least 1 and at most --secs".into());
+    }
+    Ok(o)
+}
+
+/// The bytes `size` (`256mb`, `1gb`, `1048576`) stands for, as Redis reads it.
+fn parse_size(size: &str) -> Res<u64> {
+    let lower = size.to_ascii_lowercase();
+    let (digits, unit) = lower.split_at(lower.find(|c: char| !c.is_ascii_digit()).unwrap_or(lower.len()));
+    let n: u64 = digits.parse()?;
+    let scale = match unit {
+        "" | "b" => 1,
+        "kb" => 1 << 10,
+        "mb" => 1 << 20,
+        "gb" => 1 << 30,
+        "k" => 1000,
+        "m" => 1_000_000,
+        "g" => 1_000_000_000,
+        _ => return Err(format!("bad size {size:?}").into()),
+    };
+    Ok(n * scale)
+}
+
+/// One client's loop: `kind` picks the workload; counts into `ops` until
+/// `stop`; the first failure ends it and is returned.
+fn client(p: &Proc, kind: usize, ops: &AtomicU64, stop: &AtomicBool) -> Res<()> {
+    let mut con = p.con()?;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(kind as u64 + 1);
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let day = rng.gen_range(0..30);
+        match kind {
+            0 => {
+                let user: u64 = rng.gen_range(0..10_000_000);
+                let _: i64 = redis::cmd("SETBIT").arg(format!("sign:{day}")).arg(user).arg(1).query(&mut con)?;
+                if n % 100 == 0 {
+                    let _: i64 = redis::cmd("BITCOUNT").arg(format!("sign:{day}")).query(&mut con)?;
+                }
+            }
+            1 => {
+                let id: u64 = rng.gen_range(0..1_000_000);
+                if n % 2 == 0 {
+                    let value: [u8; 16] = rng.gen();
+                    let _: () = redis::cmd("SET").arg(format!("profile:{id}")).arg(&value[..]).query(&mut con)?;
+                } else {
+                    let _: Option<Vec<u8>> = redis::cmd("GET").arg(format!("profile:{id}")).query(&mut con)?;
+                }
+            }
+            2 => {
+                let visitor: u64 = rng.gen();
+                let _: i64 = redis::cmd("PFADD").arg(format!("uv:{day}")).arg(visitor).query(&mut con)?;
+                if n % 100 == 0 {
+                    let _: i64 = redis::cmd("PFCOUNT").arg(format!("uv:{day}")).query(&mut con)?;
+                }
+            }
+            _ => {
+                let id: u64 = rng.gen_range(0..1_000_000);
+                let ttl = rng.gen_range(5..=30);
+                let _: () = redis::cmd("SET").arg(format!("session:{id}")).arg("x").arg("EX").arg(ttl).query(&mut con)?;
+            }
+        }
+        n += 1;
+        ops.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// One sample of the run.
+struct Sample {
+    at: u64,
+    rss: u64,
+    used: u64,
+    disk: u64,
+    keys: u64,
+    ops: u64,
+}
+
+fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> Res<Option<u64>> {
+    let text: String = redis::cmd("INFO").arg(section).query(con)?;
+    Ok(text
+        .lines()
+        .find_map(|l| l.strip_prefix(field).and_then(|r| r.strip_prefix(':')))
+        .and_then(|v| v.trim().parse().ok()))
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.0} MiB", b as f64 / f64::from(1 << 20))
+}
+
+fn main() -> Res<()> {
+    let o = opts()?;
+    let budget = parse_size(&o.maxmemory)?;
+    let tmp = tempfile::tempdir()?;
+    let dir = tmp.path().join("db");
+    let server = Arc::new(start_bitsled(&dir, &["--maxmemory", &o.maxmemory])?);
+    let stop = Arc::new(AtomicBool::new(false));
+    let ops: Arc<Vec<AtomicU64>> = Arc::new((0..4).map(|_| AtomicU64::new(0)).collect());
+    let workers: Vec<_> = (0..4)
+        .map(|kind| {
+            let (server, stop, ops) = (Arc::clone(&server), Arc::clone(&stop), Arc::clone(&ops));
+            std::thread::spawn(move || client(&server, kind, &ops[kind], &stop).map_err(|e| e.to_string()))
+        })
+        .collect();
+    let mut con = server.con()?;
+    let start = Instant::now();
+    let mut samples = Vec::new();
+    let mut last_ops = 0;
+    let mut peak_rss = 0;
+    while start.elapsed().as_secs() < o.secs {
+        std::thread::sleep(Duration::from_secs(o.every));
+        if workers.iter().any(std::thread::JoinHandle::is_finished) {
+            break;
+        }
+        let total: u64 = ops.iter().map(|n| n.load(Ordering::Relaxed)).sum();
+        let rss = server.rss();
+        peak_rss = peak_rss.max(rss);
+        samples.push(Sample {
+            at: start.elapsed().as_secs(),
+            rss,
+            used: info_field(&mut con, "memory", "used_memory")?.unwrap_or(0),
+            disk: dir_bytes(&dir),
+            keys: redis::cmd("DBSIZE").query(&mut con)?,
+            ops: total - last_ops,
+        });
+        last_ops = total;
+        eprintln!("soak: {} s, {} ops/s, RSS {}", start.elapsed().as_secs(), total / start.elapsed().as_secs().max(1), mib(rss));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.join().map_err(|_| "a client panicked")?.map_err(|e| format!("a client failed: {e}"))?;
+    }
+    let peak = server.hwm().max(peak_rss);
+    drop(con);
+    let mut server = Arc::into_inner(server).ok_or("the server handle is still shared")?;
+    let stop_secs = server.signal_and_wait("-TERM")?;
+    report(&o, budget, &samples, peak, stored_bytes(&dir)?, stop_secs)
+}
+
+/// The bytes bitsled stores for the live keys of `dir` (`bitsled stats`).
+fn stored_bytes(dir: &Path) -> Res<u64> {
+    let out = std::process::Command::new(bitsled_bench::bitsled_bin()?).arg("--db").arg(dir).arg("stats").output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("stored bytes:"))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("no stored bytes in `bitsled stats`: {text}").into())
+}
+
+fn report(o: &Opts, budget: u64, samples: &[Sample], peak: u64, stored: u64, stop_secs: f64) -> Res<()> {
+    if samples.len() < 2 {
+        return Err("the run ended before two samples".into());
+    }
+    let mut text = format!(
+        "# Soak: {} s, `bitsled serve --maxmemory {}`, 4 clients\n\n| s | ops/s | RSS | used_memory | on disk | keys |\n|---|---|---|---|---|---|\n",
+        o.secs, o.maxmemory
+    );
+    for s in samples {
+        text.push_str(&format!(
+            "| {} | {:.0} | {} | {} | {} | {} |\n",
+            s.at,
+            s.ops as f64 / o.every as f64,
+            mib(s.rss),
+            mib(s.used),
+            mib(s.disk),
+            s.keys
+        ));
+    }
+    let fifth = (samples.len() / 5).max(1);
+    let rate = |ss: &[Sample]| ss.iter().map(|s| s.ops).sum::<u64>() as f64 / ss.len() as f64;
+    let (first, last) = (rate(&samples[..fifth]), rate(&samples[samples.len() - fifth..]));
+    let disk = samples.last().map_or(0, |s| s.disk);
+    text.push_str(&format!(
+        "\npeak RSS {} against the budget + 64 MiB = {}; throughput of the last fifth / the first: {:.2}; \
+         on disk at the end {} for {} of live records ({:.2}x); SIGTERM to exit {:.2} s\n",
+        mib(peak),
+        mib(budget + (64 << 20)),
+        last / first.max(1.0),
+        mib(disk),
+        mib(stored),
+        disk as f64 / stored.max(1) as f64,
+        stop_secs,
+    ));
+    print!("{text}");
+    if let Some(dir) = &o.out {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(Path::new(dir).join("soak.md"), &text)?;
+    }
+    Ok(())
+}
