@@ -8,7 +8,8 @@
 //! cargo run --release -p bitsled-bench --bin soak -- [--secs N] [--maxmemory 256mb] [--every S] [--quick] [--out DIR]
 //! ```
 //!
-//! Four clients, each its own connection, one command at a time:
+//! Four clients (`--clients` picks some), each its own connection, one
+//! command at a time:
 //! - bitmaps: SETBIT on 30 daily sign-in bitmaps of 10^7 users, a BITCOUNT
 //!   every 100 writes;
 //! - strings: SET and GET of 10^6 profile keys (16-byte values);
@@ -36,6 +37,8 @@ use bitsled_bench::{dir_bytes, start_bitsled, Proc, Res};
 use rand::{Rng, SeedableRng};
 
 struct Opts {
+    /// The workloads run (0 bitmaps, 1 strings, 2 HyperLogLog, 3 expiry).
+    clients: Vec<usize>,
     secs: u64,
     every: u64,
     maxmemory: String,
@@ -43,7 +46,7 @@ struct Opts {
 }
 
 fn opts() -> Res<Opts> {
-    let mut o = Opts { secs: 1800, every: 10, maxmemory: "256mb".into(), out: None };
+    let mut o = Opts { clients: vec![0, 1, 2, 3], secs: 1800, every: 10, maxmemory: "256mb".into(), out: None };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{a} needs a value"));
@@ -51,6 +54,12 @@ fn opts() -> Res<Opts> {
             "--secs" => o.secs = value()?.parse()?,
             "--every" => o.every = value()?.parse()?,
             "--maxmemory" => o.maxmemory = value()?,
+            "--clients" => {
+                o.clients = value()?
+                    .split(',')
+                    .map(|c| WORKLOADS.iter().position(|w| *w == c).ok_or_else(|| format!("no workload {c:?}")))
+                    .collect::<Result<_, _>>()?;
+            }
             "--out" => o.out = Some(PathBuf::from(value()?)),
             "--quick" => {
                 o.secs = 60;
@@ -58,7 +67,8 @@ fn opts() -> Res<Opts> {
             }
             other => {
                 return Err(format!(
-                    "unknown argument {other:?}; usage: soak [--secs N] [--every S] [--maxmemory SIZE] [--quick] [--out DIR]"
+                    "unknown argument {other:?}; usage: soak [--secs N] [--every S] [--maxmemory SIZE] \
+                     [--clients bitmaps,strings,hll,expiry] [--quick] [--out DIR]"
                 )
                 .into())
             }
@@ -69,6 +79,9 @@ fn opts() -> Res<Opts> {
     }
     Ok(o)
 }
+
+/// The workloads, by the names `--clients` takes.
+const WORKLOADS: [&str; 4] = ["bitmaps", "strings", "hll", "expiry"];
 
 /// The bytes `size` (`256mb`, `1gb`, `1048576`) stands for, as Redis reads it.
 fn parse_size(size: &str) -> Res<u64> {
@@ -162,8 +175,10 @@ fn main() -> Res<()> {
     let server = Arc::new(start_bitsled(&dir, &["--maxmemory", &o.maxmemory])?);
     let stop = Arc::new(AtomicBool::new(false));
     let ops: Arc<Vec<AtomicU64>> = Arc::new((0..4).map(|_| AtomicU64::new(0)).collect());
-    let workers: Vec<_> = (0..4)
-        .map(|kind| {
+    let workers: Vec<_> = o
+        .clients
+        .iter()
+        .map(|&kind| {
             let (server, stop, ops) = (Arc::clone(&server), Arc::clone(&stop), Arc::clone(&ops));
             std::thread::spawn(move || client(&server, kind, &ops[kind], &stop).map_err(|e| e.to_string()))
         })
@@ -219,8 +234,10 @@ fn report(o: &Opts, budget: u64, samples: &[Sample], peak: u64, stored: u64, sto
         return Err("the run ended before two samples".into());
     }
     let mut text = format!(
-        "# Soak: {} s, `bitsled serve --maxmemory {}`, 4 clients\n\n| s | ops/s | RSS | used_memory | on disk | keys |\n|---|---|---|---|---|---|\n",
-        o.secs, o.maxmemory
+        "# Soak: {} s, `bitsled serve --maxmemory {}`, clients: {}\n\n| s | ops/s | RSS | used_memory | on disk | keys |\n|---|---|---|---|---|---|\n",
+        o.secs,
+        o.maxmemory,
+        o.clients.iter().map(|&c| WORKLOADS[c]).collect::<Vec<_>>().join(", ")
     );
     for s in samples {
         text.push_str(&format!(
