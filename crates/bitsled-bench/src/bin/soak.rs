@@ -136,7 +136,8 @@ fn client(p: &Proc, kind: usize, ops: &AtomicU64, stop: &AtomicBool) -> Res<()> 
             _ => {
                 let id: u64 = rng.gen_range(0..1_000_000);
                 let ttl = rng.gen_range(5..=30);
-                let _: () = redis::cmd("SET").arg(format!("session:{id}")).arg("x").arg("EX").arg(ttl).query(&mut con)?;
+                let _: () =
+                    redis::cmd("SET").arg(format!("session:{id}")).arg("x").arg("EX").arg(ttl).query(&mut con)?;
             }
         }
         n += 1;
@@ -205,7 +206,12 @@ fn main() -> Res<()> {
             ops: total - last_ops,
         });
         last_ops = total;
-        eprintln!("soak: {} s, {} ops/s, RSS {}", start.elapsed().as_secs(), total / start.elapsed().as_secs().max(1), mib(rss));
+        eprintln!(
+            "soak: {} s, {} ops/s, RSS {}",
+            start.elapsed().as_secs(),
+            total / start.elapsed().as_secs().max(1),
+            mib(rss)
+        );
     }
     stop.store(true, Ordering::Relaxed);
     for w in workers {
