@@ -6,8 +6,6 @@
 //! Replays the fuzz corpus (`fuzz/corpus/fault_model/`) and a seeded set of
 //! pseudo-random inputs.
 
-use std::path::Path;
-
 use bitsled_testkit::fault_check;
 
 fn run(data: &[u8]) -> std::thread::Result<bool> {
@@ -17,15 +15,7 @@ fn run(data: &[u8]) -> std::thread::Result<bool> {
 
 #[test]
 fn corpus_survives_faults() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/fault_model");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.is_file())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no seeds in {}", dir.display());
-    for file in files {
+    for file in bitsled_testkit::corpus("fault_model") {
         let data = std::fs::read(&file).expect("read corpus file");
         assert!(run(&data).is_ok(), "corpus file {} failed", file.display());
     }

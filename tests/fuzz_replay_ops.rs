@@ -6,24 +6,9 @@
 
 use bitsled_testkit::ops_check;
 
-use std::path::Path;
-
-/// The corpus files, sorted; asserts there are some (the seeds are tracked).
-fn corpus() -> Vec<std::path::PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/ops_model");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.is_file())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no seeds in {}", dir.display());
-    files
-}
-
 #[test]
 fn corpus_matches_model() {
-    for file in corpus() {
+    for file in bitsled_testkit::corpus("ops_model") {
         let data = std::fs::read(&file).expect("read corpus file");
         let ops = ops_check::decode(&data);
         let outcome = std::panic::catch_unwind(|| ops_check::check(&ops));

@@ -8,12 +8,9 @@
 //! without redis-server, unless `BITSLED_REQUIRE_REDIS=1`.
 
 use std::collections::BTreeSet;
-use std::io::{BufReader, Write};
-use std::net::{Ipv4Addr, TcpStream};
 
 use bitsled::Config;
 use bitsled_redis::command::{execute, Reply};
-use bitsled_redis::server::resp::encode_request;
 use bitsled_testkit::{redis_server, wire};
 
 fn words(line: &str) -> Vec<Vec<u8>> {
@@ -30,14 +27,8 @@ fn names(resp: &[u8]) -> BTreeSet<String> {
 #[test]
 fn getkeys_and_list_filters_like_redis() {
     let Some(server) = redis_server::start() else { return };
-    let stream = TcpStream::connect((Ipv4Addr::LOCALHOST, server.port)).expect("connect");
-    let mut redis = BufReader::new(stream);
-    let mut call = |a: &[Vec<u8>]| {
-        redis.get_mut().write_all(&encode_request(a)).expect("write");
-        let mut out = Vec::new();
-        wire::read_reply(&mut redis, &mut out);
-        out
-    };
+    let mut redis = wire::Client::connect(server.port);
+    let mut call = |a: &[Vec<u8>]| redis.call(a);
     let dir = tempfile::tempdir().unwrap();
     let db = Config::new(dir.path()).flush_interval(None).open().unwrap();
     let calls = [

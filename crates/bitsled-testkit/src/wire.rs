@@ -1,8 +1,8 @@
 //! Reading a server's replies off a socket, for the tests that speak to
 //! `bitsled serve` (in-process or the binary) byte by byte.
 
-use std::io::{BufRead, ErrorKind, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::net::{Ipv4Addr, TcpStream};
 
 /// Reads until the server closes the connection: everything received, and
 /// whether it was closed (false if the read timeout ran out first). A reset
@@ -76,5 +76,42 @@ pub fn read_reply(r: &mut impl BufRead, out: &mut Vec<u8>) {
             }
         }
         _ => {}
+    }
+}
+
+/// One connection to a RESP server on a loopback port, for tests that
+/// compare raw replies.
+pub struct Client {
+    stream: BufReader<TcpStream>,
+}
+
+impl Client {
+    /// Connects to `port` on 127.0.0.1.
+    ///
+    /// # Panics
+    /// If the connection is refused.
+    #[must_use]
+    pub fn connect(port: u16) -> Client {
+        let stream = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).expect("connect");
+        stream.set_nodelay(true).expect("nodelay");
+        Client { stream: BufReader::new(stream) }
+    }
+
+    /// Sends `args` as one command and returns the reply's exact RESP2
+    /// bytes.
+    ///
+    /// # Panics
+    /// If the connection fails.
+    pub fn call(&mut self, args: &[Vec<u8>]) -> Vec<u8> {
+        let mut request = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            request.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            request.extend_from_slice(a);
+            request.extend_from_slice(b"\r\n");
+        }
+        self.stream.get_mut().write_all(&request).expect("write");
+        let mut out = Vec::new();
+        read_reply(&mut self.stream, &mut out);
+        out
     }
 }
