@@ -22,9 +22,9 @@
 
 use bitsled::model::Model;
 use bitsled::testing::{open_faulty, Faults};
-use bitsled::{BitOp, Config, Db, Error};
+use bitsled::{Config, Db, Error};
 
-use crate::ops_check::{decode as decode_ops, Op, KEYS};
+use crate::ops_check::{bitop_valid, decode as decode_ops, Op, KEYS};
 
 /// The fault an input arms.
 #[derive(Clone, Copy, Debug)]
@@ -52,15 +52,6 @@ fn config(dir: &std::path::Path) -> Config {
 /// The keys' values as the model has them.
 fn snapshot(m: &Model) -> Vec<Option<Vec<u8>>> {
     KEYS.iter().map(|k| m.get(k)).collect()
-}
-
-/// Whether the BITOP would be refused for its number of sources.
-fn bitop_valid(op: BitOp, sources: usize) -> bool {
-    match op {
-        BitOp::Not => sources == 1,
-        BitOp::Diff | BitOp::Diff1 | BitOp::AndOr => sources >= 2,
-        _ => true,
-    }
 }
 
 /// Runs `op` on the model (replies are not needed: the live replies are

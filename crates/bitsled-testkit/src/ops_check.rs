@@ -193,6 +193,18 @@ impl Input<'_> {
     }
 }
 
+/// Whether BITOP `op` accepts `sources` source keys (NOT takes one, DIFF,
+/// DIFF1 and ANDOR at least two); the others are refused as
+/// `InvalidArgument`.
+#[must_use]
+pub fn bitop_valid(op: BitOp, sources: usize) -> bool {
+    match op {
+        BitOp::Not => sources == 1,
+        BitOp::Diff | BitOp::Diff1 | BitOp::AndOr => sources >= 2,
+        _ => true,
+    }
+}
+
 /// The ops `data` stands for (at most [`MAX_OPS`]).
 #[must_use]
 pub fn decode(data: &[u8]) -> Vec<Op> {
@@ -237,11 +249,7 @@ pub fn check(ops: &[Op]) {
             }
             Op::Bitop(op, d, srcs) => {
                 let names: Vec<&[u8]> = srcs.iter().map(|&s| KEYS[s]).collect();
-                let valid = match op {
-                    BitOp::Not => names.len() == 1,
-                    BitOp::Diff | BitOp::Diff1 | BitOp::AndOr => names.len() >= 2,
-                    _ => true,
-                };
+                let valid = bitop_valid(*op, names.len());
                 let got = db.bitop(*op, KEYS[*d], &names);
                 if valid {
                     assert_eq!(got.unwrap(), m.bitop(*op, KEYS[*d], &names), "{ctx}");

@@ -83,24 +83,6 @@ fn opts() -> Res<Opts> {
 /// The workloads, by the names `--clients` takes.
 const WORKLOADS: [&str; 4] = ["bitmaps", "strings", "hll", "expiry"];
 
-/// The bytes `size` (`256mb`, `1gb`, `1048576`) stands for, as Redis reads it.
-fn parse_size(size: &str) -> Res<u64> {
-    let lower = size.to_ascii_lowercase();
-    let (digits, unit) = lower.split_at(lower.find(|c: char| !c.is_ascii_digit()).unwrap_or(lower.len()));
-    let n: u64 = digits.parse()?;
-    let scale = match unit {
-        "" | "b" => 1,
-        "kb" => 1 << 10,
-        "mb" => 1 << 20,
-        "gb" => 1 << 30,
-        "k" => 1000,
-        "m" => 1_000_000,
-        "g" => 1_000_000_000,
-        _ => return Err(format!("bad size {size:?}").into()),
-    };
-    Ok(n * scale)
-}
-
 /// One client's loop: `kind` picks the workload; counts into `ops` until
 /// `stop`; the first failure ends it and is returned.
 fn client(p: &Proc, kind: usize, ops: &AtomicU64, stop: &AtomicBool) -> Res<()> {
@@ -170,7 +152,6 @@ fn mib(b: u64) -> String {
 
 fn main() -> Res<()> {
     let o = opts()?;
-    let budget = parse_size(&o.maxmemory)?;
     let tmp = tempfile::tempdir()?;
     let dir = tmp.path().join("db");
     let server = Arc::new(start_bitsled(&dir, &["--maxmemory", &o.maxmemory])?);
@@ -185,6 +166,8 @@ fn main() -> Res<()> {
         })
         .collect();
     let mut con = server.con()?;
+    // The server's own reading of --maxmemory.
+    let budget = info_field(&mut con, "memory", "maxmemory")?.ok_or("INFO memory gives no maxmemory")?;
     let start = Instant::now();
     let mut samples = Vec::new();
     let mut last_ops = 0;
