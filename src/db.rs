@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::config::Config;
-use crate::engine::{DbCounts, Engine, KeyStats, MemoryStats, VerifyReport, WatchSet};
+use crate::engine::{DbCounts, Engine, KeyStats, MemoryStats, Sweep, VerifyReport, WatchSet};
 use crate::error::{Error, Result};
 
 /// A handle to one database of an open store. Cheap to clone; all clones
@@ -237,6 +237,26 @@ impl Db {
     /// None in practice (the database exists).
     pub fn counts(&self) -> Result<DbCounts> {
         self.engine.counts(self.index)
+    }
+
+    /// Deletes keys whose expiry has passed, in every database, reading at
+    /// most about `max_buckets` metadata buckets; returns what it did.
+    ///
+    /// Expired keys are invisible either way (every lookup checks the
+    /// expiry); deleting them frees their records and makes DBSIZE exact.
+    /// The background thread runs this ten times a second (256 buckets
+    /// each); call it yourself when the database runs without one
+    /// ([`crate::Config::flush_interval`] `None`), or to finish the work
+    /// at once (`while !db.sweep_expired(1024)?.done {}`).
+    ///
+    /// Cost: the buckets read (from the cache or the store) and a write
+    /// transaction per region with expired keys.
+    ///
+    /// # Errors
+    /// [`Error::Corrupted`] for damaged metadata; [`Error::Storage`];
+    /// [`Error::Poisoned`].
+    pub fn sweep_expired(&self, max_buckets: u64) -> Result<Sweep> {
+        self.engine.sweep_expired(max_buckets)
     }
 
     /// A random live key of this database (Redis RANDOMKEY), `None` if it

@@ -48,7 +48,7 @@ pub use config::{
     DEFAULT_MAX_VALUE_BYTES, DEFAULT_STORE_CACHE_BYTES, LAZY_FLUSH_INTERVAL,
 };
 pub use db::{Db, Watch};
-pub use engine::{DbCounts, KeyStats, MemoryStats, Problem, VerifyReport};
+pub use engine::{DbCounts, KeyStats, MemoryStats, Problem, Sweep, VerifyReport};
 pub use error::{Error, Result};
 pub use geometry::MAX_OFFSET;
 #[cfg(feature = "roaring")]

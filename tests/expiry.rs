@@ -1,6 +1,7 @@
 //! Invariants of key expiry, with a controllable clock (no sleeping): an
 //! expired key is absent at once for every operation; expiries survive a
-//! reopen; expired keys' pages are reclaimed (at open and by the sweeper);
+//! reopen; the sweeper deletes exactly the keys that are due, those set in
+//! this session and those found at open, and their pages are reclaimed;
 //! NX/XX/GT/LT conditions and which writes keep or clear an expiry follow
 //! Redis.
 
@@ -61,10 +62,16 @@ fn expiry_survives_reopen_and_expired_pages_are_reclaimed() {
     }
     clock.store(T0 + 20_000, Ordering::SeqCst);
     {
-        // Opening sweeps keys that expired while closed; their pages go.
+        // Keys that expired while closed are invisible at once, and the
+        // sweeper deletes them untouched; their pages go.
         let db = open(dir.path(), &clock);
+        assert_eq!(db.dbsize().unwrap(), 2, "not swept yet");
+        let sweep = db.sweep_expired(u64::MAX).unwrap();
+        assert_eq!((sweep.deleted, sweep.done), (1, true), "{sweep:?}");
+        assert_eq!(db.dbsize().unwrap(), 1);
         assert!(!db.exists(b"a").unwrap());
         assert!(db.exists(b"b").unwrap());
+        db.flush().unwrap();
         let report = db.verify().unwrap();
         assert!(report.is_ok(), "{report:?}");
         assert_eq!(report.pages, 0, "a's pages are gone (b has none): {report:?}");
@@ -105,4 +112,92 @@ fn conditions_and_which_writes_keep_the_expiry() {
     assert!(db.expire_at(b"k", T0, C::Always).unwrap());
     assert!(!db.exists(b"k").unwrap());
     assert!(db.verify().unwrap().is_ok());
+}
+
+/// Invariant: the sweeper deletes exactly the keys whose expiry has passed
+/// (as a model of the expiries says), whatever happened to a key's expiry
+/// since it was set (moved later or earlier, removed by PERSIST or SET,
+/// the key deleted), in this session and after a reopen; a bounded call
+/// says whether work is left; DBSIZE then counts only live keys.
+#[test]
+fn the_sweeper_deletes_exactly_the_keys_that_are_due() {
+    use std::collections::BTreeMap;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(AtomicU64::new(T0));
+    let mut model: BTreeMap<Vec<u8>, u64> = BTreeMap::new(); // key -> expiry (0: none)
+    let n = 3000u64;
+    {
+        let db = open(dir.path(), &clock);
+        for i in 0..n {
+            let k = format!("user:{i}").into_bytes();
+            if i % 7 == 0 {
+                db.set_bits(&k, &[i * 100_003], true).unwrap(); // paged
+            } else {
+                db.set(&k, b"v").unwrap();
+            }
+            let at = if i % 3 == 0 { 0 } else { T0 + 1000 * (i % 50 + 1) };
+            if at != 0 {
+                assert!(db.expire_at(&k, at, C::Always).unwrap());
+            }
+            model.insert(k, at);
+        }
+        // Changes after the expiry was set.
+        for i in (1..n).step_by(11) {
+            let k = format!("user:{i}").into_bytes();
+            match i % 4 {
+                0 => {
+                    db.persist(&k).unwrap();
+                    model.insert(k, 0);
+                }
+                1 => {
+                    db.set(&k, b"w").unwrap();
+                    model.insert(k, 0);
+                }
+                2 => {
+                    assert!(db.expire_at(&k, T0 + 200_000, C::Always).unwrap());
+                    model.insert(k, T0 + 200_000);
+                }
+                _ => {
+                    db.delete(&k).unwrap();
+                    model.remove(&k);
+                }
+            }
+        }
+        let mut check = |db: &Db, now: u64| {
+            clock.store(now, Ordering::SeqCst);
+            // A budget of one bucket at a time: the calls add up.
+            let mut deleted = 0;
+            loop {
+                let s = db.sweep_expired(1).unwrap();
+                deleted += s.deleted;
+                if s.done {
+                    break;
+                }
+            }
+            let due: Vec<Vec<u8>> =
+                model.iter().filter(|(_, &at)| at != 0 && at <= now).map(|(k, _)| k.clone()).collect();
+            assert_eq!(deleted, due.len() as u64, "at {now}");
+            for k in &due {
+                model.remove(k);
+            }
+            assert_eq!(db.dbsize().unwrap(), model.len() as u64, "at {now}");
+            let mut live = db.keys(b"*").unwrap();
+            live.sort();
+            assert_eq!(live, model.keys().cloned().collect::<Vec<_>>(), "at {now}");
+        };
+        check(&db, T0 + 10_500);
+        check(&db, T0 + 30_000);
+        db.flush().unwrap();
+    }
+    // After a reopen the sweeper starts with every region due.
+    let db = open(dir.path(), &clock);
+    clock.store(T0 + 60_000, Ordering::SeqCst);
+    assert!(!db.sweep_expired(1).unwrap().done, "one bucket is not the whole keyspace");
+    while !db.sweep_expired(64).unwrap().done {}
+    let left = model.iter().filter(|(_, &at)| at == 0 || at > T0 + 60_000).count() as u64;
+    assert_eq!(db.dbsize().unwrap(), left);
+    assert_eq!(db.keys(b"*").unwrap().len() as u64, left);
+    db.flush().unwrap();
+    let report = db.verify().unwrap();
+    assert!(report.is_ok(), "{report:?}");
 }

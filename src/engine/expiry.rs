@@ -1,43 +1,209 @@
-//! The active side of expiry: the sweeper that deletes keys whose expiry
-//! passed while nobody touched them, following the expiry index.
-//! (Lookups delete expired keys too; see `tx.rs`.)
+//! The active side of expiry: finding keys whose expiry passed while nobody
+//! touched them, and deleting them. (Lookups delete expired keys too; see
+//! `tx.rs`.)
+//!
+//! Nothing is stored for it. Each keyspace keeps, in memory, the earliest
+//! expiry of each of the 2^16 regions of the hash space ([`DueRegions`]):
+//! setting an expiry lowers its region's time, and the sweeper reads the
+//! buckets of regions whose time has come, deletes their expired keys and
+//! sets each region's time to the earliest expiry left in it. A region's
+//! time is a lower bound (a key that lost its expiry, or was deleted,
+//! leaves it early), so a region may be read for nothing but never skipped
+//! while a key in it is due. A keyspace opened with keys that have an
+//! expiry starts with every region due: the sweeper reads the whole
+//! keyspace once, a bounded number of buckets per tick, and learns the
+//! times.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
-use super::layout;
+use super::layout::{key_hash, shard_of};
+use super::metas::bucket_end;
 use super::tx::Target;
 use super::Engine;
 use crate::error::{Error, Result};
 
+/// Bits of the hash that pick a region.
+const REGION_BITS: u32 = 16;
+const REGIONS: usize = 1 << REGION_BITS;
+/// A region with no key that has an expiry.
+const NEVER: u64 = u64::MAX;
+
+/// The region of hash `h`.
+fn region_of(h: u32) -> usize {
+    // 16 bits fit in usize.
+    usize::try_from(h >> (32 - REGION_BITS)).unwrap_or(0)
+}
+
+/// The first hash of region `r`.
+fn region_start(r: usize) -> u32 {
+    u32::try_from(r).unwrap_or(0) << (32 - REGION_BITS)
+}
+
+/// One keyspace's regions and the earliest expiry in each (a lower bound;
+/// [`NEVER`] for none). Allocated (512 KiB) when the keyspace first gets a
+/// key with an expiry.
+#[derive(Debug, Default)]
+pub(crate) struct DueRegions {
+    times: OnceLock<Box<[AtomicU64]>>,
+    /// Where the sweeper goes on in this keyspace.
+    cursor: AtomicU32,
+}
+
+impl DueRegions {
+    /// Regions for a keyspace opened with keys that have an expiry: every
+    /// region is due, so the sweeper reads them all once.
+    pub(crate) fn all_due() -> DueRegions {
+        let r = DueRegions::default();
+        let _ = r.times.set((0..REGIONS).map(|_| AtomicU64::new(0)).collect());
+        r
+    }
+
+    /// Notes that a key of hash `h` expires at `at`. Called with the key's
+    /// shard locked (so the sweeper, which sets region times under the same
+    /// lock, never overwrites it with an older reading).
+    pub(crate) fn note(&self, h: u32, at: u64) {
+        let times = self.times.get_or_init(|| (0..REGIONS).map(|_| AtomicU64::new(NEVER)).collect());
+        times[region_of(h)].fetch_min(at, Ordering::Relaxed);
+    }
+
+    /// The first region at or after the cursor (wrapping) that is due at
+    /// `now`, looking at most at `REGIONS` regions.
+    fn next_due(&self, now: u64) -> Option<usize> {
+        let times = self.times.get()?;
+        let from = usize::try_from(self.cursor.load(Ordering::Relaxed)).unwrap_or(0) % REGIONS;
+        (from..REGIONS).chain(0..from).find(|&r| times[r].load(Ordering::Relaxed) <= now)
+    }
+
+    /// Whether any region is due at `now`.
+    fn any_due(&self, now: u64) -> bool {
+        self.times.get().is_some_and(|t| t.iter().any(|a| a.load(Ordering::Relaxed) <= now))
+    }
+}
+
+/// What one call of [`Engine::sweep_expired`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Sweep {
+    /// Expired keys deleted.
+    pub deleted: u64,
+    /// Metadata buckets read.
+    pub buckets: u64,
+    /// Whether no key is left due (false: the budget ran out first).
+    pub done: bool,
+}
+
 impl Engine {
-    /// Deletes up to `limit` keys whose expiry has passed, following the
-    /// expiry index, and drops the index entries it visits. Returns how many
-    /// index entries it processed.
-    pub(super) fn sweep_expired(self: &Arc<Self>, limit: usize) -> Result<usize> {
+    /// Deletes keys whose expiry has passed, reading at most about
+    /// `max_buckets` metadata buckets of regions that are due (see the
+    /// module).
+    pub(crate) fn sweep_expired(self: &Arc<Self>, max_buckets: u64) -> Result<Sweep> {
         let now = self.now_ms();
-        let (lo, hi) = (layout::expiry_key(0, 0, b""), layout::expiry_key(now.saturating_add(1), 0, b""));
-        let mut due: Vec<Vec<u8>> = Vec::new();
-        for r in self.store.scan(&lo, &hi).take(limit) {
-            let (k, _) = r?;
-            if layout::parse_expiry_key(&k).is_some_and(|(at, _, _)| at <= now) {
-                due.push(k.to_vec());
+        let mut sweep = Sweep::default();
+        for (ks, counts) in self.keyspaces.live() {
+            let due = &counts.due;
+            while sweep.buckets < max_buckets {
+                let Some(r) = due.next_due(now) else { break };
+                let (names, buckets, next) = self.read_region(ks, due, r, now)?;
+                sweep.buckets += buckets;
+                due.cursor.store(u32::try_from(next % REGIONS).unwrap_or(0), Ordering::Relaxed);
+                if names.is_empty() {
+                    continue;
+                }
+                let keys: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
+                let deleted = self.write_then(Target::Keyspace(ks), &keys, true, |tx| {
+                    let mut n = 0;
+                    for k in &keys {
+                        // Deletes the key if it is still expired.
+                        if tx.meta(k)?.is_none() {
+                            n += 1;
+                        }
+                    }
+                    Ok(n)
+                });
+                match deleted {
+                    Ok(n) => sweep.deleted += n,
+                    // A keyspace flushed meanwhile has nothing left to expire.
+                    Err(Error::InvalidArgument(_)) => break,
+                    Err(e) => return Err(e),
+                }
             }
         }
-        for k in &due {
-            let Some((_, ks, name)) = layout::parse_expiry_key(k) else { continue };
-            let swept = self.write_then(Target::Keyspace(ks), &[name], true, |tx| {
-                // Deletes the key if it has expired; a key whose expiry moved
-                // later keeps its newer index entry.
-                tx.meta(name)?;
-                self.journal.set(k.clone(), None);
-                Ok(())
-            });
-            match swept {
-                // A flushed keyspace's entries have nothing left to expire.
-                Err(Error::InvalidArgument(_)) => self.journal.set(k.clone(), None),
-                r => r?,
+        sweep.done = self.keyspaces.live().iter().all(|(_, c)| !c.due.any_due(now));
+        Ok(sweep)
+    }
+
+    /// Reads the buckets of region `r` of keyspace `ks` (whole buckets: a
+    /// bucket wider than the region is read whole, and every region it
+    /// covers learns its time). Returns the names of keys expired at `now`,
+    /// the buckets read, and the region after the last one covered.
+    fn read_region(&self, ks: u32, due: &DueRegions, r: usize, now: u64) -> Result<(Vec<Vec<u8>>, u64, usize)> {
+        let Some(times) = due.times.get() else { return Ok((Vec::new(), 0, r + 1)) };
+        let lo = region_start(r);
+        let hi = u64::from(lo) + (1u64 << (32 - REGION_BITS));
+        // A region lies inside one lock shard, and so does every bucket.
+        let mut g = self.metas.lock_shard(shard_of(lo));
+        let (mut pos, mut first, mut buckets) = (u64::from(lo), None, 0u64);
+        let mut expired = Vec::new();
+        // (region, earliest expiry left) for the regions read.
+        let mut left: Vec<(usize, u64)> = Vec::new();
+        while pos < hi {
+            let start = g.locate(ks, u32::try_from(pos).unwrap_or(u32::MAX), &*self.store)?;
+            let Some(located) = g.get(ks, start) else { break };
+            first.get_or_insert(start);
+            buckets += 1;
+            for (name, meta) in located.bucket.iter() {
+                if meta.expire_at_ms == 0 {
+                    continue;
+                }
+                if meta.expire_at_ms <= now {
+                    expired.push(name.to_vec());
+                    continue;
+                }
+                let region = region_of(key_hash(name));
+                match left.iter_mut().find(|(x, _)| *x == region) {
+                    Some((_, t)) => *t = (*t).min(meta.expire_at_ms),
+                    None => left.push((region, meta.expire_at_ms)),
+                }
             }
+            pos = bucket_end(start, located.bucket.depth);
         }
-        Ok(due.len())
+        let from = region_of(first.unwrap_or(lo));
+        // `pos` is the end of the last bucket read, at least `hi`.
+        let to = usize::try_from(pos >> (32 - REGION_BITS)).unwrap_or(REGIONS).min(REGIONS);
+        for (region, time) in times.iter().enumerate().take(to).skip(from) {
+            let t = left.iter().find(|(x, _)| *x == region).map_or(NEVER, |(_, t)| *t);
+            time.store(t, Ordering::Relaxed);
+        }
+        Ok((expired, buckets, to))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Invariant: regions partition the hash space in order, and a region's
+    /// time only goes down through `note`.
+    #[test]
+    fn regions_partition_the_hash_space_and_note_lowers_the_time() {
+        assert_eq!(region_of(0), 0);
+        assert_eq!(region_of(u32::MAX), REGIONS - 1);
+        for r in [0, 1, 77, REGIONS - 1] {
+            assert_eq!(region_of(region_start(r)), r);
+            assert_eq!(region_of(region_start(r) | 0xffff), r);
+        }
+        let d = DueRegions::default();
+        assert_eq!(d.next_due(u64::MAX - 1), None, "nothing noted: nothing due");
+        d.note(region_start(5), 100);
+        d.note(region_start(5) + 3, 200);
+        assert_eq!(d.next_due(99), None);
+        assert_eq!(d.next_due(100), Some(5));
+        d.note(region_start(9), 50);
+        assert_eq!(d.next_due(60), Some(9));
+        d.cursor.store(6, Ordering::Relaxed);
+        assert_eq!(d.next_due(1000), Some(9), "the search starts at the cursor");
+        d.cursor.store(10, Ordering::Relaxed);
+        assert_eq!(d.next_due(1000), Some(5), "and wraps");
+        assert!(DueRegions::all_due().any_due(0));
     }
 }

@@ -1,5 +1,5 @@
 //! Records besides pages and metadata that the next write-back carries:
-//! reclaim markers and expiry index entries, each with a version so a
+//! reclaim markers and dead keyspace markers, each with a version so a
 //! write-back marks clean only what it wrote.
 
 use std::collections::BTreeMap;

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
+use super::expiry::DueRegions;
 use super::idhash::FastMap;
 use super::record::{Catalog, DbRecord};
 
@@ -25,11 +26,16 @@ pub(crate) struct Counts {
     keys: AtomicI64,
     expires: AtomicI64,
     expire_secs: AtomicI64,
+    /// Where keys with an expiry are, for the sweeper (`expiry.rs`).
+    pub(crate) due: DueRegions,
 }
 
 impl Counts {
     fn from_record(d: &DbRecord) -> Counts {
-        let c = Counts::default();
+        let c = Counts {
+            due: if d.expires > 0 { DueRegions::all_due() } else { DueRegions::default() },
+            ..Counts::default()
+        };
         c.keys.store(i64::try_from(d.keys).unwrap_or(i64::MAX), Ordering::Relaxed);
         c.expires.store(i64::try_from(d.expires).unwrap_or(i64::MAX), Ordering::Relaxed);
         c.expire_secs.store(i64::try_from(d.expire_secs).unwrap_or(i64::MAX), Ordering::Relaxed);
@@ -108,6 +114,11 @@ impl Keyspaces {
     pub(crate) fn of(&self, db: u32) -> Option<(u32, Arc<Counts>)> {
         let dbs = self.dbs.read();
         dbs.get(usize::try_from(db).ok()?).map(|(ks, c)| (*ks, Arc::clone(c)))
+    }
+
+    /// Every live keyspace and its counts.
+    pub(crate) fn live(&self) -> Vec<(u32, Arc<Counts>)> {
+        self.by_ks.read().iter().map(|(ks, c)| (*ks, Arc::clone(c))).collect()
     }
 
     /// The counts of keyspace `ks`, if it is live.

@@ -11,7 +11,7 @@
 //! | `0x01`    | `0x01 name…`                                   | format 1 key metadata (read only to upgrade) |
 //! | `0x02`    | `0x02 bitmap-id u64 BE, page-number u64 BE`    | encoded page |
 //! | `0x03`    | `0x03 bitmap-id u64 BE`                        | empty: pages to reclaim |
-//! | `0x04`    | `0x04 expire-at-ms u64 BE, keyspace u32 BE, name…` | empty: expiry index |
+//! | `0x04`    | `0x04 …`                                       | expiry index of earlier builds: deleted at open |
 //! | `0x05`    | `0x05 keyspace u32 BE`                         | empty: a flushed keyspace to reclaim |
 //! | `0x06`    | `0x06 keyspace u32 BE, first-hash u32 BE`      | a bucket of key metadata |
 //! | `0x07`    | `0x07 bitmap-id u64 BE, group u64 BE`          | the small pages of a page group |
@@ -36,7 +36,7 @@ pub(crate) const NS_PAGE: u8 = 0x02;
 /// Namespace byte of bitmap ids whose pages are garbage (deleted, replaced,
 /// or written by an operation that never published them).
 pub(crate) const NS_RECLAIM: u8 = 0x03;
-/// Namespace byte of the expiry index: keys that may expire, by time.
+/// Namespace byte of the expiry index earlier builds wrote (deleted at open).
 pub(crate) const NS_EXPIRY: u8 = 0x04;
 /// Namespace byte of flushed keyspaces whose buckets and pages are garbage.
 pub(crate) const NS_DEAD: u8 = 0x05;
@@ -173,29 +173,6 @@ pub(crate) fn parse_reclaim_key(key: &[u8]) -> Option<u64> {
     }
 }
 
-/// The expiry index entry of key `name` of keyspace `ks` expiring at
-/// `at_ms`.
-pub(crate) fn expiry_key(at_ms: u64, ks: u32, name: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(13 + name.len());
-    k.push(NS_EXPIRY);
-    k.extend_from_slice(&at_ms.to_be_bytes());
-    k.extend_from_slice(&ks.to_be_bytes());
-    k.extend_from_slice(name);
-    k
-}
-
-/// The (time, keyspace, name) of an expiry index entry.
-pub(crate) fn parse_expiry_key(key: &[u8]) -> Option<(u64, u32, &[u8])> {
-    match key.split_first() {
-        Some((&NS_EXPIRY, rest)) if rest.len() >= 12 => {
-            let (at, rest) = rest.split_at(8);
-            let (ks, name) = rest.split_at(4);
-            Some((u64::from_be_bytes(at.try_into().ok()?), u32::from_be_bytes(ks.try_into().ok()?), name))
-        }
-        _ => None,
-    }
-}
-
 /// The marker of flushed keyspace `ks`.
 pub(crate) fn dead_key(ks: u32) -> Vec<u8> {
     let mut k = Vec::with_capacity(5);
@@ -313,8 +290,6 @@ mod tests {
         assert!(group_key(1, u64::MAX) < group_key(2, 0), "groups sort by bitmap, then group");
         assert_eq!(parse_reclaim_key(&dead_key(42)), None);
         assert_eq!(parse_dead_key(&dead_key(7)), Some(7));
-        assert_eq!(parse_expiry_key(&expiry_key(7, 3, b"k")), Some((7, 3, &b"k"[..])));
-        assert!(expiry_key(1, 9, b"z") < expiry_key(2, 0, b"a"), "expiry index sorts by time first");
     }
 
     /// The key hash is part of the format: pinned values (computed by an

@@ -66,6 +66,7 @@ pub(crate) use build::{Build, NewValue};
 pub(crate) use claims::Claim;
 pub use databases::DbCounts;
 pub(crate) use databases::WatchSet;
+pub use expiry::Sweep;
 pub(crate) use record::{Kind, Meta, INLINE_MAX};
 pub use stats::{KeyStats, MemoryStats};
 pub(crate) use stream::PageStream;
@@ -88,8 +89,14 @@ use watch::Watches;
 /// write-back (see [`Engine::after_change`]).
 const DIRTY_RECORDS: usize = 16_384;
 
-/// Expired keys deleted per background tick (and per round at open).
-const SWEEP_BATCH: usize = 1000;
+/// Metadata buckets the expiry sweeper reads per call.
+const SWEEP_BUCKETS: u64 = 64;
+
+/// How often the background thread runs the expiry sweeper, and for how
+/// long at most (Redis's active expiry runs 10 times a second and takes
+/// at most a quarter of the time too).
+const SWEEP_INTERVAL: Duration = Duration::from_millis(100);
+const SWEEP_TIME: Duration = Duration::from_millis(25);
 
 /// The storage engine behind a [`crate::Db`]: shared by every clone of the
 /// handle and by the background thread (through a weak reference).
@@ -177,10 +184,8 @@ impl Engine {
         // newer metadata than the buckets.
         engine.replay_deltas()?;
         engine.reclaim_at_open()?;
-        // Keys that expired while the database was closed.
-        while engine.sweep_expired(SWEEP_BATCH)? == SWEEP_BATCH {
-            engine.write_back()?;
-        }
+        // Keys that expired while the database was closed are invisible
+        // already; the background sweeper deletes them (`expiry.rs`).
         if let Some(interval) = engine.config.background_flush_interval() {
             let weak = Arc::downgrade(&engine);
             let signal = Arc::clone(&engine.signal);
@@ -324,16 +329,18 @@ impl Engine {
     }
 }
 
-/// The background thread: a durable flush every `interval`, and a
-/// write-back (without the sync) whenever writers report the dirty budget
-/// exceeded, so they need not do it themselves.
+/// The background thread: a durable flush every `interval`, the expiry
+/// sweeper every [`SWEEP_INTERVAL`], and a write-back (without the sync)
+/// whenever writers report the dirty budget exceeded, so they need not do
+/// it themselves.
 fn background_flush(weak: &Weak<Engine>, signal: &(Mutex<Signal>, Condvar), interval: Duration) {
     let mut next_flush = Instant::now() + interval;
+    let mut next_sweep = Instant::now() + SWEEP_INTERVAL;
     loop {
         let kicked = {
             let mut s = signal.0.lock();
             if !s.stop && !s.kick {
-                signal.1.wait_until(&mut s, next_flush);
+                signal.1.wait_until(&mut s, next_flush.min(next_sweep));
             }
             if s.stop {
                 return;
@@ -342,8 +349,12 @@ fn background_flush(weak: &Weak<Engine>, signal: &(Mutex<Signal>, Condvar), inte
         };
         let Some(engine) = weak.upgrade() else { return };
         // A failure poisons the engine; the next operation reports it.
-        if Instant::now() >= next_flush {
-            let _ = engine.sweep_expired(SWEEP_BATCH);
+        let now = Instant::now();
+        if now >= next_sweep {
+            while now.elapsed() < SWEEP_TIME && engine.sweep_expired(SWEEP_BUCKETS).is_ok_and(|s| !s.done) {}
+            next_sweep = Instant::now() + SWEEP_INTERVAL;
+        }
+        if now >= next_flush {
             let _ = engine.flush();
             next_flush = Instant::now() + interval;
         } else if kicked {

@@ -14,7 +14,7 @@
 //! deletion to a write transaction run right after it (readers never hold
 //! the gate). Typed lookups refuse a key of another type with `WrongType`.
 //! A key's metadata changes only through [`WriteTx::record`], which also
-//! keeps the counts, the expiry index, the watchers and the reclaim
+//! keeps the counts, the expiry regions, the watchers and the reclaim
 //! markers of replaced values, and decides whether a value is kept inline.
 //!
 //! The engine keeps each key's count of set bits (`Meta::ones`, which lets
@@ -371,7 +371,7 @@ impl<'e> ReadTx<'e> {
 
     /// The one place a key's metadata changes: records it in its bucket
     /// (dirty), moves an inline value that grew too long to pages, and
-    /// keeps the keyspace's counts, the expiry index and the watchers.
+    /// keeps the keyspace's counts, the expiry regions and the watchers.
     fn record(&mut self, key: &[u8], meta: Option<&Meta>) -> Result<()> {
         self.record_with(key, meta, true)
     }
@@ -412,9 +412,7 @@ impl<'e> ReadTx<'e> {
         self.counts.change(old.map(|m| m.expire_at_ms), meta.map(|m| m.expire_at_ms));
         if let Some(at) = meta.map(|m| m.expire_at_ms).filter(|&at| at != 0) {
             if old.is_none_or(|o| o.expire_at_ms != at) {
-                // Stale entries (the key changed its expiry or went away)
-                // are dropped by the sweeper, which checks the key itself.
-                engine.journal.set(layout::expiry_key(at, ks, key), Some(Vec::new()));
+                self.counts.due.note(h, at);
             }
         }
         if touch {

@@ -12,8 +12,7 @@
 //! 1. deletes any bucket and expiry index record (leftovers of an upgrade
 //!    cut short: both are rebuilt from the format 1 records, which are
 //!    still all there);
-//! 2. writes every key into the buckets of database 0, and an expiry index
-//!    entry for every key with an expiry;
+//! 2. writes every key into the buckets of database 0;
 //! 3. in one batch, writes the catalog and the format 4 superblock: the
 //!    commit point (a crash before it leaves a format 1 store, upgraded
 //!    again at the next open);
@@ -52,6 +51,17 @@ fn keys_under(store: &dyn Store, ns: u8) -> Result<Vec<Vec<u8>>> {
     store.scan_prefix(&[ns]).map(|r| r.map(|(k, _)| k.to_vec())).collect()
 }
 
+/// Deletes the expiry index records (`0x04`) that builds before the
+/// in-memory expiry regions wrote (any format up to 5 may hold them; a
+/// build that reads them no longer exists, and nothing else depends on
+/// them, so the format version stays). Cheap when there are none.
+///
+/// # Errors
+/// A store error.
+pub(super) fn remove_expiry_index(store: &dyn Store) -> Result<()> {
+    apply_in_batches(store, keys_under(store, layout::NS_EXPIRY)?.into_iter().map(|k| (k, None)))
+}
+
 /// Upgrades the format 1 store `store` to format 4 (see the module's
 /// steps). Database 0 of `databases` gets the keys.
 ///
@@ -66,7 +76,6 @@ pub(super) fn from_v1(store: &dyn Store, databases: u16) -> Result<()> {
     // 2.
     let mut regions: BTreeMap<u32, Bucket> = BTreeMap::new();
     let mut counts = DbRecord { keyspace: 0, ..DbRecord::default() };
-    let mut expiries: Vec<Write> = Vec::new();
     for r in store.scan_prefix(&[layout::NS_META_V1]) {
         let (k, v) = r?;
         let Some(name) = layout::name_of_meta_v1_key(&k) else { continue };
@@ -75,7 +84,6 @@ pub(super) fn from_v1(store: &dyn Store, databases: u16) -> Result<()> {
         if meta.expire_at_ms != 0 {
             counts.expires += 1;
             counts.expire_secs += meta.expire_at_ms / 1000;
-            expiries.push((layout::expiry_key(meta.expire_at_ms, 0, name), Some(Vec::new())));
         }
         let region = bucket_start(key_hash(name), MIN_DEPTH);
         regions.entry(region).or_insert_with(|| Bucket::new(MIN_DEPTH)).put(name, &meta);
@@ -84,7 +92,7 @@ pub(super) fn from_v1(store: &dyn Store, databases: u16) -> Result<()> {
         .into_iter()
         .flat_map(|(start, b)| b.partition(start))
         .map(|(start, b)| (layout::bucket_key(0, start).to_vec(), Some(b.encode())));
-    apply_in_batches(store, buckets.chain(expiries))?;
+    apply_in_batches(store, buckets)?;
     // 3.
     let mut catalog = Catalog::new(databases);
     catalog.dbs[0] = counts;
@@ -179,9 +187,39 @@ mod tests {
             drop(db);
             let store = SledStore::open(dir.path(), 1 << 20).unwrap();
             assert!(store.scan_prefix(&[layout::NS_META_V1]).next().is_none(), "format 1 records are gone");
+            assert!(store.scan_prefix(&[layout::NS_EXPIRY]).next().is_none(), "expiry index records are gone");
             assert!(store.get(&layout::bucket_key(0, 0x4200_0000)).unwrap().is_none_or(|b| b != "half-written"));
             let sb = store.get(&layout::superblock_key()).unwrap().unwrap();
             assert_eq!(record::check_superblock(&sb).unwrap(), record::FORMAT_VERSION);
         }
+    }
+
+    /// Invariant: the expiry index records earlier builds wrote are
+    /// deleted at open, and the keys they named keep their expiries (the
+    /// sweeper finds them without the index).
+    #[test]
+    fn expiry_index_records_of_earlier_builds_are_deleted_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = 4_000_000_000_000u64;
+        {
+            let db = Config::new(dir.path()).flush_interval(None).open().unwrap();
+            db.set(b"s", b"v").unwrap();
+            assert!(db.expire_at(b"s", at, crate::ExpireCondition::Always).unwrap());
+            db.flush().unwrap();
+        }
+        {
+            let store = SledStore::open(dir.path(), 1 << 20).unwrap();
+            let mut k = vec![layout::NS_EXPIRY];
+            k.extend_from_slice(&at.to_be_bytes());
+            k.extend_from_slice(&0u32.to_be_bytes());
+            k.extend_from_slice(b"s");
+            store.apply(vec![(k, Some(Vec::new()))]).unwrap();
+            store.sync().unwrap();
+        }
+        let db = Config::new(dir.path()).flush_interval(None).open().unwrap();
+        assert_eq!(db.expiry(b"s").unwrap(), Expiry::At(at));
+        drop(db);
+        let store = SledStore::open(dir.path(), 1 << 20).unwrap();
+        assert!(store.scan_prefix(&[layout::NS_EXPIRY]).next().is_none());
     }
 }

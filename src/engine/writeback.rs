@@ -60,6 +60,7 @@ pub(super) fn check_or_create(dir: &Path, store: &dyn Store, databases: u16) -> 
             if [FORMAT_V2, FORMAT_V3, FORMAT_V4].contains(&version) {
                 upgrade::to_current(store)?;
             }
+            upgrade::remove_expiry_index(store)?;
         }
         // A new store's superblock is made durable, and then the side
         // file written, before anything else: an empty store beside a

@@ -1,9 +1,10 @@
 //! Key expiry: EXPIRE and friends, TTL, PERSIST, SET with an expiry.
 //!
 //! An expired key is absent at once: every lookup checks the expiry (and
-//! deletes the key on the spot). Pages of expired keys are reclaimed through
-//! an expiry index that a background sweep and `open` follow, so keys that
-//! are never touched again do not keep their pages.
+//! deletes the key on the spot). Keys that are never touched again are
+//! deleted, and their pages reclaimed, by the background sweeper
+//! ([`Db::sweep_expired`]), which finds them through in-memory regions of
+//! the earliest expiry (nothing is stored for it).
 
 use crate::db::Db;
 use crate::error::Result;
