@@ -337,6 +337,14 @@ impl Db {
         self.engine.verify()
     }
 
+    /// Keys of every database deleted because their expiry passed (by a
+    /// lookup or by the sweeper) since the database was opened (Redis's
+    /// INFO `expired_keys`).
+    #[must_use]
+    pub fn expired_keys(&self) -> u64 {
+        self.engine.expired_keys()
+    }
+
     /// The memory the caches hold now, and the configured budget (INFO
     /// memory). The store's own cache and the process's other memory are
     /// not included.
@@ -367,5 +375,19 @@ impl Db {
     /// [`crate::Error::Corrupted`] if a page header does not validate.
     pub fn key_stats(&self, key: &[u8]) -> Result<Option<KeyStats>> {
         self.engine.key_stats(self.index, key)
+    }
+
+    /// The sum of [`Db::key_stats`] over every live key of this database,
+    /// and the number of keys, in one pass over the metadata (`bitsled
+    /// stats`).
+    ///
+    /// Cost: one write-back, then every metadata bucket once and every page
+    /// record's key and header once.
+    ///
+    /// # Errors
+    /// [`crate::Error::Corrupted`] if a bucket or a page header does not
+    /// validate.
+    pub fn all_key_stats(&self) -> Result<(u64, KeyStats)> {
+        self.engine.all_key_stats(self.index)
     }
 }

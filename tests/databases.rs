@@ -211,3 +211,40 @@ fn small_values_are_inline_and_grow_into_pages() {
     assert!(report.is_ok(), "{report:?}");
     assert_eq!(report.pages, 1, "only the 65-byte value has a page");
 }
+
+/// Invariant: `all_key_stats` is the sum of `key_stats` over the
+/// database's live keys (inline and paged, a Bloom filter, a key deleted
+/// and one expired not counted), and counts only this database.
+#[test]
+fn all_key_stats_is_the_sum_over_the_live_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    for i in 0..500u64 {
+        let k = format!("k{i}").into_bytes();
+        db.set_bits(&k, &[i, i * 977 * (i % 5)], true).unwrap();
+    }
+    db.set(b"s", b"a string").unwrap();
+    db.bloom(b"bf").add(b"item").unwrap();
+    db.delete(b"k3").unwrap();
+    db.set(b"gone", b"x").unwrap();
+    assert!(db.expire_at(b"gone", 1, bitsled::ExpireCondition::Always).unwrap());
+    db.select(1).unwrap().set(b"other", b"db 1").unwrap();
+    let (n, total) = db.all_key_stats().unwrap();
+    let keys = db.keys(b"*").unwrap();
+    assert_eq!(n, keys.len() as u64);
+    assert_eq!(n, 501);
+    let (mut stored, mut records, mut pages, mut ones, mut len) = (0, 0, 0, 0, 0);
+    for k in &keys {
+        let st = db.key_stats(k).unwrap().unwrap();
+        stored += st.stored_bytes;
+        records += st.records;
+        pages += st.pages();
+        ones += st.ones;
+        len += st.len;
+    }
+    assert_eq!(
+        (total.stored_bytes, total.records, total.pages(), total.ones, total.len),
+        (stored, records, pages, ones, len)
+    );
+    assert!(total.pages() > 0 && total.stored_bytes > 0);
+}

@@ -58,6 +58,11 @@ impl Engine {
         Ok(DbCounts { keys, expires, expire_secs })
     }
 
+    /// Keys deleted because their expiry passed, since open.
+    pub(crate) fn expired_keys(&self) -> u64 {
+        self.expired.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Number of databases.
     pub(crate) fn databases(&self) -> u32 {
         self.keyspaces.databases()

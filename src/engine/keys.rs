@@ -19,6 +19,9 @@ use super::Engine;
 use crate::error::Result;
 use crate::glob::glob_match;
 
+/// A key's name and metadata.
+pub(crate) type Entry = (Vec<u8>, Meta);
+
 /// Whether `meta` describes a key that is live at `now`.
 fn live(meta: &Meta, now: u64) -> bool {
     meta.expire_at_ms == 0 || meta.expire_at_ms > now
@@ -49,10 +52,31 @@ impl Engine {
         count: usize,
         keep: &dyn Fn(&[u8]) -> bool,
     ) -> Result<(Vec<Vec<u8>>, u64)> {
+        let mut out = Vec::new();
+        let next = self.scan_visit(db, cursor, count, &mut |name, _| {
+            if keep(name) {
+                out.push(name.to_vec());
+            }
+        })?;
+        Ok((out, next))
+    }
+
+    /// [`Engine::scan`] with each live key's metadata, unfiltered.
+    ///
+    /// # Errors
+    /// As [`Engine::scan`].
+    pub(crate) fn scan_entries(&self, db: u32, cursor: u64, count: usize) -> Result<(Vec<Entry>, u64)> {
+        let mut out = Vec::new();
+        let next = self.scan_visit(db, cursor, count, &mut |name, meta| out.push((name.to_vec(), *meta)))?;
+        Ok((out, next))
+    }
+
+    /// The walk of [`Engine::scan`]: calls `visit` with each live key and
+    /// its metadata; returns the next cursor.
+    fn scan_visit(&self, db: u32, cursor: u64, count: usize, visit: &mut dyn FnMut(&[u8], &Meta)) -> Result<u64> {
         let (ks, _) = self.keyspaces.of(db).ok_or_else(|| no_such_db(db))?;
         let now = self.now_ms();
         let mut pos = cursor.saturating_sub(1);
-        let mut out = Vec::new();
         let mut visited = 0usize;
         while let Ok(h) = u32::try_from(pos) {
             let (n, end) = self.with_bucket_at(ks, h, |b, start| {
@@ -60,9 +84,7 @@ impl Engine {
                 for (name, meta) in b.iter() {
                     if (start == h || key_hash(name) >= h) && live(&meta, now) {
                         n += 1;
-                        if keep(name) {
-                            out.push(name.to_vec());
-                        }
+                        visit(name, &meta);
                     }
                 }
                 n
@@ -73,8 +95,7 @@ impl Engine {
                 break;
             }
         }
-        let next = if pos > u64::from(u32::MAX) { 0 } else { pos + 1 };
-        Ok((out, next))
+        Ok(if pos > u64::from(u32::MAX) { 0 } else { pos + 1 })
     }
 
     /// Every live key of database `db` matching the Redis glob `pattern`,

@@ -131,6 +131,8 @@ pub(crate) struct Engine {
     building: Mutex<HashSet<u64>>,
     /// Set after a failed store write; every later write is refused.
     poisoned: Mutex<Option<String>>,
+    /// Keys deleted because their expiry passed, since open.
+    expired: AtomicU64,
     /// Wakes the background thread: to stop, or to write back early.
     signal: Arc<(Mutex<Signal>, Condvar)>,
     flusher: Mutex<Option<JoinHandle<()>>>,
@@ -176,6 +178,7 @@ impl Engine {
             flush_lock: Mutex::new(()),
             building: Mutex::new(HashSet::new()),
             poisoned: Mutex::new(None),
+            expired: AtomicU64::new(0),
             signal: Arc::new((Mutex::new(Signal::default()), Condvar::new())),
             flusher: Mutex::new(None),
             config,

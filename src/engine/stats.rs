@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::bucket::record_bytes;
 use super::layout;
+use super::record::Meta;
 use super::Engine;
 use crate::error::{Error, Result};
 use crate::page::{fits_group, peek_header, split_group, Encoding, Member, PageError, GROUP_HEADER_BYTES};
@@ -48,12 +49,47 @@ impl Engine {
         self.write_back_locked(&f, super::metas::Fold::Auto)?;
         // Any type: a Bloom filter's pages are counted like a string's.
         let Some(meta) = self.read(db, &[key], |tx| tx.meta(key))? else { return Ok(None) };
+        self.stored_stats(key, &meta).map(Some)
+    }
+
+    /// The sum of [`Engine::key_stats`] over every live key of database
+    /// `db`, and their number: one write-back, then one pass over the
+    /// database's buckets in hash order; see [`crate::Db::all_key_stats`].
+    pub(crate) fn all_key_stats(self: &Arc<Self>, db: u32) -> Result<(u64, KeyStats)> {
+        let f = self.flush_lock.lock();
+        self.write_back_locked(&f, super::metas::Fold::Auto)?;
+        let (mut n, mut total) = (0u64, KeyStats::default());
+        let mut cursor = 0;
+        loop {
+            let (entries, next) = self.scan_entries(db, cursor, 1024)?;
+            for (name, meta) in &entries {
+                let st = self.stored_stats(name, meta)?;
+                n += 1;
+                total.len += st.len;
+                total.ones += st.ones;
+                total.dense_pages += st.dense_pages;
+                total.sparse_pages += st.sparse_pages;
+                total.ewah_pages += st.ewah_pages;
+                total.stored_bytes += st.stored_bytes;
+                total.records += st.records;
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        Ok((n, total))
+    }
+
+    /// How the value of `key`, whose metadata is `meta`, is stored (the
+    /// caller keeps the store still).
+    fn stored_stats(&self, key: &[u8], meta: &Meta) -> Result<KeyStats> {
         let mut st = KeyStats { len: meta.len, ones: meta.ones, ..KeyStats::default() };
         // The key's share of its bucket record: its entry.
-        st.stored_bytes += record_bytes(key.len(), &meta) as u64;
+        st.stored_bytes += record_bytes(key.len(), meta) as u64;
         let Some(id) = meta.id() else {
             st.inline = true;
-            return Ok(Some(st));
+            return Ok(st);
         };
         let bad = |page: Option<u64>, e: PageError| Error::Corrupted {
             key: String::from_utf8_lossy(key).into_owned(),
@@ -87,7 +123,7 @@ impl Engine {
         }
         st.stored_bytes += bytes;
         st.records = records;
-        Ok(Some(st))
+        Ok(st)
     }
 }
 

@@ -260,6 +260,7 @@ impl<'e> ReadTx<'e> {
                         self.engine.journal.set(layout::reclaim_key(id), Some(Vec::new()));
                     }
                     self.record(key, None)?;
+                    self.engine.expired.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 } else {
                     self.expired.push(key.to_vec());
                 }

@@ -4,34 +4,16 @@ use anyhow::Result;
 use bitsled::Db;
 
 pub(crate) fn stats(db: &Db, key: Option<Vec<u8>>) -> Result<()> {
-    let single = key.is_some();
-    let keys = match key {
-        Some(k) => vec![k],
-        None => db.keys(b"*")?,
-    };
-    let mut total = bitsled::KeyStats::default();
-    let mut n = 0u64;
-    for k in &keys {
-        let Some(st) = db.key_stats(k)? else {
-            println!("{}: no such key", String::from_utf8_lossy(k));
-            continue;
-        };
-        n += 1;
-        if single {
-            print_stats(&String::from_utf8_lossy(k), &st);
+    if let Some(k) = key {
+        match db.key_stats(&k)? {
+            Some(st) => print_stats(&String::from_utf8_lossy(&k), &st),
+            None => println!("{}: no such key", String::from_utf8_lossy(&k)),
         }
-        total.len += st.len;
-        total.ones += st.ones;
-        total.dense_pages += st.dense_pages;
-        total.sparse_pages += st.sparse_pages;
-        total.ewah_pages += st.ewah_pages;
-        total.stored_bytes += st.stored_bytes;
-        total.records += st.records;
+        return Ok(());
     }
-    if !single {
-        print_stats(&format!("{n} keys"), &total);
-        println!("size on disk:   {} bytes", db.size_on_disk()?);
-    }
+    let (n, total) = db.all_key_stats()?;
+    print_stats(&format!("{n} keys"), &total);
+    println!("size on disk:   {} bytes", db.size_on_disk()?);
     Ok(())
 }
 

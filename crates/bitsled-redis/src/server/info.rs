@@ -54,13 +54,14 @@ pub(super) fn section(shared: &Shared, name: &str) -> Option<String> {
             out,
             "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\n\
              total_net_output_bytes:{}\r\nrejected_connections:{}\r\ntotal_error_replies:{}\r\nauth_failures:{auth}\r\n\
-             acl_access_denied_auth:{auth}\r\n",
+             acl_access_denied_auth:{auth}\r\nexpired_keys:{}\r\n",
             st.connections_received.load(Ordering::Relaxed),
             st.commands_processed.load(Ordering::Relaxed),
             st.net_input_bytes.load(Ordering::Relaxed),
             st.net_output_bytes.load(Ordering::Relaxed),
             st.rejected_connections.load(Ordering::Relaxed),
             st.errors.lock().values().sum::<u64>(),
+            shared.db.expired_keys(),
             auth = st.auth_failures.load(Ordering::Relaxed),
         ),
         "errorstats" => {
