@@ -337,6 +337,17 @@ impl Db {
         self.engine.verify()
     }
 
+    /// Changes of keys in every database since it was opened, as Redis
+    /// counts them for `rdb_changes_since_last_save`: one for each key a
+    /// write changed (a SETBIT that leaves the bit as it was counts
+    /// nothing; MSET of two keys counts two), the keys a FLUSHDB or
+    /// FLUSHALL drops, one for a SWAPDB; an expired key's deletion does not
+    /// count.
+    #[must_use]
+    pub fn changes(&self) -> u64 {
+        self.engine.changes()
+    }
+
     /// Keys of every database deleted because their expiry passed (by a
     /// lookup or by the sweeper) since the database was opened (Redis's
     /// INFO `expired_keys`).

@@ -58,6 +58,11 @@ impl Engine {
         Ok(DbCounts { keys, expires, expire_secs })
     }
 
+    /// Changes of keys since open (Redis's dirty counter).
+    pub(crate) fn changes(&self) -> u64 {
+        self.changes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Keys deleted because their expiry passed, since open.
     pub(crate) fn expired_keys(&self) -> u64 {
         self.expired.load(std::sync::atomic::Ordering::Relaxed)
@@ -111,6 +116,8 @@ impl Engine {
         // write-back, so the reclaimer finds every value they name.
         self.metas.drop_keyspace(old);
         self.journal.set(layout::dead_key(old), Some(Vec::new()));
+        // Redis's dirty counter grows by the keys dropped.
+        self.changes.fetch_add(keys, std::sync::atomic::Ordering::Relaxed);
         Ok(keys)
     }
 
@@ -136,6 +143,7 @@ impl Engine {
         }
         self.watches.swap(ka, kb);
         self.keyspaces.mark_changed();
+        self.changes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 

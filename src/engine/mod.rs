@@ -133,6 +133,9 @@ pub(crate) struct Engine {
     poisoned: Mutex<Option<String>>,
     /// Keys deleted because their expiry passed, since open.
     expired: AtomicU64,
+    /// Changes of keys since open (Redis's dirty counter): one per key a
+    /// write signals as changed, and the keys a FLUSHDB or FLUSHALL drops.
+    changes: AtomicU64,
     /// Wakes the background thread: to stop, or to write back early.
     signal: Arc<(Mutex<Signal>, Condvar)>,
     flusher: Mutex<Option<JoinHandle<()>>>,
@@ -179,6 +182,7 @@ impl Engine {
             building: Mutex::new(HashSet::new()),
             poisoned: Mutex::new(None),
             expired: AtomicU64::new(0),
+            changes: AtomicU64::new(0),
             signal: Arc::new((Mutex::new(Signal::default()), Condvar::new())),
             flusher: Mutex::new(None),
             config,

@@ -39,6 +39,18 @@ use crate::page::Page;
 mod write;
 pub(crate) use write::WriteTx;
 
+/// What a metadata change tells the rest of the engine.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Signal {
+    /// Watchers are told and the change counts (Redis's dirty counter).
+    Changed,
+    /// Watchers are told; not counted (an expired key's deletion; the
+    /// source of a RENAME or MOVE, whose destination counts the change).
+    Uncounted,
+    /// Neither (a write Redis does not count as a modification).
+    Quiet,
+}
+
 /// The database a transaction works in: by index (what operations name),
 /// or by keyspace (the expiry sweep, which finds keys by keyspace).
 #[derive(Clone, Copy)]
@@ -259,7 +271,9 @@ impl<'e> ReadTx<'e> {
                     if let Some(id) = m.id() {
                         self.engine.journal.set(layout::reclaim_key(id), Some(Vec::new()));
                     }
-                    self.record(key, None)?;
+                    // Watchers see it; Redis's dirty counter does not
+                    // count an expired key's deletion.
+                    self.record_with(key, None, Signal::Uncounted)?;
                     self.engine.expired.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 } else {
                     self.expired.push(key.to_vec());
@@ -374,12 +388,12 @@ impl<'e> ReadTx<'e> {
     /// (dirty), moves an inline value that grew too long to pages, and
     /// keeps the keyspace's counts, the expiry regions and the watchers.
     fn record(&mut self, key: &[u8], meta: Option<&Meta>) -> Result<()> {
-        self.record_with(key, meta, true)
+        self.record_with(key, meta, Signal::Changed)
     }
 
     /// [`ReadTx::record`], raising the key's watchers' flags only if
     /// `touch`.
-    fn record_with(&mut self, key: &[u8], meta: Option<&Meta>, touch: bool) -> Result<()> {
+    fn record_with(&mut self, key: &[u8], meta: Option<&Meta>, signal: Signal) -> Result<()> {
         debug_assert!(self.writing, "a read transaction changes nothing");
         let promoted;
         let meta = match meta {
@@ -416,8 +430,11 @@ impl<'e> ReadTx<'e> {
                 self.counts.due.note(h, at);
             }
         }
-        if touch {
+        if signal != Signal::Quiet {
             engine.watches.touched(ks, key);
+        }
+        if signal == Signal::Changed {
+            engine.changes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         Ok(())
     }

@@ -375,6 +375,8 @@ impl Db {
             }
             if changes > 0 {
                 tx.set(key, &meta)?;
+                // Redis counts each changing write; the record counted one.
+                tx.count_changes(changes as u64 - 1);
             } else {
                 tx.set_unannounced(key, &meta)?;
             }

@@ -238,6 +238,11 @@ impl Db {
                 // of the elements before the failing one, but Redis does
                 // not signal the key then.
                 store(tx, key, meta, &old, &value, added.is_ok())?;
+                if let Ok(n) = added {
+                    // Redis counts the creation and each raised register;
+                    // the recorded change counted one of them.
+                    tx.count_changes((u64::from(created) + n as u64).saturating_sub(1));
+                }
             }
             match added {
                 Ok(n) => Ok(created || n > 0),

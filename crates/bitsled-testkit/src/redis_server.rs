@@ -11,6 +11,9 @@ pub struct Server {
     child: Child,
     /// Its loopback port.
     pub port: u16,
+    /// Its working directory, private: a SAVE or BGSAVE writes `dump.rdb`
+    /// here, never where another server would load it at start.
+    _dir: tempfile::TempDir,
 }
 
 impl Drop for Server {
@@ -53,13 +56,15 @@ pub fn start() -> Option<Server> {
     }
     for _attempt in 0..10 {
         let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind").local_addr().expect("addr").port();
+        let dir = tempfile::tempdir().expect("tempdir");
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .current_dir(dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start redis-server");
-        let mut server = Server { child, port };
+        let mut server = Server { child, port, _dir: dir };
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if server.child.try_wait().ok().flatten().is_some() {

@@ -7,7 +7,7 @@ use std::ops::{Deref, DerefMut};
 
 use super::super::layout;
 use super::super::record::{Body, Kind, Meta, INLINE_BYTES, INLINE_MAX};
-use super::{inline_bit, inline_page, ReadTx, Target};
+use super::{inline_bit, inline_page, ReadTx, Signal, Target};
 use crate::error::{Error, Result};
 use crate::geometry::{locate, PAGE_BITS};
 use crate::page::Page;
@@ -213,7 +213,7 @@ impl WriteTx<'_> {
     /// # Errors
     /// As [`ReadTx::meta`].
     pub(crate) fn set_unannounced(&mut self, key: &[u8], meta: &Meta) -> Result<()> {
-        self.record_with(key, Some(meta), false)
+        self.record_with(key, Some(meta), Signal::Quiet)
     }
 
     /// Replaces `key` with `meta` (or deletes it) and marks the value it
@@ -287,8 +287,9 @@ impl WriteTx<'_> {
     /// # Errors
     /// As [`ReadTx::meta`].
     pub(crate) fn move_value(&mut self, from: &[u8], to: &[u8], meta: &Meta) -> Result<()> {
-        // Not `replace`: the value moves, it is not reclaimed.
-        self.record(from, None)?;
+        // Not `replace`: the value moves, it is not reclaimed. One change,
+        // as Redis counts a RENAME or MOVE.
+        self.record_with(from, None, Signal::Uncounted)?;
         self.replace(to, Some(meta))?;
         Ok(())
     }
@@ -316,9 +317,17 @@ impl WriteTx<'_> {
 
     /// Reports a change of `key` that changes no metadata (Redis counts
     /// some writes that leave a value as it was as modifications): raises
-    /// its watchers' flags.
+    /// its watchers' flags and counts as a change.
     pub(crate) fn touch(&self, key: &[u8]) {
         self.engine.watches.touched(self.ks, key);
+        self.engine.changes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Counts `n` changes beyond the one a key's recorded change counts
+    /// (Redis counts some commands per element: PFADD per raised register
+    /// and a created key).
+    pub(crate) fn count_changes(&self, n: u64) {
+        self.engine.changes.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Publishes bitmap `id` (built by a [`super::Build`]) as the value of

@@ -42,13 +42,14 @@ pub(super) fn section(shared: &Shared, name: &str) -> Option<String> {
             out,
             "# Persistence\r\nloading:0\r\naof_enabled:0\r\nfsync_policy:{}\r\nserver_flushes:{}\r\n\
              server_flush_failures:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\n\
-             rdb_last_bgsave_status:{}\r\n",
+             rdb_last_bgsave_status:{}\r\nrdb_changes_since_last_save:{}\r\n",
             Fsync::from(shared.db.durability()).name(),
             st.flushes.load(Ordering::Relaxed),
             st.flush_failures.load(Ordering::Relaxed),
             u8::from(shared.saves.running()),
             shared.saves.last_save_secs(),
             if shared.saves.last_ok() { "ok" } else { "err" },
+            shared.saves.changes_since(shared.db.changes()),
         ),
         "stats" => write!(
             out,

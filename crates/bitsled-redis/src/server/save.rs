@@ -18,6 +18,8 @@ pub(super) struct Saves {
     last_save_secs: AtomicU64,
     background: Mutex<Running>,
     last_ok: AtomicBool,
+    /// The database's change count when the last successful save began.
+    saved_changes: AtomicU64,
 }
 
 /// Whether a background save runs, and whether another follows it.
@@ -38,6 +40,7 @@ impl Saves {
             last_save_secs: AtomicU64::new(now_secs()),
             background: Mutex::new(Running::default()),
             last_ok: AtomicBool::new(true),
+            saved_changes: AtomicU64::new(0),
         }
     }
 
@@ -51,6 +54,13 @@ impl Saves {
         self.background.lock().running
     }
 
+    /// Changes since the last successful save (INFO
+    /// `rdb_changes_since_last_save`): a save makes every change before
+    /// it durable.
+    pub(super) fn changes_since(&self, now: u64) -> u64 {
+        now.saturating_sub(self.saved_changes.load(Ordering::Relaxed))
+    }
+
     /// Whether the last background save succeeded.
     pub(super) fn last_ok(&self) -> bool {
         self.last_ok.load(Ordering::Relaxed)
@@ -62,11 +72,13 @@ impl Saves {
     /// # Errors
     /// The flush's error, as text.
     pub(super) fn save(shared: &Shared) -> Result<(), String> {
+        let before = shared.db.changes();
         let result = shared.db.flush();
         shared.stats.flushes.fetch_add(1, Ordering::Relaxed);
         match result {
             Ok(()) => {
                 shared.saves.last_save_secs.store(now_secs(), Ordering::Relaxed);
+                shared.saves.saved_changes.fetch_max(before, Ordering::Relaxed);
                 Ok(())
             }
             Err(e) => {
