@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use super::expiry::DueRegions;
+use super::due::DueRegions;
 use super::idhash::FastMap;
 use super::record::{Catalog, DbRecord};
 

@@ -29,6 +29,7 @@ mod clock;
 mod databases;
 mod delta;
 mod dirs;
+mod due;
 mod entry;
 mod expiry;
 #[cfg(any(test, feature = "testing"))]
