@@ -9,7 +9,7 @@
 //!                                   │
 //!       in memory: MetaCache (metas.rs), PageCache (pages.rs),
 //!                  Directories (dirs.rs), Journal (journal.rs),
-//!                  Claims (claims.rs), pins, builds
+//!                  Claims (claims.rs), expiry regions (due.rs), pins, builds
 //!                                   │ write-back: one atomic batch   writeback.rs
 //!                                   ▼
 //!       Store trait (store.rs) ── sled, one tree; key layout layout.rs,
