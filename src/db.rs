@@ -25,11 +25,30 @@ use crate::error::{Error, Result};
 /// between two operations, never a mix. What [`Db::flush`] acknowledged is
 /// never lost; the window of loss without it is the flush interval (1 s by
 /// default) plus the time of one write-back.
-#[derive(Clone)]
 pub struct Db {
     pub(crate) engine: Arc<Engine>,
     /// The database this handle works in.
     pub(crate) index: u32,
+}
+
+impl Db {
+    /// A handle on `engine`'s database `index`, counted by the engine.
+    pub(crate) fn handle(engine: Arc<Engine>, index: u32) -> Db {
+        engine.acquire();
+        Db { engine, index }
+    }
+}
+
+impl Clone for Db {
+    fn clone(&self) -> Db {
+        Db::handle(Arc::clone(&self.engine), self.index)
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        self.engine.release();
+    }
 }
 
 impl std::fmt::Debug for Db {
@@ -89,7 +108,7 @@ impl Db {
     }
 
     pub(crate) fn open_with(config: Config) -> Result<Db> {
-        Ok(Db { engine: Engine::open(config)?, index: 0 })
+        Ok(Db::handle(Engine::open(config)?, 0))
     }
 
     /// A handle to database `index` of the same store (Redis SELECT).
@@ -111,7 +130,7 @@ impl Db {
         if index >= self.engine.databases() {
             return Err(Error::InvalidArgument(format!("database {index} does not exist")));
         }
-        Ok(Db { engine: Arc::clone(&self.engine), index })
+        Ok(Db::handle(Arc::clone(&self.engine), index))
     }
 
     /// The index of this handle's database.
@@ -244,8 +263,8 @@ impl Db {
     ///
     /// Expired keys are invisible either way (every lookup checks the
     /// expiry); deleting them frees their records and makes DBSIZE exact.
-    /// The background thread runs this ten times a second (256 buckets
-    /// each); call it yourself when the database runs without one
+    /// The background thread runs this ten times a second, for at most
+    /// 25 ms each time; call it yourself when the database runs without one
     /// ([`crate::Config::flush_interval`] `None`), or to finish the work
     /// at once (`while !db.sweep_expired(1024)?.done {}`).
     ///

@@ -132,7 +132,9 @@ impl Engine {
         let (ka, _) = self.keyspaces.of(a).ok_or_else(|| no_such_db(a))?;
         let (kb, _) = self.keyspaces.of(b).ok_or_else(|| no_such_db(b))?;
         if a == b {
-            // As in Redis: nothing changes, nobody's watch fires.
+            // As in Redis: nothing changes, nobody's watch fires, but the
+            // change count moves.
+            self.changes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Ok(());
         }
         // Redis raises the watches of the keys that exist in either.

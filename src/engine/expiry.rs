@@ -38,27 +38,41 @@ pub struct Sweep {
 impl Engine {
     /// Deletes keys whose expiry has passed, reading at most about
     /// `max_buckets` metadata buckets of regions that are due (see the
-    /// module).
+    /// module). Each call starts at the keyspace after the one the last
+    /// call started at, so no database waits behind a busy one.
     pub(crate) fn sweep_expired(self: &Arc<Self>, max_buckets: u64) -> Result<Sweep> {
         let now = self.now_ms();
         let mut sweep = Sweep::default();
-        for (ks, counts) in self.keyspaces.live() {
+        let mut live = self.keyspaces.live();
+        live.sort_unstable_by_key(|(ks, _)| *ks);
+        if !live.is_empty() {
+            let first = self.sweep_start.fetch_add(1, Ordering::Relaxed) % live.len();
+            live.rotate_left(first);
+        }
+        for (ks, counts) in &live {
             let due = &counts.due;
             while sweep.buckets < max_buckets {
                 let Some(r) = due.next_due(now) else { break };
-                let (names, buckets, next) = self.read_region(ks, due, r, now)?;
-                sweep.buckets += buckets;
+                // Past this region even if reading it fails, so one damaged
+                // bucket does not stop the sweep of everything after it
+                // (the region stays due and is tried again next round).
+                due.cursor.store(u32::try_from((r + 1) % REGIONS).unwrap_or(0), Ordering::Relaxed);
+                let (names, buckets, next) = self.read_region(*ks, due, r, now)?;
+                sweep.buckets += buckets.max(1);
                 due.cursor.store(u32::try_from(next % REGIONS).unwrap_or(0), Ordering::Relaxed);
                 if names.is_empty() {
                     continue;
                 }
                 let keys: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
-                let deleted = self.write_then(Target::Keyspace(ks), &keys, true, |tx| {
+                let deleted = self.write_then(Target::Keyspace(*ks), &keys, true, |tx| {
                     let mut n = 0;
                     for k in &keys {
-                        // Deletes the key if it is still expired.
-                        if tx.meta(k)?.is_none() {
-                            n += 1;
+                        // Deletes the key if it is still expired; a key the
+                        // clock finds alive again keeps its region due.
+                        match tx.meta(k)? {
+                            None => n += 1,
+                            Some(m) if m.expire_at_ms != 0 => due.note(key_hash(k), m.expire_at_ms),
+                            Some(_) => {}
                         }
                     }
                     Ok(n)
@@ -67,11 +81,18 @@ impl Engine {
                     Ok(n) => sweep.deleted += n,
                     // A keyspace flushed meanwhile has nothing left to expire.
                     Err(Error::InvalidArgument(_)) => break,
-                    Err(e) => return Err(e),
+                    Err(e) => {
+                        // The region's time no longer counts these keys:
+                        // make it due again so they are not forgotten.
+                        for k in &keys {
+                            due.note(key_hash(k), now);
+                        }
+                        return Err(e);
+                    }
                 }
             }
         }
-        sweep.done = self.keyspaces.live().iter().all(|(_, c)| !c.due.any_due(now));
+        sweep.done = live.iter().all(|(_, c)| !c.due.any_due(now));
         Ok(sweep)
     }
 

@@ -110,7 +110,7 @@ pub fn open_faulty(config: crate::Config) -> Result<(crate::Db, Arc<Faults>)> {
     let inner = SledStore::open(&config.path, config.store_cache_bytes)?;
     let store = FaultStore { inner: Box::new(inner), faults: Arc::clone(&faults) };
     let engine = super::Engine::open_on(config, Box::new(store))?;
-    Ok((crate::Db { engine, index: 0 }, faults))
+    Ok((crate::Db::handle(engine, 0), faults))
 }
 
 #[cfg(test)]

@@ -56,7 +56,7 @@ mod watch;
 mod writeback;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -134,6 +134,11 @@ pub(crate) struct Engine {
     poisoned: Mutex<Option<String>>,
     /// Keys deleted because their expiry passed, since open.
     expired: AtomicU64,
+    /// Where the next expiry sweep starts among the live keyspaces.
+    sweep_start: AtomicUsize,
+    /// Live `Db` handles: when the last goes, the background thread is
+    /// stopped and joined on the dropping thread (see [`Engine::release`]).
+    handles: AtomicUsize,
     /// Changes of keys since open (Redis's dirty counter): one per key a
     /// write signals as changed, and the keys a FLUSHDB or FLUSHALL drops.
     changes: AtomicU64,
@@ -183,6 +188,8 @@ impl Engine {
             building: Mutex::new(HashSet::new()),
             poisoned: Mutex::new(None),
             expired: AtomicU64::new(0),
+            sweep_start: AtomicUsize::new(0),
+            handles: AtomicUsize::new(0),
             changes: AtomicU64::new(0),
             signal: Arc::new((Mutex::new(Signal::default()), Condvar::new())),
             flusher: Mutex::new(None),
@@ -358,29 +365,53 @@ fn background_flush(weak: &Weak<Engine>, signal: &(Mutex<Signal>, Condvar), inte
         let Some(engine) = weak.upgrade() else { return };
         // A failure poisons the engine; the next operation reports it.
         let now = Instant::now();
-        if now >= next_sweep {
-            while now.elapsed() < SWEEP_TIME && engine.sweep_expired(SWEEP_BUCKETS).is_ok_and(|s| !s.done) {}
-            next_sweep = Instant::now() + SWEEP_INTERVAL;
-        }
         if now >= next_flush {
             let _ = engine.flush();
             next_flush = Instant::now() + interval;
         } else if kicked {
             let _ = engine.write_back();
         }
+        if now >= next_sweep {
+            let start = Instant::now();
+            while start.elapsed() < SWEEP_TIME && engine.sweep_expired(SWEEP_BUCKETS).is_ok_and(|s| !s.done) {}
+            next_sweep = Instant::now() + SWEEP_INTERVAL;
+        }
+    }
+}
+
+impl Engine {
+    /// Counts a new `Db` handle.
+    pub(crate) fn acquire(&self) {
+        self.handles.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Counts a dropped `Db` handle. When it was the last, stops the
+    /// background thread and waits for it: the thread holds the engine
+    /// only while it works (a sweep, a flush), and without the wait the
+    /// engine could be dropped there, closing the store after the caller
+    /// went on (and, say, reopened the directory).
+    pub(crate) fn release(&self) {
+        if self.handles.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.stop_background();
+        }
+    }
+
+    fn stop_background(&self) {
+        self.signal.0.lock().stop = true;
+        self.signal.1.notify_all();
+        // The engine may be dropped on the background thread itself.
+        let handle = self.flusher.lock().take();
+        if let Some(h) = handle {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
     }
 }
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        self.signal.0.lock().stop = true;
-        self.signal.1.notify_all();
-        // The last handle may be dropped on the flush thread itself.
-        if let Some(h) = self.flusher.lock().take() {
-            if h.thread().id() != std::thread::current().id() {
-                let _ = h.join();
-            }
-        }
+        self.stop_background();
         // Best effort: a failure here has no caller to report to, and what
         // the last flush acknowledged is safe either way.
         let _ = self.flush();

@@ -558,7 +558,7 @@ mod tests {
         let engine =
             super::super::Engine::open_on(config(dir.path()), Box::new(Unreadable { inner: store, id: unreadable }))
                 .unwrap();
-        let db = Db { engine, index: 0 };
+        let db = Db::handle(engine, 0);
         let report = db.verify().unwrap();
         let failing: HashSet<&[u8]> = names.iter().filter(|n| db.get(n).is_err()).map(Vec::as_slice).collect();
         let named: HashSet<&[u8]> = report.problems.iter().filter_map(|p| p.key.as_deref()).collect();

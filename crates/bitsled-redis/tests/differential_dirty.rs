@@ -92,6 +92,10 @@ fn changes_since_last_save_move_as_in_redis() {
         "SET y 2",
         "SWAPDB 0 1",
         "SWAPDB 0 1",
+        "SWAPDB 0 0",
+        "SET mv 1",
+        "MOVE mv 1",
+        "MOVE mv 1",
         "SAVE",
         "SET z 3",
     ];

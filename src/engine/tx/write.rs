@@ -312,7 +312,8 @@ impl WriteTx<'_> {
     /// # Errors
     /// As [`ReadTx::meta`].
     pub(crate) fn forget(&mut self, key: &[u8]) -> Result<()> {
-        self.record(key, None)
+        // The value lives on under another key: one change, counted there.
+        self.record_with(key, None, Signal::Uncounted)
     }
 
     /// Reports a change of `key` that changes no metadata (Redis counts
