@@ -23,6 +23,11 @@ pub(super) fn region_start(r: usize) -> u32 {
     u32::try_from(r).unwrap_or(0) << (32 - REGION_BITS)
 }
 
+/// A region table with every time `t`.
+fn filled(t: u64) -> Box<[AtomicU64]> {
+    (0..REGIONS).map(|_| AtomicU64::new(t)).collect()
+}
+
 /// One keyspace's regions and the earliest expiry in each (a lower bound;
 /// [`NEVER`] for none). Allocated (512 KiB) when the keyspace first gets a
 /// key with an expiry.
@@ -47,7 +52,7 @@ impl DueRegions {
     /// region is due, so the sweeper reads them all once.
     pub(crate) fn all_due() -> DueRegions {
         let r = DueRegions::default();
-        let _ = r.times.set((0..REGIONS).map(|_| AtomicU64::new(0)).collect());
+        let _ = r.times.set(filled(0));
         r
     }
 
@@ -55,7 +60,7 @@ impl DueRegions {
     /// shard locked (so the sweeper, which sets region times under the same
     /// lock, never overwrites it with an older reading).
     pub(crate) fn note(&self, h: u32, at: u64) {
-        let times = self.times.get_or_init(|| (0..REGIONS).map(|_| AtomicU64::new(NEVER)).collect());
+        let times = self.times.get_or_init(|| filled(NEVER));
         times[region_of(h)].fetch_min(at, Ordering::Relaxed);
     }
 

@@ -10,11 +10,8 @@
 mod server;
 
 use bitsled_redis::server::ServerConfig;
+use bitsled_testkit::wire::words;
 use bitsled_testkit::{redis_server, wire};
-
-fn words(line: &str) -> Vec<Vec<u8>> {
-    line.split(' ').map(|w| w.as_bytes().to_vec()).collect()
-}
 
 /// The counter in a RESP2 reply to `INFO persistence`.
 fn changes(reply: &[u8]) -> u64 {

@@ -11,11 +11,8 @@ use std::collections::BTreeSet;
 
 use bitsled::Config;
 use bitsled_redis::command::{execute, Reply};
+use bitsled_testkit::wire::words;
 use bitsled_testkit::{redis_server, wire};
-
-fn words(line: &str) -> Vec<Vec<u8>> {
-    line.split(' ').map(|w| w.as_bytes().to_vec()).collect()
-}
 
 /// The names in a RESP2 array of bulk strings.
 fn names(resp: &[u8]) -> BTreeSet<String> {

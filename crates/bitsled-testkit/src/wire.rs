@@ -4,6 +4,13 @@
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, TcpStream};
 
+/// A command line split at single spaces into its arguments (the
+/// differential tests' way of writing a call).
+#[must_use]
+pub fn words(line: &str) -> Vec<Vec<u8>> {
+    line.split(' ').map(|w| w.as_bytes().to_vec()).collect()
+}
+
 /// Reads until the server closes the connection: everything received, and
 /// whether it was closed (false if the read timeout ran out first). A reset
 /// connection counts as closed.
