@@ -187,6 +187,12 @@ impl Config {
         self.flush_interval.unwrap_or_else(|| Some(self.durability.flush_interval()))
     }
 
+    /// The interval [`Config::flush_interval`] set, if it was called: a
+    /// later change of policy keeps it.
+    pub(crate) fn explicit_flush_interval(&self) -> Option<Option<Duration>> {
+        self.flush_interval
+    }
+
     /// Largest value [`crate::Db::get`] builds in memory. Default
     /// [`DEFAULT_MAX_VALUE_BYTES`].
     pub fn max_value_bytes(mut self, bytes: u64) -> Config {

@@ -152,13 +152,47 @@ impl Db {
         self.engine.config().max_value_bytes
     }
 
-    /// The durability policy the store was opened with
-    /// ([`Config::durability`]). Under [`crate::Durability::Always`],
-    /// whoever acknowledges writes calls [`Db::flush`] before it does (the
-    /// Redis server reads the policy here).
+    /// The durability policy: the one the store was opened with
+    /// ([`Config::durability`]) or set since ([`Db::set_durability`]).
+    /// Under [`crate::Durability::Always`], whoever acknowledges writes
+    /// calls [`Db::flush`] before it does (the Redis server reads the
+    /// policy here).
     #[must_use]
     pub fn durability(&self) -> crate::Durability {
-        self.engine.config().durability
+        self.engine.durability()
+    }
+
+    /// Changes the durability policy while open (the server's `CONFIG SET
+    /// appendfsync`). The background flush follows the new policy's
+    /// interval from now on, unless [`Config::flush_interval`] fixed one
+    /// (or chose no background thread, which stays so). Changes made
+    /// before the call are not flushed by it; call [`Db::flush`] for that.
+    pub fn set_durability(&self, durability: crate::Durability) {
+        self.engine.set_durability(durability);
+    }
+
+    /// Makes what room it can in memory without losing anything: writes
+    /// every change back to the store (without the sync of [`Db::flush`])
+    /// and evicts clean pages and metadata down to the budgets. The
+    /// server calls it before refusing a write for memory.
+    ///
+    /// # Errors
+    /// As [`Db::flush`], if the write-back fails.
+    pub fn release_memory(&self) -> Result<()> {
+        self.engine.release_memory()
+    }
+
+    /// Changes the cache and dirty budgets while open (see
+    /// [`Config::cache_bytes`] and [`Config::dirty_bytes`]; the server's
+    /// `CONFIG SET maxmemory`). Smaller budgets take effect at once: clean
+    /// pages and metadata past them are evicted, and changes past the
+    /// dirty budget are written back. sled's own cache
+    /// ([`Config::store_cache_bytes`]) keeps the size it was opened with.
+    ///
+    /// # Errors
+    /// As [`Db::flush`], if the write-back this starts fails.
+    pub fn set_budgets(&self, cache_bytes: u64, dirty_bytes: u64) -> Result<()> {
+        self.engine.set_budgets(cache_bytes, dirty_bytes)
     }
 
     /// Writes every change made so far to the store and makes it durable.

@@ -45,6 +45,7 @@ mod metas;
 mod pages;
 mod pagewrites;
 pub(crate) mod record;
+mod settings;
 mod stats;
 pub(crate) mod store;
 mod stored;
@@ -83,6 +84,7 @@ use journal::Journal;
 use keyspaces::Keyspaces;
 use metas::MetaCache;
 use pages::{Fetched, PageCache};
+use settings::Settings;
 use store::{SledStore, Store};
 use watch::Watches;
 
@@ -104,6 +106,8 @@ const SWEEP_TIME: Duration = Duration::from_millis(25);
 pub(crate) struct Engine {
     store: Box<dyn Store>,
     config: Config,
+    /// The budgets and the durability policy, changeable while open.
+    settings: Settings,
     pages: PageCache,
     metas: MetaCache,
     /// Databases, their keyspaces and counts.
@@ -193,6 +197,7 @@ impl Engine {
             changes: AtomicU64::new(0),
             signal: Arc::new((Mutex::new(Signal::default()), Condvar::new())),
             flusher: Mutex::new(None),
+            settings: Settings::new(&config),
             config,
         });
         // Before anything reads a stored bucket: delta records may hold
@@ -201,12 +206,12 @@ impl Engine {
         engine.reclaim_at_open()?;
         // Keys that expired while the database was closed are invisible
         // already; the background sweeper deletes them (`expiry.rs`).
-        if let Some(interval) = engine.config.background_flush_interval() {
+        if engine.config.background_flush_interval().is_some() {
             let weak = Arc::downgrade(&engine);
             let signal = Arc::clone(&engine.signal);
             let handle = std::thread::Builder::new()
                 .name("bitsled-flush".into())
-                .spawn(move || background_flush(&weak, &signal, interval))?;
+                .spawn(move || background_flush(&weak, &signal))?;
             *engine.flusher.lock() = Some(handle);
         }
         Ok(engine)
@@ -215,6 +220,33 @@ impl Engine {
     /// The configuration the engine was opened with.
     pub(crate) fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// The durability policy now (see [`Engine::set_durability`]).
+    pub(crate) fn durability(&self) -> crate::Durability {
+        self.settings.durability()
+    }
+
+    /// See [`crate::Db::set_durability`].
+    pub(crate) fn set_durability(&self, d: crate::Durability) {
+        self.settings.set_durability(d);
+        // The background thread picks up the new interval when it wakes.
+        self.signal.1.notify_all();
+    }
+
+    /// See [`crate::Db::release_memory`].
+    pub(crate) fn release_memory(&self) -> Result<()> {
+        self.write_back()?;
+        self.balance_caches();
+        Ok(())
+    }
+
+    /// See [`crate::Db::set_budgets`].
+    pub(crate) fn set_budgets(&self, cache_bytes: u64, dirty_bytes: u64) -> Result<()> {
+        self.settings.set_budgets(cache_bytes, dirty_bytes);
+        // Smaller budgets take effect now: dirty data past them is written
+        // back (which lets the caches evict it), clean data evicted.
+        self.after_change()
     }
 
     /// The current time by the configured clock, Unix milliseconds.
@@ -261,7 +293,7 @@ impl Engine {
     /// Dirty pages are bounded by `dirty_bytes`, pinned metadata buckets
     /// (changed and not yet folded) by [`Engine::meta_budget`].
     fn after_change(&self) -> Result<()> {
-        let page_budget = usize::try_from(self.config.dirty_bytes).unwrap_or(usize::MAX);
+        let page_budget = self.settings.dirty_bytes();
         let meta_budget = self.meta_budget();
         let (pages, metas) = (self.pages.dirty_bytes(), self.metas.pinned_bytes());
         let background = self.config.background_flush_interval().is_some();
@@ -294,8 +326,8 @@ impl Engine {
     /// pinned, the more changes each rewrite carries (see DESIGN.md,
     /// write-back).
     pub(super) fn meta_budget(&self) -> usize {
-        let page_budget = usize::try_from(self.config.dirty_bytes).unwrap_or(usize::MAX);
-        let total = usize::try_from(self.config.cache_bytes).unwrap_or(usize::MAX);
+        let page_budget = self.settings.dirty_bytes();
+        let total = self.settings.cache_bytes();
         let left = (total / 8 * 7).saturating_sub(self.pages.bytes());
         page_budget.max(total / 2).max(left)
     }
@@ -304,7 +336,7 @@ impl Engine {
     /// take what the other leaves, but at least an eighth; then evicts
     /// from whichever is over.
     pub(super) fn balance_caches(&self) {
-        let total = usize::try_from(self.config.cache_bytes).unwrap_or(usize::MAX);
+        let total = self.settings.cache_bytes();
         let floor = total / 8;
         self.pages.set_capacity(total.saturating_sub(self.metas.bytes()).max(floor));
         self.metas.set_capacity(total.saturating_sub(self.pages.bytes()).max(floor));
@@ -348,10 +380,14 @@ impl Engine {
 /// sweeper every [`SWEEP_INTERVAL`], and a write-back (without the sync)
 /// whenever writers report the dirty budget exceeded, so they need not do
 /// it themselves.
-fn background_flush(weak: &Weak<Engine>, signal: &(Mutex<Signal>, Condvar), interval: Duration) {
-    let mut next_flush = Instant::now() + interval;
+fn background_flush(weak: &Weak<Engine>, signal: &(Mutex<Signal>, Condvar)) {
+    let mut last_flush = Instant::now();
     let mut next_sweep = Instant::now() + SWEEP_INTERVAL;
     loop {
+        // The policy can change while open (`Engine::set_durability`
+        // wakes this thread): its interval is read each round.
+        let Some(interval) = weak.upgrade().and_then(|e| e.settings.flush_interval()) else { return };
+        let next_flush = last_flush + interval;
         let kicked = {
             let mut s = signal.0.lock();
             if !s.stop && !s.kick {
@@ -367,7 +403,7 @@ fn background_flush(weak: &Weak<Engine>, signal: &(Mutex<Signal>, Condvar), inte
         let now = Instant::now();
         if now >= next_flush {
             let _ = engine.flush();
-            next_flush = Instant::now() + interval;
+            last_flush = Instant::now();
         } else if kicked {
             let _ = engine.write_back();
         }

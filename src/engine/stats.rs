@@ -183,18 +183,26 @@ pub struct MemoryStats {
     pub dirty_metadata_bytes: u64,
     /// The configured budget: cache, dirty and store cache bytes together.
     pub budget_bytes: u64,
+    /// Of those, the cache budget now ([`crate::Config::cache_bytes`],
+    /// [`crate::Db::set_budgets`]).
+    pub cache_budget_bytes: u64,
+    /// And the dirty budget now.
+    pub dirty_budget_bytes: u64,
 }
 
 impl Engine {
     /// See [`crate::Db::memory_stats`].
     pub(crate) fn memory_stats(&self) -> MemoryStats {
         let c = &self.config;
+        let (cache_budget_bytes, dirty_budget_bytes) = self.settings.budgets();
         MemoryStats {
             page_cache_bytes: self.pages.bytes() as u64,
             dirty_page_bytes: self.pages.dirty_bytes() as u64,
             metadata_cache_bytes: self.metas.bytes() as u64,
             dirty_metadata_bytes: self.metas.pinned_bytes() as u64,
-            budget_bytes: c.cache_bytes.saturating_add(c.dirty_bytes).saturating_add(c.store_cache_bytes),
+            budget_bytes: self.settings.budget_bytes(c.store_cache_bytes),
+            cache_budget_bytes,
+            dirty_budget_bytes,
         }
     }
 }

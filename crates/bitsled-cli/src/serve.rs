@@ -1,5 +1,6 @@
 //! `bitsled serve`: the Redis-protocol server, with signal handling.
 
+use bitsled_redis::server::parse_memory;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -58,27 +59,6 @@ pub(crate) struct ServeArgs {
     /// Most entries SLOWLOG keeps [default: 128].
     #[arg(long, value_parser = clap::value_parser!(i64).range(0..))]
     slowlog_max_len: Option<i64>,
-}
-
-/// A size as redis.conf writes it: a number, optionally followed by `k`,
-/// `m`, `g` (powers of 1000) or `kb`, `mb`, `gb` (powers of 1024), in any
-/// case.
-fn parse_memory(s: &str) -> std::result::Result<u64, String> {
-    let lower = s.to_ascii_lowercase();
-    let split = lower.find(|c: char| !c.is_ascii_digit()).unwrap_or(lower.len());
-    let (num, unit) = lower.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("{s:?} is not a size (e.g. 256mb)"))?;
-    let mult: u64 = match unit {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1 << 10,
-        "m" => 1_000_000,
-        "mb" => 1 << 20,
-        "g" => 1_000_000_000,
-        "gb" => 1 << 30,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (k, kb, m, mb, g, gb)")),
-    };
-    n.checked_mul(mult).ok_or_else(|| format!("{s:?} is too large"))
 }
 
 impl ServeArgs {
@@ -164,12 +144,6 @@ fn parse_config(text: &[u8]) -> Result<ServeArgs> {
     Ok(out)
 }
 
-/// The database configuration a memory budget of `bytes` gives.
-fn with_budget(config: Config, bytes: u64) -> Config {
-    let eighth = bytes / 8;
-    config.cache_bytes(bytes - 2 * eighth).dirty_bytes(eighth).store_cache_bytes(eighth)
-}
-
 /// `bitsled serve`: runs the server until a signal or SHUTDOWN.
 pub(crate) fn serve(dir: &PathBuf, args: ServeArgs) -> Result<()> {
     use bitsled_redis::server::{Server, ServerConfig};
@@ -186,19 +160,17 @@ pub(crate) fn serve(dir: &PathBuf, args: ServeArgs) -> Result<()> {
         .requirepass(args.requirepass.map(OsString::into_encoded_bytes))
         .max_clients(args.maxclients.unwrap_or(bitsled_redis::server::DEFAULT_MAX_CLIENTS))
         .fsync(fsync)
+        .maxmemory(args.maxmemory.unwrap_or(0))
         .timeout(Some(Duration::from_secs(args.timeout.unwrap_or(0))))
         .protected_mode(args.protected_mode.as_deref() != Some("no"))
         .slowlog(
             slower_than,
             args.slowlog_max_len.map_or(bitsled_redis::server::DEFAULT_SLOWLOG_MAX_LEN, i64::unsigned_abs),
         );
-    let mut db_config = config.db_config(Config::new(dir)).databases(args.databases.unwrap_or(16));
-    if let Some(bytes) = args.maxmemory {
-        if bytes < 16 << 20 {
-            anyhow::bail!("--maxmemory {bytes}: at least 16mb");
-        }
-        db_config = with_budget(db_config, bytes);
+    if let Some(bytes) = args.maxmemory.filter(|&b| b < bitsled_redis::server::LEAST_BUDGET_BYTES) {
+        anyhow::bail!("--maxmemory {bytes}: at least 16mb");
     }
+    let db_config = config.db_config(Config::new(dir)).databases(args.databases.unwrap_or(16));
     let db =
         crate::opening(|| db_config.open()).with_context(|| format!("opening the database in {}", dir.display()))?;
     let server = Server::bind(db, config).context("starting the server")?;
@@ -261,9 +233,11 @@ mod tests {
         assert!(parse_config(b"port 1 2\n").is_err());
     }
 
+    /// Invariant: `--maxmemory` reaches the database as its budgets.
     #[test]
     fn a_budget_splits_into_caches() {
-        let c = with_budget(Config::new("x"), 256 << 20);
+        let server = bitsled_redis::server::ServerConfig::new().maxmemory(256 << 20);
+        let c = server.db_config(Config::new("x"));
         let s = format!("{c:?}");
         assert!(s.contains("cache_bytes: 201326592") && s.contains("dirty_bytes: 33554432"), "{s}");
     }

@@ -174,58 +174,116 @@ pub(crate) fn config_get(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Map(matching.map(|(name, value)| (Reply::bulk(name), Reply::bulk(value))).collect()))
 }
 
-/// The parameters `CONFIG SET` changes, with the least value each takes.
-const SETTABLE: &[(&str, i64)] = &[("slowlog-log-slower-than", -1), ("slowlog-max-len", 0)];
+/// What a `CONFIG SET` value must be.
+enum Kind {
+    /// An integer in `min..=max`.
+    Int(i64, i64),
+    /// A memory size (`256mb`, `1gb`, bytes).
+    Memory,
+    /// One of these names (any case; stored in lower case).
+    OneOf(&'static [&'static str]),
+    /// Cannot change while the server runs: Redis's immutable settings.
+    Immutable,
+    /// Redis can change it, bitsled cannot; the text says why.
+    Fixed(&'static str),
+}
 
-/// `CONFIG SET parameter value [parameter value ...]`: the slow log's two
-/// settings can be changed; every other parameter is refused as unknown.
-/// All pairs are checked before any is applied, so a failure changes
-/// nothing. Errors come in Redis's order: an odd argument count; then,
-/// left to right, the first parameter that is unknown or given twice; then
-/// the first value that is not an integer in range.
+/// Every parameter `CONFIG GET` lists, and what `CONFIG SET` does with it.
+const PARAMETERS: &[(&str, Kind)] = &[
+    ("appendfsync", Kind::OneOf(&["everysec", "always", "no"])),
+    ("appendonly", Kind::Fixed("bitsled has no append-only file: its store is written continuously (see appendfsync)")),
+    ("bind", Kind::Fixed("the listening address is set when the server starts")),
+    ("databases", Kind::Immutable),
+    ("maxclients", Kind::Int(1, u32::MAX as i64)),
+    ("maxmemory", Kind::Memory),
+    ("maxmemory-policy", Kind::OneOf(crate::server::POLICIES)),
+    ("port", Kind::Fixed("the listening port is set when the server starts")),
+    ("proto-max-bulk-len", Kind::Fixed("the request size limit is fixed at 512mb")),
+    ("protected-mode", Kind::Fixed("protected mode is checked when the server binds its address")),
+    ("save", Kind::Fixed("bitsled takes no snapshots: its store is written continuously (see appendfsync)")),
+    ("slowlog-log-slower-than", Kind::Int(-1, i64::MAX)),
+    ("slowlog-max-len", Kind::Int(0, i64::MAX)),
+    ("timeout", Kind::Int(0, i32::MAX as i64)),
+];
+
+/// A checked `CONFIG SET` value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Setting {
+    /// `maxclients`, `slowlog-*`, `timeout`.
+    Int(i64),
+    /// `maxmemory`, bytes.
+    Bytes(u64),
+    /// `appendfsync`, `maxmemory-policy`: the lower-case name.
+    Name(&'static str),
+}
+
+/// `CONFIG SET parameter value [parameter value ...]`. All pairs are
+/// checked before any is applied, so a bad value changes nothing. Errors
+/// come in Redis's order: an odd argument count; then, left to right, the
+/// first parameter that is unknown, cannot change, or is given twice; then
+/// the first value out of its kind or range.
 pub(crate) fn config_set(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
     let host = server(s)?;
     if a.len() % 2 == 1 {
         return Err(Fail::new("ERR syntax error"));
     }
     let pairs: Vec<(&[u8], &[u8])> = a[2..].chunks_exact(2).map(|p| (p[0].as_slice(), p[1].as_slice())).collect();
-    let failed = |name: &[u8], why: &str| {
-        let mut text = b"ERR CONFIG SET failed (possibly related to argument '".to_vec();
-        text.extend_from_slice(name);
-        text.extend_from_slice(format!("') - {why}").as_bytes());
-        Fail(text)
+    let failed = |name: &str, why: &str| {
+        Fail(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}").into_bytes())
     };
     let mut known: Vec<usize> = Vec::with_capacity(pairs.len());
     for (name, _) in &pairs {
-        let Some(k) = SETTABLE.iter().position(|(n, _)| name.eq_ignore_ascii_case(n.as_bytes())) else {
+        let Some(k) = PARAMETERS.iter().position(|(n, _)| name.eq_ignore_ascii_case(n.as_bytes())) else {
             let mut text = b"ERR Unknown option or number of arguments for CONFIG SET - '".to_vec();
             text.extend_from_slice(name);
             text.push(b'\'');
             return Err(Fail(text));
         };
+        let (canonical, kind) = &PARAMETERS[k];
+        match kind {
+            Kind::Immutable => return Err(failed(canonical, "can't set immutable config")),
+            Kind::Fixed(why) => return Err(failed(canonical, why)),
+            _ => {}
+        }
         if known.contains(&k) {
-            return Err(failed(name, "duplicate parameter"));
+            return Err(failed(canonical, "duplicate parameter"));
         }
         known.push(k);
     }
     let mut values = Vec::with_capacity(pairs.len());
     for (&k, (_, value)) in known.iter().zip(&pairs) {
-        let (name, least) = SETTABLE[k];
-        let v = args::parse_i64(value)
-            .ok_or_else(|| failed(name.as_bytes(), "argument couldn't be parsed into an integer"))?;
-        if v < least {
-            return Err(failed(
-                name.as_bytes(),
-                &format!("argument must be between {least} and {} inclusive", i64::MAX),
-            ));
-        }
-        values.push((k, v));
+        let (name, kind) = &PARAMETERS[k];
+        let setting = match kind {
+            Kind::Int(least, most) => {
+                let v = args::parse_i64(value)
+                    .ok_or_else(|| failed(name, "argument couldn't be parsed into an integer"))?;
+                if v < *least || v > *most {
+                    return Err(failed(name, &format!("argument must be between {least} and {most} inclusive")));
+                }
+                Setting::Int(v)
+            }
+            Kind::Memory => {
+                let text = std::str::from_utf8(value).ok().filter(|t| !t.starts_with('-'));
+                let bytes = text
+                    .and_then(|t| crate::server::parse_memory(t).ok())
+                    .ok_or_else(|| failed(name, "argument must be a memory value"))?;
+                Setting::Bytes(bytes)
+            }
+            Kind::OneOf(names) => {
+                let Some(&n) = names.iter().find(|n| value.eq_ignore_ascii_case(n.as_bytes())) else {
+                    return Err(failed(
+                        name,
+                        &format!("argument(s) must be one of the following: {}", names.join(", ")),
+                    ));
+                };
+                Setting::Name(n)
+            }
+            Kind::Immutable | Kind::Fixed(_) => continue,
+        };
+        values.push((*name, setting));
     }
-    for (k, v) in values {
-        match SETTABLE[k].0 {
-            "slowlog-log-slower-than" => host.set_slowlog_slower_than(v),
-            _ => host.set_slowlog_max_len(v.unsigned_abs()),
-        }
+    for (name, setting) in values {
+        host.set_config(name, setting).map_err(|why| failed(name, &why))?;
     }
     Ok(Reply::ok())
 }

@@ -44,6 +44,9 @@ impl Session {
         if !self.authed && !spec.flags.contains(Flags::NO_AUTH) {
             return self.refuse(NOAUTH);
         }
+        if let Some(refused) = self.refuse_for_memory(spec) {
+            return refused;
+        }
         if self.multi.is_some() && !spec.flags.contains(Flags::NOT_QUEUED) {
             if spec.flags.contains(Flags::NO_MULTI) {
                 return self.refuse("ERR Command not allowed inside a transaction");
@@ -56,9 +59,34 @@ impl Session {
         self.run(spec, args, false)
     }
 
+    /// Redis's `-OOM` refusal, checked as Redis 7 checks it: a command
+    /// that may use memory (`denyoom`, or an EXEC with one queued) and any
+    /// command queued inside MULTI (but EXEC, DISCARD, QUIT and RESET) is
+    /// refused while the server is out of memory ([`Host::out_of_memory`]).
+    /// A refused EXEC aborts the transaction.
+    fn refuse_for_memory(&mut self, spec: &'static Spec) -> Option<Reply> {
+        let host = self.host.as_ref()?;
+        let exec = spec.name == "exec";
+        let denyoom = spec.flags.contains(Flags::DENYOOM)
+            || (exec && self.multi.as_ref().is_some_and(|m| m.queue.iter().any(|args| queued_denies_oom(args))));
+        let queued = self.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "quit" | "reset");
+        if !(denyoom || queued) || !host.out_of_memory() {
+            return None;
+        }
+        if exec && self.multi.is_some() {
+            self.multi = None;
+            self.watches.clear();
+            return Some(self.refuse(format!("EXECABORT Transaction discarded because of: {}", OOM)));
+        }
+        Some(self.refuse(OOM))
+    }
+
     /// Runs a resolved command; `in_exec` when EXEC runs it (and already
     /// holds the server's transaction lock exclusively).
     pub(crate) fn run(&mut self, spec: &'static Spec, args: &[Vec<u8>], in_exec: bool) -> Reply {
+        if let Some(host) = &self.host {
+            host.note_command(spec.name);
+        }
         // Timed from when the command may run: a wait for another
         // client's EXEC is not its own time.
         let (reply, start) = match spec.run {
@@ -94,6 +122,14 @@ impl Session {
         self.last_cmd = spec.name;
         reply
     }
+}
+
+/// Redis's reply to a command refused for memory.
+const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
+/// Whether a queued command may use memory (it resolved when queued).
+fn queued_denies_oom(args: &[Vec<u8>]) -> bool {
+    resolve(args).is_ok_and(|spec| spec.flags.contains(Flags::DENYOOM))
 }
 
 /// The command (or, for a container, the subcommand) that `args` names,

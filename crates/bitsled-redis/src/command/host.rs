@@ -23,6 +23,24 @@ pub(crate) struct ClientAddr {
     pub(crate) laddr: SocketAddr,
 }
 
+/// The server's side of INFO memory.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HostMemory {
+    /// Bytes the clients' buffers and state take.
+    pub(crate) clients_bytes: u64,
+    /// `maxmemory` (0: none).
+    pub(crate) maxmemory: u64,
+    /// `maxmemory-policy`.
+    pub(crate) policy: &'static str,
+}
+
+impl Default for HostMemory {
+    /// Without a server: no clients, no limit.
+    fn default() -> HostMemory {
+        HostMemory { clients_bytes: 0, maxmemory: 0, policy: "noeviction" }
+    }
+}
+
 /// Why SAVE did not make the data durable.
 #[derive(Debug)]
 pub(crate) enum SaveFailed {
@@ -62,6 +80,10 @@ pub(crate) trait Host: Send + Sync {
     /// Records this client's protocol for CLIENT LIST.
     fn set_client_proto(&self, proto: Proto);
 
+    /// Records the command this client runs now (CLIENT LIST's `cmd`, kept
+    /// after it ends, as Redis's last command).
+    fn note_command(&self, name: &'static str);
+
     /// Records this client's selected database for CLIENT LIST.
     fn set_client_db(&self, index: u32);
 
@@ -98,12 +120,21 @@ pub(crate) trait Host: Send + Sync {
     /// SLOWLOG RESET.
     fn slowlog_reset(&self);
 
-    /// CONFIG SET `slowlog-log-slower-than` (microseconds; negative logs
-    /// nothing).
-    fn set_slowlog_slower_than(&self, usec: i64);
+    /// CONFIG SET of one parameter, its value checked by the command layer
+    /// (its kind and range).
+    ///
+    /// # Errors
+    /// Why the server could not apply it (the text after Redis's
+    /// `CONFIG SET failed ... - `).
+    fn set_config(&self, name: &str, value: super::admin::Setting) -> Result<(), String>;
 
-    /// CONFIG SET `slowlog-max-len`.
-    fn set_slowlog_max_len(&self, len: u64);
+    /// Whether a command that may use memory is refused now (`-OOM`):
+    /// `maxmemory` is set and the server's
+    /// memory is past it even after the database made what room it could.
+    fn out_of_memory(&self) -> bool;
+
+    /// The server's side of INFO memory.
+    fn memory(&self) -> HostMemory;
 
     /// The text of INFO section `name` when it is one of the server's
     /// (server, clients, persistence, stats, errorstats, commandstats);

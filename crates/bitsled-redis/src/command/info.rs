@@ -64,6 +64,13 @@ pub(crate) fn info(db: &Db, host: Option<&dyn Host>, args: &[Vec<u8>]) -> Result
     Ok(out)
 }
 
+/// The memory the server accounts for (INFO `used_memory`, and what
+/// `maxmemory` limits): the database's cached pages and metadata, and the
+/// clients' buffers. sled's own memory is not in it (see `used_memory_rss`).
+pub(crate) fn used_memory(m: &bitsled::MemoryStats, clients_bytes: u64) -> u64 {
+    m.page_cache_bytes + m.metadata_cache_bytes + clients_bytes
+}
+
 /// The text of section `name`; `None` for a server section without a
 /// server.
 fn section(db: &Db, host: Option<&dyn Host>, name: &str) -> Result<Option<String>, Fail> {
@@ -73,20 +80,25 @@ fn section(db: &Db, host: Option<&dyn Host>, name: &str) -> Result<Option<String
         "memory" => {
             let rss = rss_bytes().unwrap_or(0);
             let m = db.memory_stats();
-            let used = m.page_cache_bytes + m.metadata_cache_bytes;
+            let server = host.map(Host::memory).unwrap_or_default();
+            let used = used_memory(&m, server.clients_bytes);
             write!(
                 out,
                 "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\n\
                  used_memory_rss_human:{}\r\nused_memory_dataset:{used}\r\nbitsled_page_cache:{}\r\n\
-                 bitsled_dirty_pages:{}\r\nbitsled_metadata_cache:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\n\
-                 maxmemory_policy:noeviction\r\nmem_allocator:libc\r\n",
+                 bitsled_dirty_pages:{}\r\nbitsled_metadata_cache:{}\r\nbitsled_clients:{}\r\n\
+                 bitsled_budget:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\n\
+                 maxmemory_policy:{}\r\nmem_allocator:libc\r\n",
                 human(used),
                 human(rss),
                 m.page_cache_bytes,
                 m.dirty_page_bytes,
                 m.metadata_cache_bytes,
+                server.clients_bytes,
                 m.budget_bytes,
-                human(m.budget_bytes),
+                server.maxmemory,
+                human(server.maxmemory),
+                server.policy,
             )
         }
         "keyspace" => {

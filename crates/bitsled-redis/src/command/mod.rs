@@ -46,8 +46,10 @@ mod scan;
 mod strings;
 mod transaction;
 
+pub(crate) use admin::Setting;
 pub(crate) use connection::REDIS_VERSION;
-pub(crate) use host::{Bgsave, ClientAddr, Host, SaveFailed};
+pub(crate) use host::{Bgsave, ClientAddr, Host, HostMemory, SaveFailed};
+pub(crate) use info::used_memory;
 pub(crate) use session::Close;
 pub(crate) use session::CommandStat;
 pub use session::{Proto, Session};

@@ -112,6 +112,13 @@ impl Session {
         self.proto
     }
 
+    /// Bytes of the commands MULTI has queued (their arguments), 0 outside
+    /// a transaction.
+    #[must_use]
+    pub fn queued_bytes(&self) -> usize {
+        self.multi.as_ref().map_or(0, |m| m.queue.iter().flatten().map(Vec::len).sum())
+    }
+
     /// Whether a write command ran since the last call (the server waits
     /// for durability before sending such replies under `--fsync always`).
     pub fn take_wrote(&mut self) -> bool {

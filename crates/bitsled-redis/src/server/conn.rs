@@ -34,6 +34,19 @@ const READ_CHUNK: usize = 16 * 1024;
 /// An input buffer larger than this is given back once it is empty.
 const KEEP_BUFFER: usize = 1 << 20;
 
+/// An empty input buffer larger than this shrinks back to [`READ_CHUNK`]
+/// when the last batch used less than half of it (Redis's
+/// `PROTO_RESIZE_THRESHOLD`).
+const RESIZE_THRESHOLD: usize = 32 * 1024;
+
+/// A connection blocked in `read` wakes this often to look at its idle
+/// time: the `timeout` setting (which CONFIG SET may have changed) and the
+/// release of an idle input buffer (Redis's `clientsCron` does both).
+const TICK: Duration = Duration::from_secs(1);
+
+/// An empty input buffer of a client idle this long is given back.
+const IDLE_RELEASE: Duration = Duration::from_secs(2);
+
 /// How long a shutting-down server waits for a client to take its last
 /// replies.
 const SHUTDOWN_DRAIN: Duration = Duration::from_secs(5);
@@ -63,6 +76,8 @@ struct Conn<'a> {
     eof: bool,
     /// Failed authentications on this connection.
     auth_failures: u32,
+    /// The `tot-mem` last added to the server's count.
+    published_mem: usize,
 }
 
 /// Serves the connection `stream` with client id `id` until it ends.
@@ -80,6 +95,7 @@ pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, id: u64) {
         last_active: parking_lot::Mutex::new(Instant::now()),
         resp: std::sync::atomic::AtomicUsize::new(2),
         db: std::sync::atomic::AtomicU32::new(0),
+        buffers: super::ClientBuffers::default(),
         stream: clone,
     });
     shared.clients.lock().insert(id, Arc::clone(&info));
@@ -104,24 +120,31 @@ pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, id: u64) {
         kill: false,
         eof: false,
         auth_failures: 0,
+        published_mem: 0,
     };
     conn.run();
+    shared.clients_mem.fetch_sub(conn.published_mem, Ordering::Relaxed);
     let _ = conn.stream.shutdown(std::net::Shutdown::Both);
     shared.clients.lock().remove(&id);
 }
 
 impl Conn<'_> {
     fn run(&mut self) {
-        if self.stream.set_read_timeout(self.shared.config.timeout).is_err() {
+        if self.stream.set_read_timeout(Some(TICK)).is_err() {
             return;
         }
+        self.publish_buffers();
         loop {
             match self.read_some() {
                 Ok(0) => return,
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                // The read timeout is the idle timeout; other errors end
-                // the connection too.
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    if self.tick() {
+                        continue;
+                    }
+                    return;
+                }
                 Err(_) => return,
             }
             self.process();
@@ -131,14 +154,39 @@ impl Conn<'_> {
         }
     }
 
+    /// A tick passed with nothing received: false if the client has been
+    /// idle past the timeout (the connection ends); gives back an idle
+    /// client's empty input buffer.
+    fn tick(&mut self) -> bool {
+        let idle = self.info.last_active.lock().elapsed();
+        if self.shared.settings.timeout().is_some_and(|t| idle > t) {
+            return false;
+        }
+        if idle >= IDLE_RELEASE && self.lo == self.hi && !self.buf.is_empty() {
+            self.buf = Vec::new();
+            self.lo = 0;
+            self.hi = 0;
+            self.publish_buffers();
+        }
+        true
+    }
+
     /// Reads what is available into the input buffer, making room first.
     fn read_some(&mut self) -> std::io::Result<usize> {
         if self.lo == self.hi {
+            let used = self.hi;
             self.lo = 0;
             self.hi = 0;
-            if self.buf.len() > KEEP_BUFFER {
-                self.buf = vec![0; READ_CHUNK];
+            if self.buf.len() > KEEP_BUFFER || (self.buf.len() > RESIZE_THRESHOLD && used < self.buf.len() / 2) {
+                self.buf = vec![0; READ_CHUNK.max(used)];
             }
+        }
+        if self.buf.is_empty() {
+            // Given back while idle: wait for data without holding one.
+            if self.stream.peek(&mut [0u8; 1])? == 0 {
+                return Ok(0);
+            }
+            self.buf = vec![0; READ_CHUNK];
         }
         if self.hi == self.buf.len() {
             self.buf.copy_within(self.lo..self.hi, 0);
@@ -181,6 +229,9 @@ impl Conn<'_> {
                     break;
                 }
                 Ok((used, Parsed::Request(args))) => {
+                    // As Redis shows it while the command runs: the
+                    // request still counts in the query buffer.
+                    self.publish_input();
                     self.lo += used;
                     if !args.is_empty() {
                         self.request(&args);
@@ -200,6 +251,35 @@ impl Conn<'_> {
             }
         }
         self.publish_stats();
+        self.publish_buffers();
+    }
+
+    /// Hands the input buffer's use to CLIENT LIST.
+    fn publish_input(&self) {
+        let b = &self.info.buffers;
+        b.qbuf.store(self.hi - self.lo, Ordering::Relaxed);
+        b.qbuf_free.store(self.buf.len() - self.hi, Ordering::Relaxed);
+    }
+
+    /// Hands the connection's buffers and its memory to CLIENT LIST and
+    /// to the server's memory count.
+    fn publish_buffers(&mut self) {
+        self.publish_input();
+        let b = &self.info.buffers;
+        let multi = self.session.queued_bytes();
+        b.multi_mem.store(multi, Ordering::Relaxed);
+        b.obl.store(self.out.len(), Ordering::Relaxed);
+        b.rbs.store(self.out.capacity(), Ordering::Relaxed);
+        let fixed = std::mem::size_of::<Conn>() + std::mem::size_of::<ClientInfo>();
+        let total = fixed + self.buf.len() + self.out.capacity() + multi;
+        b.tot_mem.store(total, Ordering::Relaxed);
+        let mem = &self.shared.clients_mem;
+        if total >= self.published_mem {
+            mem.fetch_add(total - self.published_mem, Ordering::Relaxed);
+        } else {
+            mem.fetch_sub(self.published_mem - total, Ordering::Relaxed);
+        }
+        self.published_mem = total;
     }
 
     /// Hands the session's command counters to the server's statistics.
@@ -223,7 +303,6 @@ impl Conn<'_> {
             e.failed += st.failed;
         }
         drop(all);
-        *self.info.last_cmd.lock() = self.session.last_cmd;
     }
 
     /// Writes the pending output; false if the connection is to end.
@@ -291,7 +370,7 @@ impl Conn<'_> {
                 continue;
             }
             let stalled = last_progress.elapsed();
-            if self.shared.config.timeout.is_some_and(|t| stalled > t)
+            if self.shared.settings.timeout().is_some_and(|t| stalled > t)
                 || (self.shared.shutting_down.load(Ordering::Relaxed) && stalled > SHUTDOWN_DRAIN)
             {
                 return false;
@@ -304,7 +383,10 @@ impl Conn<'_> {
     /// One request: the session runs it; its reply goes out unless the
     /// session closes silently (SHUTDOWN).
     fn request(&mut self, args: &[Vec<u8>]) {
+        let argv = &self.info.buffers.argv_mem;
+        argv.store(args.iter().map(Vec::len).sum(), Ordering::Relaxed);
         let reply = self.session.execute(args);
+        argv.store(0, Ordering::Relaxed);
         let failed = auth_failures(&reply);
         match self.session.close {
             Some(Close::Silently) => self.close = true,

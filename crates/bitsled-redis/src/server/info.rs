@@ -3,6 +3,7 @@
 //! sections and adds those of the database (`command::info`).
 
 use std::fmt::Write as _;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 
 use super::{ClientInfo, Fsync, Shared};
@@ -14,7 +15,6 @@ pub(super) fn section(shared: &Shared, name: &str) -> Option<String> {
     let mut text = String::new();
     let out = &mut text;
     let st = &shared.stats;
-    let cfg = &shared.config;
     let up = shared.started.elapsed().as_secs();
     // Writing to a String cannot fail.
     let _ = match name {
@@ -36,7 +36,7 @@ pub(super) fn section(shared: &Shared, name: &str) -> Option<String> {
             out,
             "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n",
             shared.clients.lock().len(),
-            cfg.max_clients
+            shared.settings.max_clients()
         ),
         "persistence" => write!(
             out,
@@ -103,16 +103,16 @@ pub(super) fn config(shared: &Shared) -> Vec<(&'static str, String)> {
         ("appendonly", "no".into()),
         ("bind", cfg.bind.to_string()),
         ("databases", shared.db.databases().to_string()),
-        ("maxclients", cfg.max_clients.to_string()),
-        ("maxmemory", shared.db.memory_stats().budget_bytes.to_string()),
-        ("maxmemory-policy", "noeviction".into()),
+        ("maxclients", shared.settings.max_clients().to_string()),
+        ("maxmemory", shared.settings.maxmemory().to_string()),
+        ("maxmemory-policy", shared.settings.policy().into()),
         ("port", shared.local_addr.port().to_string()),
         ("proto-max-bulk-len", super::resp::MAX_BULK_LEN.to_string()),
         ("protected-mode", if cfg.protected_mode { "yes" } else { "no" }.into()),
         ("save", String::new()),
         ("slowlog-log-slower-than", shared.slowlog.slower_than_usec().to_string()),
         ("slowlog-max-len", shared.slowlog.max_len().to_string()),
-        ("timeout", cfg.timeout.map_or(0, |t| t.as_secs()).to_string()),
+        ("timeout", shared.settings.timeout().map_or(0, |t| t.as_secs()).to_string()),
     ]
 }
 
@@ -122,17 +122,31 @@ pub(super) fn config(shared: &Shared) -> Vec<(&'static str, String)> {
 pub(super) fn client_line(c: &ClientInfo, multi: Option<usize>) -> String {
     let name = c.name.lock().clone().unwrap_or_default();
     let idle = c.last_active.lock().elapsed().as_secs();
+    let b = &c.buffers;
+    let get = |a: &std::sync::atomic::AtomicUsize| a.load(Ordering::Relaxed);
     format!(
-        "id={} addr={} laddr={} name={} age={} idle={idle} flags={} db={} multi={} user=default resp={} cmd={}\n",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={idle} flags={} db={} sub=0 psub=0 ssub=0 multi={} \
+         qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll=0 omem={} tot-mem={} events=r \
+         cmd={} user=default redir=-1 resp={}\n",
         c.id,
         c.addr,
         c.laddr,
+        c.stream.as_raw_fd(),
         String::from_utf8_lossy(&name),
         c.created.elapsed().as_secs(),
         if multi.is_some() { "x" } else { "N" },
         c.db.load(Ordering::Relaxed),
         multi.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX)),
-        c.resp.load(Ordering::Relaxed),
+        get(&b.qbuf),
+        get(&b.qbuf_free),
+        get(&b.argv_mem),
+        get(&b.multi_mem),
+        get(&b.rbs),
+        get(&b.obl),
+        get(&b.obl),
+        get(&b.obl),
+        get(&b.tot_mem),
         c.last_cmd.lock(),
+        c.resp.load(Ordering::Relaxed),
     )
 }

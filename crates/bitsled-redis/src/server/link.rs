@@ -10,8 +10,9 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use super::save::Saves;
+use super::Fsync;
 use super::{info, ClientInfo, Shared};
-use crate::command::{Bgsave, ClientAddr, Host, Proto, Reply, SaveFailed};
+use crate::command::{used_memory, Bgsave, ClientAddr, Host, HostMemory, Proto, Reply, SaveFailed, Setting};
 
 /// The server's shared state and the connection's own entry in the
 /// client list.
@@ -93,12 +94,37 @@ impl Host for Link {
         self.shared.slowlog.reset();
     }
 
-    fn set_slowlog_slower_than(&self, usec: i64) {
-        self.shared.slowlog.set_slower_than_usec(usec);
+    fn note_command(&self, name: &'static str) {
+        *self.info.last_cmd.lock() = name;
     }
 
-    fn set_slowlog_max_len(&self, len: u64) {
-        self.shared.slowlog.set_max_len(len);
+    fn set_config(&self, name: &str, value: Setting) -> Result<(), String> {
+        let sh = &self.shared;
+        match (name, value) {
+            ("appendfsync", Setting::Name(n)) => sh.db.set_durability(n.parse::<Fsync>()?.into()),
+            ("maxclients", Setting::Int(n)) => sh.settings.set_max_clients(usize::try_from(n).unwrap_or(usize::MAX)),
+            ("maxmemory", Setting::Bytes(n)) => sh.settings.set_maxmemory(n, &sh.db).map_err(|e| e.to_string())?,
+            ("maxmemory-policy", Setting::Name(n)) => sh.settings.set_policy(n),
+            ("slowlog-log-slower-than", Setting::Int(n)) => sh.slowlog.set_slower_than_usec(n),
+            ("slowlog-max-len", Setting::Int(n)) => sh.slowlog.set_max_len(n.unsigned_abs()),
+            ("timeout", Setting::Int(n)) => sh.settings.set_timeout_secs(n.unsigned_abs()),
+            _ => return Err(format!("{value:?} is not a value bitsled takes here")),
+        }
+        Ok(())
+    }
+
+    fn out_of_memory(&self) -> bool {
+        let sh = &self.shared;
+        sh.settings.out_of_memory(&sh.db, || used_memory(&sh.db.memory_stats(), sh.clients_bytes()))
+    }
+
+    fn memory(&self) -> HostMemory {
+        let sh = &self.shared;
+        HostMemory {
+            clients_bytes: sh.clients_bytes(),
+            maxmemory: sh.settings.maxmemory(),
+            policy: sh.settings.policy(),
+        }
     }
 
     fn info_section(&self, name: &str) -> Option<String> {

@@ -37,12 +37,14 @@ mod info;
 mod link;
 pub mod resp;
 mod save;
+mod settings;
 mod slowlog;
 
 pub use auth::{
     DEFAULT_AUTH_FAILURE_DELAY, DEFAULT_AUTH_FREE_FAILURES, DEFAULT_AUTH_MAX_FAILURES, DEFAULT_AUTH_SERVER_BURST,
     DEFAULT_AUTH_SERVER_INTERVAL,
 };
+pub use settings::{budgets_for, parse_memory, LEAST_BUDGET_BYTES, POLICIES};
 pub use slowlog::{
     DEFAULT_MAX_LEN as DEFAULT_SLOWLOG_MAX_LEN, DEFAULT_SLOWER_THAN_USEC as DEFAULT_SLOWLOG_SLOWER_THAN_USEC,
 };
@@ -147,6 +149,7 @@ pub struct ServerConfig {
     requirepass: Option<Vec<u8>>,
     max_clients: usize,
     fsync: Fsync,
+    maxmemory: u64,
     timeout: Option<Duration>,
     protected_mode: bool,
     max_pending_reply_bytes: usize,
@@ -175,6 +178,7 @@ impl ServerConfig {
             requirepass: None,
             max_clients: DEFAULT_MAX_CLIENTS,
             fsync: Fsync::EverySec,
+            maxmemory: 0,
             timeout: None,
             protected_mode: true,
             max_pending_reply_bytes: DEFAULT_MAX_PENDING_REPLY_BYTES,
@@ -230,8 +234,19 @@ impl ServerConfig {
         self
     }
 
+    /// Redis's `maxmemory`: the memory limit, bytes (0: none).
+    /// [`ServerConfig::db_config`] sizes the database's budgets to it
+    /// ([`budgets_for`]); writes that may use memory are refused (`-OOM`) while the server's memory (INFO
+    /// `used_memory`) is past it after the database made what room it
+    /// could. CONFIG SET changes it at run time. Default 0.
+    pub fn maxmemory(mut self, bytes: u64) -> ServerConfig {
+        self.maxmemory = bytes;
+        self
+    }
+
     /// Disconnect a client idle (nothing received, or a reply not taken)
-    /// for this long; `None` never does. Default `None`.
+    /// for this long; `None` never does. CONFIG SET `timeout` changes it
+    /// at run time. Default `None`.
     pub fn timeout(mut self, timeout: Option<Duration>) -> ServerConfig {
         self.timeout = timeout.filter(|t| !t.is_zero());
         self
@@ -279,9 +294,15 @@ impl ServerConfig {
     }
 
     /// `db` with the durability policy chosen by [`ServerConfig::fsync`]
-    /// ([`Config::durability`]), which also sets the background flush.
+    /// ([`Config::durability`]), which also sets the background flush, and
+    /// with budgets sized to [`ServerConfig::maxmemory`] if one is set.
     pub fn db_config(&self, db: Config) -> Config {
-        db.durability(self.fsync.into())
+        let db = db.durability(self.fsync.into());
+        if self.maxmemory == 0 {
+            return db;
+        }
+        let (cache, dirty, store) = budgets_for(self.maxmemory);
+        db.cache_bytes(cache).dirty_bytes(dirty).store_cache_bytes(store)
     }
 }
 
@@ -330,8 +351,33 @@ struct ClientInfo {
     resp: AtomicUsize,
     /// The selected database (SELECT).
     db: AtomicU32,
+    /// Its buffers, as its thread last published them.
+    buffers: ClientBuffers,
     /// A clone of the connection's socket, to shut it down from outside.
     stream: TcpStream,
+}
+
+/// A connection's buffers, for CLIENT LIST and the server's memory count
+/// (bytes; published by the connection's thread, read by any).
+#[derive(Default)]
+struct ClientBuffers {
+    /// Received bytes not yet run (the running request included).
+    qbuf: AtomicUsize,
+    /// Room left in the input buffer.
+    qbuf_free: AtomicUsize,
+    /// Arguments of the command running now (0 between commands).
+    argv_mem: AtomicUsize,
+    /// Commands queued by MULTI.
+    multi_mem: AtomicUsize,
+    /// Reply bytes not yet sent (CLIENT LIST shows them as `obl`, `omem`
+    /// and `rbp`: bitsled holds replies in one buffer, not a buffer and a
+    /// list, and keeps no peak).
+    obl: AtomicUsize,
+    /// The reply buffer's allocation (`rbs`).
+    rbs: AtomicUsize,
+    /// All of the connection's memory: its buffers, its queued commands and
+    /// its own structures.
+    tot_mem: AtomicUsize,
 }
 
 /// Group commit under [`Durability::Always`]: writers take a ticket after their
@@ -404,6 +450,8 @@ struct Shared {
     started: Instant,
     stats: Stats,
     slowlog: slowlog::SlowLog,
+    /// What CONFIG SET changes (besides the slow log and appendfsync).
+    settings: settings::Settings,
     saves: save::Saves,
     committer: Committer,
     /// The server-wide limit on failed authentications.
@@ -412,6 +460,9 @@ struct Shared {
     /// with no other client's command between its commands.
     exec_lock: RwLock<()>,
     clients: Mutex<HashMap<u64, Arc<ClientInfo>>>,
+    /// The sum of the connections' `tot-mem`s, kept by each as it
+    /// publishes its own (so the memory check costs no walk of the list).
+    clients_mem: AtomicUsize,
     /// Connection threads running; `run` waits for zero at shutdown.
     active: Mutex<usize>,
     idle: Condvar,
@@ -420,6 +471,11 @@ struct Shared {
 }
 
 impl Shared {
+    /// The memory of every connection (the sum of their `tot-mem`s).
+    fn clients_bytes(&self) -> u64 {
+        u64::try_from(self.clients_mem.load(Ordering::Relaxed)).unwrap_or(u64::MAX)
+    }
+
     /// Starts the shutdown: no new connections, every connection's reading
     /// side closed (each finishes what it has read and exits).
     fn begin_shutdown(&self) {
@@ -492,7 +548,9 @@ impl Server {
         let local_addr = listener.local_addr()?;
         let slowlog = slowlog::SlowLog::new(config.slowlog_slower_than_usec, config.slowlog_max_len);
         let auth_budget = auth::FailureBudget::new(&config.auth_limits);
+        let settings = settings::Settings::new(config.maxmemory, config.timeout, config.max_clients, &db);
         let shared = Arc::new(Shared {
+            settings,
             db,
             config,
             local_addr,
@@ -504,6 +562,7 @@ impl Server {
             auth_budget,
             exec_lock: RwLock::new(()),
             clients: Mutex::new(HashMap::new()),
+            clients_mem: AtomicUsize::new(0),
             active: Mutex::new(0),
             idle: Condvar::new(),
             next_id: AtomicU64::new(1),
@@ -572,7 +631,7 @@ impl Server {
         let _ = stream.set_nodelay(true);
         {
             let mut active = shared.active.lock();
-            if *active >= shared.config.max_clients {
+            if *active >= shared.settings.max_clients() {
                 drop(active);
                 shared.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
                 let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
