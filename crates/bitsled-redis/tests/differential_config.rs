@@ -156,3 +156,25 @@ fn client_info_fields_are_redis_fields() {
     let tot: u64 = value(&o, "tot-mem").parse().unwrap();
     assert!(used(&mut ours) >= tot, "used_memory counts the connection's tot-mem ({tot})");
 }
+
+/// Invariant: DUMP compresses where Redis does: a sparse 12.5 KB bitmap's
+/// payload is within twice the size of Redis's (both LZF), and Redis
+/// restores bitsled's payload to the same value.
+#[test]
+fn dump_payloads_are_compressed_like_redis() {
+    let Some(redis) = redis_server::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let served = server::start(dir.path(), ServerConfig::new());
+    let mut theirs = wire::Client::connect(redis.port);
+    let mut ours = wire::Client::connect(served.addr.port());
+    same_replies(&mut theirs, &mut ours, &["SETBIT k 100000 1", "SETBIT k 7 1"]);
+    let payload = |reply: Vec<u8>| -> Vec<u8> {
+        let header_end = reply.windows(2).position(|w| w == b"\r\n").unwrap() + 2;
+        reply[header_end..reply.len() - 2].to_vec()
+    };
+    let (r, o) = (payload(theirs.call(&words("DUMP k"))), payload(ours.call(&words("DUMP k"))));
+    assert!(o.len() <= 2 * r.len() && o.len() < 1000, "bitsled {} bytes, Redis {} bytes", o.len(), r.len());
+    let restore = vec![b"RESTORE".to_vec(), b"copy".to_vec(), b"0".to_vec(), o];
+    assert_eq!(theirs.call(&restore), b"+OK\r\n");
+    assert_eq!(theirs.call(&words("GET copy")), theirs.call(&words("GET k")));
+}

@@ -76,7 +76,7 @@ impl Session {
         if exec && self.multi.is_some() {
             self.multi = None;
             self.watches.clear();
-            return Some(self.refuse(format!("EXECABORT Transaction discarded because of: {}", OOM)));
+            return Some(self.refuse(format!("EXECABORT Transaction discarded because of: {OOM}")));
         }
         Some(self.refuse(OOM))
     }

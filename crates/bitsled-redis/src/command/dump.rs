@@ -14,11 +14,12 @@
 //! bits (`0xC0` + 1 byte, `0xC1` + 2 bytes, `0xC2` + 4 bytes, LE), or a
 //! length (RDB's 6-, 14-, 32- or 64-bit form) and the bytes. RESTORE also
 //! reads LZF-compressed strings (`0xC3`, compressed and original length,
-//! the LZF data), which Redis writes for strings longer than 20 bytes;
-//! DUMP writes bytes verbatim. Only strings (bitmaps and HyperLogLogs
+//! the LZF data), and DUMP writes them where Redis does: for strings
+//! longer than 20 bytes that compress by more than 4 bytes. Only strings (bitmaps and HyperLogLogs
 //! included) can be stored here: another type's payload is refused.
 
 use super::args::{int, is, ERR_SYNTAX};
+use super::lzf;
 use super::{CmdResult, Fail, Reply};
 use bitsled::{Db, SetCondition, SetExpiry, SetOptions};
 
@@ -70,8 +71,15 @@ pub(crate) fn serialize(value: &[u8]) -> Vec<u8> {
             out.extend_from_slice(&n.to_le_bytes());
         }
         None => {
-            put_len(&mut out, value.len() as u64);
-            out.extend_from_slice(value);
+            if let Some(packed) = lzf::compress(value).filter(|c| value.len() > 20 && c.len() + 4 < value.len()) {
+                out.push(0xC3);
+                put_len(&mut out, packed.len() as u64);
+                put_len(&mut out, value.len() as u64);
+                out.extend_from_slice(&packed);
+            } else {
+                put_len(&mut out, value.len() as u64);
+                out.extend_from_slice(value);
+            }
         }
     }
     out.extend_from_slice(&RDB_VERSION.to_le_bytes());
@@ -139,7 +147,7 @@ impl<'a> Reader<'a> {
                 if len as u64 > max {
                     return Err(too_large(len as u64, max));
                 }
-                lzf_decompress(self.take(compressed)?, len).ok_or_else(bad_format)
+                lzf::decompress(self.take(compressed)?, len).ok_or_else(bad_format)
             }
             Err(_) => Err(bad_format()),
         }
@@ -148,43 +156,6 @@ impl<'a> Reader<'a> {
 
 fn too_large(len: u64, max: u64) -> Fail {
     Fail::new(format!("ERR the value is {len} bytes, above this server's limit of {max} bytes"))
-}
-
-/// LZF decompression (the format liblzf writes): a control byte below 32
-/// starts a run of that many plus one literal bytes; otherwise its top
-/// three bits are a length (7: plus the next byte) and, with the next
-/// byte, its low five bits an offset; the reference copies length + 2
-/// bytes from offset + 1 bytes back. `None` unless the data decodes to
-/// exactly `len` bytes.
-fn lzf_decompress(data: &[u8], len: usize) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(len);
-    let mut i = 0;
-    while i < data.len() {
-        let ctrl = usize::from(data[i]);
-        i += 1;
-        if ctrl < 32 {
-            let run = data.get(i..i + ctrl + 1)?;
-            out.extend_from_slice(run);
-            i += ctrl + 1;
-        } else {
-            let mut n = ctrl >> 5;
-            if n == 7 {
-                n += usize::from(*data.get(i)?);
-                i += 1;
-            }
-            let back = ((ctrl & 0x1F) << 8) + usize::from(*data.get(i)?) + 1;
-            i += 1;
-            let from = out.len().checked_sub(back)?;
-            // The copy may overlap what it writes (a run).
-            for k in 0..n + 2 {
-                out.push(out[from + k]);
-            }
-        }
-        if out.len() > len {
-            return None;
-        }
-    }
-    (out.len() == len).then_some(out)
 }
 
 /// `DUMP key`: nil if missing.
@@ -311,9 +282,9 @@ mod tests {
     #[test]
     fn lzf_references_may_overlap() {
         // "a" then a reference of length 5 + 2 = 7 at distance 1: "a" * 8.
-        assert_eq!(lzf_decompress(&[0, b'a', 5 << 5, 0], 8).unwrap(), b"aaaaaaaa");
-        assert_eq!(lzf_decompress(&[0, b'a', 5 << 5, 0], 7), None);
-        assert_eq!(lzf_decompress(&[5 << 5, 0], 7), None, "a reference before the start");
-        assert_eq!(lzf_decompress(&[3, b'a'], 4), None, "a cut literal run");
+        assert_eq!(lzf::decompress(&[0, b'a', 5 << 5, 0], 8).unwrap(), b"aaaaaaaa");
+        assert_eq!(lzf::decompress(&[0, b'a', 5 << 5, 0], 7), None);
+        assert_eq!(lzf::decompress(&[5 << 5, 0], 7), None, "a reference before the start");
+        assert_eq!(lzf::decompress(&[3, b'a'], 4), None, "a cut literal run");
     }
 }

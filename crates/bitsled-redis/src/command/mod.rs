@@ -41,6 +41,7 @@ mod introspect;
 mod keyspace;
 mod lcs;
 mod longdouble;
+mod lzf;
 mod object;
 mod scan;
 mod strings;

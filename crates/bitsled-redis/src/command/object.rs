@@ -121,6 +121,12 @@ pub(crate) fn memory_usage(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     })
 }
 
+/// `CLUSTER ...`: this server runs standalone; every subcommand answers
+/// as a standalone Redis does.
+pub(crate) fn cluster_disabled(_db: &Db, _a: &[Vec<u8>]) -> CmdResult {
+    Err(Fail::new("ERR This instance has cluster support disabled"))
+}
+
 /// `MEMORY HELP`.
 pub(crate) fn memory_help(_db: &Db, _a: &[Vec<u8>]) -> CmdResult {
     help(&[

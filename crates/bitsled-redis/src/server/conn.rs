@@ -258,7 +258,8 @@ impl Conn<'_> {
     fn publish_input(&self) {
         let b = &self.info.buffers;
         b.qbuf.store(self.hi - self.lo, Ordering::Relaxed);
-        b.qbuf_free.store(self.buf.len() - self.hi, Ordering::Relaxed);
+        // Bytes already run are room again (the next read compacts).
+        b.qbuf_free.store(self.buf.len() - (self.hi - self.lo), Ordering::Relaxed);
     }
 
     /// Hands the connection's buffers and its memory to CLIENT LIST and
