@@ -76,6 +76,13 @@ impl std::fmt::Debug for Clock {
     }
 }
 
+impl Default for Clock {
+    /// The system clock.
+    fn default() -> Clock {
+        Clock(Arc::new(system_clock_ms))
+    }
+}
+
 impl Clock {
     /// The current time, Unix milliseconds.
     pub(crate) fn now_ms(&self) -> u64 {
@@ -131,7 +138,7 @@ impl Config {
             flush_interval: None,
             max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
             databases: DEFAULT_DATABASES,
-            clock: Clock(Arc::new(system_clock_ms)),
+            clock: Clock::default(),
         }
     }
 
@@ -208,8 +215,9 @@ impl Config {
         self
     }
 
-    /// The clock that decides when keys expire: a function returning the
-    /// current Unix time in milliseconds. Default: the system clock. Tests
+    /// The clock that decides when keys expire (and times keys' last uses,
+    /// [`crate::Db::idle_time`]): a function returning the current Unix
+    /// time in milliseconds. Default: the system clock. Tests
     /// pass a controllable one.
     pub fn clock(mut self, now_ms: impl Fn() -> u64 + Send + Sync + 'static) -> Config {
         self.clock = Clock(Arc::new(now_ms));

@@ -22,6 +22,7 @@
 
 #![deny(clippy::cast_possible_truncation)]
 
+mod access;
 mod bucket;
 mod build;
 mod claims;
@@ -179,7 +180,7 @@ impl Engine {
             store,
             // The two caches share `cache_bytes` (see `balance_caches`).
             pages: PageCache::new(cache_bytes),
-            metas: MetaCache::new(cache_bytes),
+            metas: MetaCache::new(cache_bytes).with_clock(config.clock.clone()),
             keyspaces: Keyspaces::from_catalog(&opened.catalog),
             watches: Watches::default(),
             // A directory entry costs 8 bytes; allow an eighth of the budget.

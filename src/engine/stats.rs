@@ -133,7 +133,7 @@ impl Engine {
     /// cache where it can); `None` if missing. Reads every page of a paged
     /// value.
     pub(crate) fn memory_usage(self: &Arc<Self>, db: u32, key: &[u8]) -> Result<Option<u64>> {
-        let found = self.read(db, &[key], |tx| {
+        let found = self.read_untouched(db, &[key], |tx| {
             let Some(meta) = tx.meta(key)? else { return Ok(None) };
             let stream = match meta.id() {
                 Some(_) => Some(tx.stream(key, &meta, 0, u64::MAX)?),

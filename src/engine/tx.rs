@@ -102,9 +102,31 @@ impl Engine {
         keys: &[&[u8]],
         f: impl FnOnce(&mut ReadTx<'_>) -> Result<R>,
     ) -> Result<R> {
+        self.read_with(db, keys, true, f)
+    }
+
+    /// [`Engine::read`] that leaves the keys' last-use times as they are
+    /// (Redis's `LOOKUP_NOTOUCH`: TYPE, EXISTS, TTL, OBJECT, MEMORY USAGE).
+    pub(crate) fn read_untouched<R>(
+        self: &Arc<Self>,
+        db: u32,
+        keys: &[&[u8]],
+        f: impl FnOnce(&mut ReadTx<'_>) -> Result<R>,
+    ) -> Result<R> {
+        self.read_with(db, keys, false, f)
+    }
+
+    fn read_with<R>(
+        self: &Arc<Self>,
+        db: u32,
+        keys: &[&[u8]],
+        touch: bool,
+        f: impl FnOnce(&mut ReadTx<'_>) -> Result<R>,
+    ) -> Result<R> {
         let (ks, counts) = self.resolve(Target::Db(db))?;
         let (r, expired) = {
             let mut tx = ReadTx::lock(self, ks, counts, keys, false);
+            tx.touch = touch;
             let r = f(&mut tx);
             (r, std::mem::take(&mut tx.expired))
         };
@@ -197,6 +219,9 @@ pub(crate) struct ReadTx<'e> {
     /// split, in [`ReadTx::record_with`], forgets it) and a locate that
     /// loads a bucket (and may evict others) replaces it.
     located: Option<(u32, u32, u32)>,
+    /// Whether a key found counts as used (OBJECT IDLETIME): every
+    /// transaction but [`Engine::read_untouched`]'s.
+    touch: bool,
 }
 
 impl<'e> ReadTx<'e> {
@@ -205,7 +230,7 @@ impl<'e> ReadTx<'e> {
         shards.sort_unstable();
         shards.dedup();
         let locks = shards.into_iter().map(|s| (s, engine.metas.lock_shard(s))).collect();
-        ReadTx { engine, ks, counts, locks, expired: Vec::new(), writing, located: None }
+        ReadTx { engine, ks, counts, locks, expired: Vec::new(), writing, located: None, touch: true }
     }
 
     /// The lock of a key with hash `h`, which the transaction must have
@@ -229,8 +254,25 @@ impl<'e> ReadTx<'e> {
     fn entry(&mut self, key: &[u8]) -> Result<(u32, Option<Meta>)> {
         let (ks, h) = (self.ks, key_hash(key));
         let start = self.bucket_of(key, h)?;
-        let meta = self.guard(key, h)?.get(ks, start).and_then(|b| b.bucket.get(key, h));
+        let touch = self.touch;
+        let guard = self.guard(key, h)?;
+        let meta = guard.get(ks, start).and_then(|b| b.bucket.get(key, h));
+        if touch && meta.is_some() {
+            guard.touch(ks, start, h);
+        }
         Ok((start, meta))
+    }
+
+    /// Seconds since `key` was last used (OBJECT IDLETIME), as far as the
+    /// cache knows: a key not used since its bucket was loaded counts from
+    /// the load. `None` if it is missing.
+    pub(crate) fn idle_secs(&mut self, key: &[u8]) -> Result<Option<u64>> {
+        if self.meta(key)?.is_none() {
+            return Ok(None);
+        }
+        let (ks, h) = (self.ks, key_hash(key));
+        let start = self.bucket_of(key, h)?;
+        Ok(self.guard(key, h)?.idle_secs(ks, start, h).map(u64::from))
     }
 
     /// The start of the bucket holding `key` (whose hash is `h`), which is
@@ -414,7 +456,11 @@ impl<'e> ReadTx<'e> {
         let old = if let Some(m) = meta {
             let start = self.bucket_of(key, h)?;
             self.located = None;
-            self.guard(key, h)?.update(ks, start, |b| b.upsert(key, h, m)).flatten()
+            let guard = self.guard(key, h)?;
+            // Before the update, which may split the bucket (a split
+            // carries the times to the part holding the key).
+            guard.touch(ks, start, h);
+            guard.update(ks, start, |b| b.upsert(key, h, m)).flatten()
         } else {
             let (start, old) = self.entry(key)?;
             if old.is_none() {

@@ -123,7 +123,7 @@ impl Db {
     /// # Errors
     /// [`crate::Error::Corrupted`] metadata.
     pub fn expiry(&self, key: &[u8]) -> Result<Expiry> {
-        Ok(match self.engine.read(self.index, &[key], |tx| tx.meta(key))? {
+        Ok(match self.engine.read_untouched(self.index, &[key], |tx| tx.meta(key))? {
             None => Expiry::Missing,
             Some(m) if m.expire_at_ms == 0 => Expiry::Never,
             Some(m) => Expiry::At(m.expire_at_ms),

@@ -23,7 +23,7 @@ impl Db {
     /// # Errors
     /// [`Error::Corrupted`] metadata.
     pub fn key_type(&self, key: &[u8]) -> Result<&'static str> {
-        Ok(match self.engine.read(self.index, &[key], |tx| tx.meta(key))? {
+        Ok(match self.engine.read_untouched(self.index, &[key], |tx| tx.meta(key))? {
             None => "none",
             Some(m) => match m.kind {
                 Kind::String => "string",

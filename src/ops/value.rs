@@ -61,6 +61,29 @@ impl Db {
     /// # Errors
     /// [`crate::Error::Corrupted`] metadata.
     pub fn exists(&self, key: &[u8]) -> Result<bool> {
+        Ok(self.engine.read_untouched(self.index, &[key], |tx| tx.meta(key))?.is_some())
+    }
+
+    /// Whether `key` exists, counting it as used if it does (Redis TOUCH;
+    /// see [`Db::idle_time`]).
+    ///
+    /// # Errors
+    /// [`crate::Error::Corrupted`] metadata; a store error.
+    pub fn touch(&self, key: &[u8]) -> Result<bool> {
         Ok(self.engine.read(self.index, &[key], |tx| tx.meta(key))?.is_some())
+    }
+
+    /// Seconds since `key` was last used (Redis OBJECT IDLETIME), `None`
+    /// if it does not exist. Every read or write of a key uses it, but
+    /// [`Db::exists`], [`Db::key_type`], [`Db::expiry`],
+    /// [`Db::memory_usage`] and this call. The times live beside the cached
+    /// metadata and are never written: a key whose metadata was loaded
+    /// into the cache (at open, or after an eviction) and not used since
+    /// counts from the load.
+    ///
+    /// # Errors
+    /// [`crate::Error::Corrupted`] metadata; a store error.
+    pub fn idle_time(&self, key: &[u8]) -> Result<Option<u64>> {
+        self.engine.read_untouched(self.index, &[key], |tx| tx.idle_secs(key))
     }
 }

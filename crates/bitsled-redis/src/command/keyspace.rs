@@ -152,10 +152,13 @@ pub(crate) fn flushdb(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::ok())
 }
 
-/// `TOUCH key...`: how many exist (nothing else: access times are not
-/// tracked).
+/// `TOUCH key...`: how many exist; each counts as used (OBJECT IDLETIME).
 pub(crate) fn touch(db: &Db, a: &[Vec<u8>]) -> CmdResult {
-    exists(db, a)
+    let mut n = 0i64;
+    for k in &a[1..] {
+        n += i64::from(db.touch(k)?);
+    }
+    Ok(Reply::Integer(n))
 }
 
 /// `RANDOMKEY`: a key of the database, nil if it is empty.

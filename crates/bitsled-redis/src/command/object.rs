@@ -6,8 +6,10 @@
 //! to 44 bytes, `raw` beyond, and `raw` for HyperLogLogs and Bloom
 //! filters. (Redis also reports `raw` for a short string changed in place
 //! by SETBIT, APPEND or SETRANGE; bitsled does not record how a value was
-//! written.) Access times and frequencies are not tracked: IDLETIME is 0,
-//! FREQ answers Redis's error for a server without an LFU policy.
+//! written.) IDLETIME is the time since the key was last used
+//! (`Db::idle_time`; ENCODING and REFCOUNT read the value, so they count as
+//! a use, where Redis's do not); frequencies are not tracked: FREQ answers
+//! Redis's error for a server without an LFU policy.
 
 use super::args::{int, is, ERR_SYNTAX};
 use super::{CmdResult, Fail, Reply};
@@ -64,9 +66,13 @@ pub(crate) fn refcount(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     })
 }
 
-/// `OBJECT IDLETIME key`: 0 for an existing key (not tracked).
+/// `OBJECT IDLETIME key`: seconds since the key was last used
+/// ([`Db::idle_time`]).
 pub(crate) fn idletime(db: &Db, a: &[Vec<u8>]) -> CmdResult {
-    Ok(if db.exists(&a[2])? { Reply::Integer(0) } else { Reply::Bulk(None) })
+    Ok(match db.idle_time(&a[2])? {
+        Some(s) => Reply::Integer(i64::try_from(s).unwrap_or(i64::MAX)),
+        None => Reply::Bulk(None),
+    })
 }
 
 /// `OBJECT FREQ key`: Redis's error for a server without an LFU policy.
