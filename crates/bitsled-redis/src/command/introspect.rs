@@ -219,7 +219,14 @@ fn keys_of<'a>(a: &'a [Vec<u8>], c: &dyn Commands) -> Result<Vec<(&'a [u8], KeyF
     if !spec.arity_ok(call.len()) {
         return Err(Fail::new("ERR Invalid number of arguments specified for command"));
     }
-    match key_positions(spec, call) {
+    // MIGRATE's keys move with its KEYS option (Redis's `migrateGetKeys`).
+    let positions = if spec.name == "migrate" {
+        let flags = spec.key_specs[0].flags;
+        Some(super::migrate::key_positions(call).into_iter().map(|i| (i, flags)).collect())
+    } else {
+        key_positions(spec, call)
+    };
+    match positions {
         Some(keys) if !keys.is_empty() => {
             let flags = |f: KeyFlags| {
                 if f.contains(&"variable_flags") {

@@ -42,6 +42,7 @@ mod keyspace;
 mod lcs;
 mod longdouble;
 mod lzf;
+mod migrate;
 mod object;
 mod scan;
 mod strings;

@@ -245,6 +245,24 @@ impl Spec {
                 (2..args.len()).step_by(2).filter(|&j| is(j, b"requirepass") || is(j, b"masterauth")).map(|j| j + 1),
             );
         }
+        if self.name == "migrate" {
+            // MIGRATE ... [AUTH password | AUTH2 username password]: the
+            // options after the five fixed arguments.
+            let mut j = 6;
+            while j < args.len() {
+                if is(j, b"auth") {
+                    out.push(j + 1);
+                    j += 1;
+                } else if is(j, b"auth2") {
+                    out.extend([j + 1, j + 2]);
+                    j += 2;
+                } else if is(j, b"keys") {
+                    break;
+                }
+                j += 1;
+            }
+            out.retain(|&i| i < args.len());
+        }
         if self.flags.contains(Flags::SECRET_AUTH_OPTION) {
             // HELLO protover [AUTH user pass] [SETNAME name], options in
             // any order, read as Redis reads them: the first word that is

@@ -7,12 +7,13 @@ use std::sync::OnceLock;
 
 use super::spec::{Begin, Find, Flags, Handler, KeySpec, Spec};
 use super::{
-    admin, bitfield, bitmaps, bloom, connection, dump, expiry, hll, introspect, keyspace, lcs, object, scan, strings,
-    transaction,
+    admin, bitfield, bitmaps, bloom, connection, dump, expiry, hll, introspect, keyspace, lcs, migrate, object, scan,
+    strings, transaction,
 };
 
 const NONE: u32 = Flags::NONE.bits();
 const WRITE: u32 = Flags::WRITE.bits();
+const MOVABLEKEYS: u32 = Flags::MOVABLEKEYS.bits();
 const READONLY: u32 = Flags::READONLY.bits();
 const DENYOOM: u32 = Flags::DENYOOM.bits();
 const ADMIN: u32 = Flags::ADMIN.bits();
@@ -1257,6 +1258,30 @@ pub static COMMANDS: &[Spec] = &[
         }],
         subcommands: &[],
         run: Data(dump::dump),
+    },
+    Spec {
+        name: "migrate",
+        arity: -6,
+        flags: fl(WRITE | MOVABLEKEYS),
+        keys: (3, 3, 1),
+        acl: &["@keyspace", "@write", "@slow", "@dangerous"],
+        tips: &["nondeterministic_output"],
+        key_specs: &[
+            KeySpec {
+                notes: "",
+                flags: &["RW", "access", "delete", "incomplete"],
+                begin: Begin::Index(3),
+                find: Find::Range(0, 1, 0),
+            },
+            KeySpec {
+                notes: "",
+                flags: &["RW", "access", "delete", "incomplete"],
+                begin: Begin::Keyword("KEYS", -2),
+                find: Find::Range(-1, 1, 0),
+            },
+        ],
+        subcommands: &[],
+        run: Data(migrate::migrate),
     },
     Spec {
         name: "restore",
