@@ -178,3 +178,55 @@ fn dump_payloads_are_compressed_like_redis() {
     assert_eq!(theirs.call(&restore), b"+OK\r\n");
     assert_eq!(theirs.call(&words("GET copy")), theirs.call(&words("GET k")));
 }
+
+/// Invariant: MEMORY STATS names Redis 7.0's fields in Redis's order (the
+/// per-database entry included), so clients that read it by name work;
+/// `keys.count` agrees.
+#[test]
+fn memory_stats_has_redis_fields() {
+    let Some(redis) = redis_server::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let served = server::start(dir.path(), ServerConfig::new());
+    let mut theirs = wire::Client::connect(redis.port);
+    let mut ours = wire::Client::connect(served.addr.port());
+    same_replies(&mut theirs, &mut ours, &["SET a b", "SETBIT c 9 1", "MEMORY PURGE"]);
+    // The names: every bulk line that is followed by a value line, read
+    // off the flat RESP2 reply (values here are integers, bulk numbers or
+    // the nested map of db.0).
+    let names = |reply: Vec<u8>| -> Vec<String> {
+        let text = String::from_utf8_lossy(&reply).to_string();
+        let lines: Vec<&str> = text.split("\r\n").collect();
+        let mut out = Vec::new();
+        let mut i = 1;
+        let mut expect_name = true;
+        while i < lines.len() {
+            let l = lines[i];
+            if let Some(_len) = l.strip_prefix('$') {
+                let word = lines[i + 1];
+                if expect_name && !word.chars().all(|c| c.is_ascii_digit() || c == '.' || c == '-') {
+                    out.push(word.to_string());
+                    expect_name = false;
+                } else {
+                    expect_name = true;
+                }
+                i += 2;
+            } else if l.starts_with('*') {
+                expect_name = true;
+                i += 1;
+            } else {
+                expect_name = true;
+                i += 1;
+            }
+        }
+        out
+    };
+    let (r, o) = (names(theirs.call(&words("MEMORY STATS"))), names(ours.call(&words("MEMORY STATS"))));
+    assert!(r.len() > 25, "the field names were read: {r:?}");
+    assert_eq!(o, r);
+    let count = |reply: Vec<u8>| -> String {
+        let text = String::from_utf8_lossy(&reply).to_string();
+        let at = text.find("keys.count\r\n").unwrap();
+        text[at..].lines().nth(1).unwrap().to_string()
+    };
+    assert_eq!(count(ours.call(&words("MEMORY STATS"))), count(theirs.call(&words("MEMORY STATS"))));
+}

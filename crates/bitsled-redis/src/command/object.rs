@@ -133,10 +133,42 @@ pub(crate) fn cluster_disabled(_db: &Db, _a: &[Vec<u8>]) -> CmdResult {
     Err(Fail::new("ERR This instance has cluster support disabled"))
 }
 
+/// `MEMORY DOCTOR`: what bitsled can say about its memory.
+pub(crate) fn memory_doctor(db: &Db, _a: &[Vec<u8>]) -> CmdResult {
+    let m = db.memory_stats();
+    let text = format!(
+        "bitsled keeps its data on disk; memory holds caches within their budgets. Now: {} bytes of cached pages \
+         ({} waiting to be written), {} bytes of cached metadata ({} changed since its last fold), a budget of {} \
+         bytes (cache, pending writes and the store's cache). No problems to report.",
+        m.page_cache_bytes, m.dirty_page_bytes, m.metadata_cache_bytes, m.dirty_metadata_bytes, m.budget_bytes
+    );
+    Ok(Reply::bulk(text))
+}
+
+/// `MEMORY MALLOC-STATS`: as Redis answers without jemalloc.
+pub(crate) fn memory_malloc_stats(_db: &Db, _a: &[Vec<u8>]) -> CmdResult {
+    Ok(Reply::bulk("Stats not supported for the current allocator"))
+}
+
+/// `MEMORY PURGE`: writes changes back and evicts the caches down to their
+/// budgets ([`Db::release_memory`]).
+pub(crate) fn memory_purge(db: &Db, _a: &[Vec<u8>]) -> CmdResult {
+    db.release_memory()?;
+    Ok(Reply::ok())
+}
+
 /// `MEMORY HELP`.
 pub(crate) fn memory_help(_db: &Db, _a: &[Vec<u8>]) -> CmdResult {
     help(&[
         "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "DOCTOR",
+        "    Return memory problems reports.",
+        "MALLOC-STATS",
+        "    Return internal statistics report from the memory allocator.",
+        "PURGE",
+        "    Attempt to purge dirty pages for reclamation by the allocator.",
+        "STATS",
+        "    Return information about the memory usage of the server.",
         "USAGE <key> [SAMPLES <count>]",
         "    Return memory in bytes used by <key> and its value. Nested values are",
         "    sampled up to <count> times (default: 5, 0 means sample all).",

@@ -7,8 +7,8 @@ use std::sync::OnceLock;
 
 use super::spec::{Begin, Find, Flags, Handler, KeySpec, Spec};
 use super::{
-    admin, bitfield, bitmaps, bloom, connection, dump, expiry, hll, introspect, keyspace, lcs, migrate, object, scan,
-    strings, transaction,
+    admin, bitfield, bitmaps, bloom, connection, dump, expiry, hll, info, introspect, keyspace, lcs, migrate, object,
+    scan, strings, transaction,
 };
 
 const NONE: u32 = Flags::NONE.bits();
@@ -1139,6 +1139,50 @@ pub static COMMANDS: &[Spec] = &[
                 key_specs: &[KeySpec { notes: "", flags: &["RO"], begin: Begin::Index(2), find: Find::Range(0, 1, 0) }],
                 subcommands: &[],
                 run: Data(object::memory_usage),
+            },
+            Spec {
+                name: "memory|doctor",
+                arity: 2,
+                flags: fl(NONE),
+                keys: (0, 0, 0),
+                acl: &["@slow"],
+                tips: &["nondeterministic_output", "request_policy:all_shards", "response_policy:special"],
+                key_specs: &[],
+                subcommands: &[],
+                run: Data(object::memory_doctor),
+            },
+            Spec {
+                name: "memory|malloc-stats",
+                arity: 2,
+                flags: fl(NONE),
+                keys: (0, 0, 0),
+                acl: &["@slow"],
+                tips: &["nondeterministic_output", "request_policy:all_shards", "response_policy:special"],
+                key_specs: &[],
+                subcommands: &[],
+                run: Data(object::memory_malloc_stats),
+            },
+            Spec {
+                name: "memory|purge",
+                arity: 2,
+                flags: fl(NONE),
+                keys: (0, 0, 0),
+                acl: &["@slow"],
+                tips: &["request_policy:all_shards", "response_policy:all_succeeded"],
+                key_specs: &[],
+                subcommands: &[],
+                run: Data(object::memory_purge),
+            },
+            Spec {
+                name: "memory|stats",
+                arity: 2,
+                flags: fl(NONE),
+                keys: (0, 0, 0),
+                acl: &["@slow"],
+                tips: &["nondeterministic_output", "request_policy:all_shards", "response_policy:special"],
+                key_specs: &[],
+                subcommands: &[],
+                run: Conn(info::memory_stats),
             },
             Spec {
                 name: "memory|help",
