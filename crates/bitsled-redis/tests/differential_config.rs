@@ -210,10 +210,8 @@ fn memory_stats_has_redis_fields() {
                     expect_name = true;
                 }
                 i += 2;
-            } else if l.starts_with('*') {
-                expect_name = true;
-                i += 1;
             } else {
+                // An array header or a value line.
                 expect_name = true;
                 i += 1;
             }
