@@ -31,6 +31,8 @@
 //!
 //! Varints are unsigned LEB128 (7 bits a byte, least significant first).
 
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use super::entry::{entry_end, put_entry, read_entry, sealed_body, Reader, TAG_INLINE};
 use super::layout::key_hash;
 use super::record::{bad_meta, Body, Kind, Meta};
@@ -85,17 +87,23 @@ fn arena_u32(n: usize) -> u32 {
 ///
 /// In memory each entry is kept in the arena in its record form (varint
 /// name length, name, then the entry as [`put_entry`] writes it), in no
-/// order; the key hashes and the entries' arena offsets are two parallel
-/// vectors. A lookup scans the hashes (contiguous, in cache) and reads an
+/// order; the key hashes and the entries' arena offsets (with their last
+/// uses) are two parallel vectors. A lookup scans the hashes (contiguous, in cache) and reads an
 /// entry only where the hash matches; a new entry is appended; a copy
 /// (copy-on-write after a write-back captured the bucket) copies three
-/// buffers. A key costs its record bytes plus 8 bytes, about a third of a
+/// buffers. A key costs its record bytes plus 12 bytes, about a third of a
 /// decoded entry. Encoding sorts the entries by name.
-#[derive(Clone, Debug, Default)]
+///
+/// Each entry also has the time it was last used (OBJECT IDLETIME; Unix
+/// seconds by the engine's clock, 0 for "not since the bucket was
+/// loaded"), kept beside its arena offset and never stored. The times are
+/// atomic so that a read marks its use through a bucket shared
+/// copy-on-write with a write-back, without copying it.
+#[derive(Debug, Default)]
 pub(crate) struct Bucket {
     pub(crate) depth: u8,
-    /// Arena offset of each entry.
-    offsets: Vec<u32>,
+    /// Arena offset of each entry, and when it was last used.
+    offsets: Vec<EntryRef>,
     hashes: Vec<u32>,
     /// One bit per entry: changed since the last write-back stored the
     /// bucket's changes in a delta record (see [`Bucket::changes`]).
@@ -108,6 +116,48 @@ pub(crate) struct Bucket {
     /// Names removed since the last write-back stored the changes: each
     /// becomes a deletion in the next delta record.
     removed: Vec<Box<[u8]>>,
+    /// When the bucket was loaded into the cache (what an entry's time 0
+    /// means).
+    loaded: u32,
+}
+
+/// Where an entry is in the arena, and when it was last used (Unix seconds;
+/// 0: not since the bucket was loaded), atomic so that a read marks its use
+/// through a shared bucket.
+#[derive(Debug)]
+struct EntryRef {
+    at: u32,
+    used: AtomicU32,
+}
+
+impl EntryRef {
+    fn new(at: u32, used: u32) -> EntryRef {
+        EntryRef { at, used: AtomicU32::new(used) }
+    }
+
+    fn used(&self) -> u32 {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    fn copy(&self) -> EntryRef {
+        EntryRef::new(self.at, self.used())
+    }
+}
+
+impl Clone for Bucket {
+    fn clone(&self) -> Bucket {
+        Bucket {
+            depth: self.depth,
+            offsets: self.offsets.iter().map(EntryRef::copy).collect(),
+            hashes: self.hashes.clone(),
+            changed: self.changed.clone(),
+            arena: self.arena.clone(),
+            garbage: self.garbage,
+            bytes: self.bytes,
+            removed: self.removed.clone(),
+            loaded: self.loaded,
+        }
+    }
 }
 
 impl PartialEq for Bucket {
@@ -152,7 +202,7 @@ impl Bucket {
     /// Bytes the bucket holds in memory (for the cache's budget).
     pub(crate) fn memory_bytes(&self) -> usize {
         self.arena.capacity()
-            + self.offsets.capacity() * 4
+            + self.offsets.capacity() * 8
             + self.hashes.capacity() * 4
             + self.changed.capacity() * 8
             + self.removed.iter().map(|n| n.len() + 16).sum::<usize>()
@@ -160,7 +210,7 @@ impl Bucket {
 
     /// The name of entry `i`, and the offset of the rest of its entry.
     fn name_at(&self, i: usize) -> (&[u8], usize) {
-        let mut at = self.offsets[i] as usize;
+        let mut at = self.offsets[i].at as usize;
         let len = varint::read(&self.arena, &mut at).ok().and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
         let end = at.saturating_add(len).min(self.arena.len());
         (&self.arena[at.min(end)..end], end)
@@ -248,6 +298,26 @@ impl Bucket {
         self.position(name, h).map(|i| self.entry(i).1)
     }
 
+    /// [`Bucket::get`], marking the entry used at `now` (Unix seconds).
+    pub(crate) fn get_used(&self, name: &[u8], h: u32, now: u32) -> Option<Meta> {
+        let i = self.position(name, h)?;
+        self.offsets[i].used.store(now, Ordering::Relaxed);
+        Some(self.entry(i).1)
+    }
+
+    /// Seconds from the last use of `name` (whose hash is `h`) to `now`, if
+    /// it has an entry: from the bucket's load if it was not used since.
+    pub(crate) fn idle(&self, name: &[u8], h: u32, now: u32) -> Option<u32> {
+        let i = self.position(name, h)?;
+        let used = self.offsets[i].used();
+        Some(now.saturating_sub(if used == 0 { self.loaded } else { used }))
+    }
+
+    /// Sets when the bucket was loaded (its entries' times count from it).
+    pub(crate) fn set_loaded(&mut self, now: u32) {
+        self.loaded = now;
+    }
+
     fn is_changed(&self, i: usize) -> bool {
         self.changed.get(i / 64).is_some_and(|w| w >> (i % 64) & 1 == 1)
     }
@@ -284,6 +354,12 @@ impl Bucket {
     /// Sets the metadata of `name` (whose hash is `h`), adding an entry if
     /// it has none, and marks it changed; returns the metadata it replaced.
     pub(crate) fn upsert(&mut self, name: &[u8], h: u32, meta: &Meta) -> Option<Meta> {
+        self.upsert_at(name, h, meta, 0)
+    }
+
+    /// [`Bucket::upsert`], the entry used at `now` (Unix seconds; 0: not
+    /// counted as a use).
+    pub(crate) fn upsert_at(&mut self, name: &[u8], h: u32, meta: &Meta, now: u32) -> Option<Meta> {
         // The entry is a whole state: a removal of the same name waiting
         // for a delta record is void (the record would apply it before the
         // entry; dropping it saves its bytes and keeps a removal list from
@@ -291,16 +367,16 @@ impl Bucket {
         if !self.removed.is_empty() {
             self.removed.retain(|n| **n != *name);
         }
-        self.upsert_with(name, h, meta, true)
+        self.upsert_with(name, h, meta, true, now)
     }
 
     /// [`Bucket::upsert`], the entry's changed mark set to `changed` (a
     /// rebuild of the bucket keeps each entry's mark).
-    fn upsert_with(&mut self, name: &[u8], h: u32, meta: &Meta, changed: bool) -> Option<Meta> {
+    fn upsert_with(&mut self, name: &[u8], h: u32, meta: &Meta, changed: bool, now: u32) -> Option<Meta> {
         let old = if let Some(i) = self.position(name, h) {
             let (stored_name, rest) = self.name_at(i);
             let (old, end) = self.meta_at(stored_name, rest);
-            let start = self.offsets[i] as usize;
+            let start = self.offsets[i].at as usize;
             self.bytes -= record_bytes(name.len(), &old);
             let mut body = Vec::with_capacity(16 + meta.inline_value().len());
             put_entry(&mut body, meta);
@@ -310,10 +386,13 @@ impl Bucket {
                 self.arena[rest..end].copy_from_slice(&body);
             } else {
                 self.garbage += end - start;
-                self.offsets[i] = self.append(name, meta);
+                self.offsets[i].at = self.append(name, meta);
             }
             if changed {
                 self.set_changed(i, true);
+            }
+            if now != 0 {
+                self.offsets[i].used.store(now, Ordering::Relaxed);
             }
             Some(old)
         } else {
@@ -323,7 +402,7 @@ impl Bucket {
                 self.offsets.reserve_exact(more);
                 self.hashes.reserve_exact(more);
             }
-            self.offsets.push(at);
+            self.offsets.push(EntryRef::new(at, now));
             self.hashes.push(h);
             self.set_changed(self.offsets.len() - 1, changed);
             None
@@ -350,7 +429,7 @@ impl Bucket {
     pub(crate) fn remove(&mut self, name: &[u8], h: u32) -> Option<Meta> {
         let i = self.position(name, h)?;
         let (_, meta, end) = self.entry(i);
-        self.garbage += end - self.offsets[i] as usize;
+        self.garbage += end - self.offsets[i].at as usize;
         // Move the last entry into `i`, its changed mark with it.
         let last = self.offsets.len() - 1;
         let last_changed = self.is_changed(last);
@@ -407,12 +486,13 @@ impl Bucket {
             })
             .collect();
         let mut b = Bucket::new(depth);
+        b.loaded = self.loaded;
         b.offsets.reserve_exact(spans.len());
         b.hashes.reserve_exact(spans.len());
-        b.arena.reserve_exact(spans.iter().map(|&(i, _, _, end)| end - self.offsets[i] as usize).sum());
+        b.arena.reserve_exact(spans.iter().map(|&(i, _, _, end)| end - self.offsets[i].at as usize).sum());
         for &(i, name_len, rest, end) in &spans {
-            let start = self.offsets[i] as usize;
-            b.offsets.push(arena_u32(b.arena.len()));
+            let start = self.offsets[i].at as usize;
+            b.offsets.push(EntryRef::new(arena_u32(b.arena.len()), self.offsets[i].used()));
             b.hashes.push(self.hashes[i]);
             b.set_changed(b.offsets.len() - 1, self.is_changed(i));
             b.arena.extend_from_slice(&self.arena[start..end]);
@@ -529,7 +609,7 @@ impl Bucket {
             }
             let tag = r.take(1, &bad)?[0];
             let meta = read_entry(&mut r, &name, tag, &bad)?;
-            bucket.upsert_with(&name, key_hash(&name), &meta, false);
+            bucket.upsert_with(&name, key_hash(&name), &meta, false, 0);
             prev = name;
         }
         if r.at != body.len() {

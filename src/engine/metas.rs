@@ -31,12 +31,11 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use super::access::Access;
 use super::bucket::{bucket_start, covers, Bucket, MIN_DEPTH};
 use super::clock::{self, ClockSlot};
 use super::delta::DeltaWriter;
@@ -69,8 +68,6 @@ struct Slot {
     bytes: usize,
     /// Of a flushed keyspace: leaves the cache once written back.
     doomed: bool,
-    /// When its keys were last used (counted in `bytes`).
-    access: Access,
 }
 
 impl Slot {
@@ -93,8 +90,8 @@ impl ClockSlot for Slot {
     }
 }
 
-fn slot_bytes(b: &Bucket, access: &Access) -> usize {
-    BUCKET_OVERHEAD + b.memory_bytes() + access.bytes()
+fn slot_bytes(b: &Bucket) -> usize {
+    BUCKET_OVERHEAD + b.memory_bytes()
 }
 
 /// Hashes a (keyspace, first hash) pair for the shard's map: the pair's
@@ -214,8 +211,12 @@ pub(crate) struct MetaCache {
     /// The sequence number of the last cut: a bucket changed at or before
     /// it, in a shard still draining, belongs to the running write-back.
     cut: AtomicU64,
-    /// The clock of keys' last uses (`access.rs`): the engine's.
+    /// The clock of keys' last uses (OBJECT IDLETIME): the engine's.
     clock: Clock,
+    /// Its Unix seconds as the background thread last read them (Redis's
+    /// cached LRU clock), so a use costs no clock read; 0 without a
+    /// background thread.
+    coarse_secs: AtomicU32,
 }
 
 impl MetaCache {
@@ -228,6 +229,7 @@ impl MetaCache {
             capacity: AtomicUsize::new(capacity_bytes),
             cut: AtomicU64::new(0),
             clock: Clock::default(),
+            coarse_secs: AtomicU32::new(0),
         }
     }
 
@@ -237,9 +239,23 @@ impl MetaCache {
         self
     }
 
-    /// Unix seconds by the cache's clock, for keys' last uses.
-    fn now_secs(&self) -> u32 {
+    /// Unix seconds by the cache's clock, for keys' last uses: as the
+    /// background thread last read it ([`MetaCache::tick`]), else read now.
+    pub(crate) fn now_secs(&self) -> u32 {
+        match self.coarse_secs.load(Ordering::Relaxed) {
+            0 => self.read_clock(),
+            s => s,
+        }
+    }
+
+    fn read_clock(&self) -> u32 {
         u32::try_from(self.clock.now_ms() / 1000).unwrap_or(u32::MAX)
+    }
+
+    /// Reads the clock for [`MetaCache::now_secs`]: the background thread
+    /// calls it at least every tenth of a second.
+    pub(crate) fn tick(&self) {
+        self.coarse_secs.store(self.read_clock().max(1), Ordering::Relaxed);
     }
 
     /// Locks shard `shard` (see [`shard_of`]): no other thread can read or
@@ -498,9 +514,10 @@ impl MetaGuard<'_> {
             },
             None => None,
         };
-        let (start, bucket) = found.unwrap_or_else(|| (region, Bucket::new(MIN_DEPTH)));
-        let now = self.cache.now_secs();
-        self.insert(ks, start, bucket, 0, Access::loaded_at(now));
+        let (start, mut bucket) = found.unwrap_or_else(|| (region, Bucket::new(MIN_DEPTH)));
+        // Its keys count as used now (OBJECT IDLETIME).
+        bucket.set_loaded(self.cache.now_secs());
+        self.insert(ks, start, bucket, 0);
         Ok(start)
     }
 
@@ -530,18 +547,18 @@ impl MetaGuard<'_> {
         None
     }
 
-    fn insert(&mut self, ks: u32, start: u32, bucket: Bucket, dirty: Seq, access: Access) {
+    fn insert(&mut self, ks: u32, start: u32, bucket: Bucket, dirty: Seq) {
         if dirty == 0 && self.cache.bytes() > self.cache.capacity.load(Ordering::Relaxed) {
             // Readers fill the cache too: make room in this shard first.
             clock::sweep(&mut self.shard.map, &self.cache.bytes);
         }
-        let bytes = slot_bytes(&bucket, &access);
+        let bytes = slot_bytes(&bucket);
         self.shard.max_depth = self.shard.max_depth.max(bucket.depth);
         self.cache.bytes.fetch_add(bytes, Ordering::Relaxed);
         if dirty != 0 {
             self.cache.count_pinned(bytes, true);
         }
-        let slot = Slot { bucket: Arc::new(bucket), dirty, unfolded: false, hot: true, bytes, doomed: false, access };
+        let slot = Slot { bucket: Arc::new(bucket), dirty, unfolded: false, hot: true, bytes, doomed: false };
         let old = self.shard.map.insert((ks, start), slot);
         if let Some(old) = old {
             self.cache.bytes.fetch_sub(old.bytes, Ordering::Relaxed);
@@ -563,28 +580,6 @@ impl MetaGuard<'_> {
         self.shard.map.get(&(ks, start)).map(|s| Located { bucket: &s.bucket })
     }
 
-    /// Notes a use of the key of hash `h` in the cached bucket starting at
-    /// `start` (OBJECT IDLETIME); changes nothing stored.
-    pub(crate) fn touch(&mut self, ks: u32, start: u32, h: u32) {
-        let now = self.cache.now_secs();
-        let Some(slot) = self.shard.map.get_mut(&(ks, start)) else { return };
-        let added = slot.access.touch(h, now);
-        if added > 0 {
-            slot.bytes += added;
-            self.cache.bytes.fetch_add(added, Ordering::Relaxed);
-            if slot.pinned() {
-                self.cache.count_pinned(added, true);
-            }
-        }
-    }
-
-    /// Seconds since the key of hash `h` in the cached bucket starting at
-    /// `start` was last used (or its bucket loaded).
-    pub(crate) fn idle_secs(&self, ks: u32, start: u32, h: u32) -> Option<u32> {
-        let now = self.cache.now_secs();
-        self.shard.map.get(&(ks, start)).map(|slot| slot.access.idle(h, now))
-    }
-
     /// Changes the cached bucket starting at `start` with `f` and marks it
     /// dirty; a bucket grown past its size splits (each half dirty).
     pub(crate) fn update<R>(&mut self, ks: u32, start: u32, f: impl FnOnce(&mut Bucket) -> R) -> Option<R> {
@@ -596,7 +591,7 @@ impl MetaGuard<'_> {
             drain_slot(ks, slot, self.cache.cut.load(Ordering::Relaxed), writer);
         }
         let r = f(Arc::make_mut(&mut slot.bucket));
-        let bytes = slot_bytes(&slot.bucket, &slot.access);
+        let bytes = slot_bytes(&slot.bucket);
         self.cache.bytes.fetch_add(bytes, Ordering::Relaxed);
         self.cache.bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
         if slot.pinned() {
@@ -625,8 +620,7 @@ impl MetaGuard<'_> {
         // their changed marks for the next delta record.
         for (s, b) in Arc::unwrap_or_clone(slot.bucket).partition(start) {
             let seq = self.cache.seq.fetch_add(1, Ordering::Relaxed) + 1;
-            let access = slot.access.part(s, b.depth);
-            self.insert(ks, s, b, seq, access);
+            self.insert(ks, s, b, seq);
         }
     }
 }
@@ -676,7 +670,7 @@ mod tests {
         // [0, 1/2) at depth 9, [1/2, 3/4) at 10, [3/4, 7/8) and [7/8, 1) at 11.
         let parts = [(0u32, 9u8), (1 << 23, 10), (3 << 22, 11), (7 << 21, 11)];
         for &(offset, depth) in &parts {
-            g.insert(0, region | offset, Bucket::new(depth), 0, Access::default());
+            g.insert(0, region | offset, Bucket::new(depth), 0);
         }
         let mut x = 0x9e37_79b9u32;
         for _ in 0..2000 {

@@ -22,7 +22,6 @@
 
 #![deny(clippy::cast_possible_truncation)]
 
-mod access;
 mod bucket;
 mod build;
 mod claims;
@@ -208,6 +207,7 @@ impl Engine {
         // Keys that expired while the database was closed are invisible
         // already; the background sweeper deletes them (`expiry.rs`).
         if engine.config.background_flush_interval().is_some() {
+            engine.metas.tick();
             let weak = Arc::downgrade(&engine);
             let signal = Arc::clone(&engine.signal);
             let handle = std::thread::Builder::new()
@@ -400,6 +400,7 @@ fn background_flush(weak: &Weak<Engine>, signal: &(Mutex<Signal>, Condvar)) {
             std::mem::take(&mut s.kick)
         };
         let Some(engine) = weak.upgrade() else { return };
+        engine.metas.tick();
         // A failure poisons the engine; the next operation reports it.
         let now = Instant::now();
         if now >= next_flush {

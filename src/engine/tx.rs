@@ -254,12 +254,12 @@ impl<'e> ReadTx<'e> {
     fn entry(&mut self, key: &[u8]) -> Result<(u32, Option<Meta>)> {
         let (ks, h) = (self.ks, key_hash(key));
         let start = self.bucket_of(key, h)?;
-        let touch = self.touch;
+        let now = if self.touch { self.engine.metas.now_secs() } else { 0 };
         let guard = self.guard(key, h)?;
-        let meta = guard.get(ks, start).and_then(|b| b.bucket.get(key, h));
-        if touch && meta.is_some() {
-            guard.touch(ks, start, h);
-        }
+        let meta = guard.get(ks, start).and_then(|b| match now {
+            0 => b.bucket.get(key, h),
+            now => b.bucket.get_used(key, h, now),
+        });
         Ok((start, meta))
     }
 
@@ -272,7 +272,8 @@ impl<'e> ReadTx<'e> {
         }
         let (ks, h) = (self.ks, key_hash(key));
         let start = self.bucket_of(key, h)?;
-        Ok(self.guard(key, h)?.idle_secs(ks, start, h).map(u64::from))
+        let now = self.engine.metas.now_secs();
+        Ok(self.guard(key, h)?.get(ks, start).and_then(|b| b.bucket.idle(key, h, now)).map(u64::from))
     }
 
     /// The start of the bucket holding `key` (whose hash is `h`), which is
@@ -456,11 +457,9 @@ impl<'e> ReadTx<'e> {
         let old = if let Some(m) = meta {
             let start = self.bucket_of(key, h)?;
             self.located = None;
-            let guard = self.guard(key, h)?;
-            // Before the update, which may split the bucket (a split
-            // carries the times to the part holding the key).
-            guard.touch(ks, start, h);
-            guard.update(ks, start, |b| b.upsert(key, h, m)).flatten()
+            // A write is a use (OBJECT IDLETIME).
+            let now = engine.metas.now_secs();
+            self.guard(key, h)?.update(ks, start, |b| b.upsert_at(key, h, m, now)).flatten()
         } else {
             let (start, old) = self.entry(key)?;
             if old.is_none() {
