@@ -772,7 +772,7 @@ mod tests {
             }
             assert!(b.garbage * 2 <= b.arena.len().max(512), "the arena stays compact");
         }
-        let want: Vec<(&[u8], Meta)> = model.iter().map(|(k, m)| (k.as_slice(), *m)).collect();
+        let want: Vec<(&[u8], Meta)> = model.iter().map(|(k, m)| (k.as_slice(), m.clone())).collect();
         assert_eq!(b.sorted(), want);
     }
 
@@ -821,7 +821,7 @@ mod tests {
         live.remove(k, key_hash(k));
         live.upsert(k, key_hash(k), &meta);
         let next = changed(&live);
-        assert_eq!(next.get(k), Some(&Some(meta)), "the next delta record sets the key again");
+        assert_eq!(next.get(k), Some(&Some(meta.clone())), "the next delta record sets the key again");
         assert_eq!(live.get(k, key_hash(k)), Some(meta));
     }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::layout;
-use super::record::{Body, Kind, Meta, INLINE_BYTES};
+use super::record::{Body, InlineBytes, Kind, Meta};
 use super::tx::WriteTx;
 use super::Engine;
 use crate::error::{Error, Result};
@@ -68,7 +68,7 @@ impl Build<'_> {
     /// `meta` (another value's metadata) describing the new value instead,
     /// for a copy whose pages were all put: its count is theirs.
     pub(crate) fn adopt(&self, meta: &Meta) -> Meta {
-        Meta { body: Body::Paged(self.id), ones: self.ones, inline: [0; INLINE_BYTES], ..*meta }
+        Meta { body: Body::Paged(self.id), ones: self.ones, inline: InlineBytes::zeroed(), ..meta.clone() }
     }
 
     /// Makes the new value the value of `name` (or deletes `name` when
@@ -77,7 +77,7 @@ impl Build<'_> {
     /// # Errors
     /// As [`Engine::write`].
     pub(crate) fn publish(self, name: &[u8], meta: Option<&Meta>) -> Result<()> {
-        self.publish_with(name, |_| meta.copied())
+        self.publish_with(name, |_| meta.cloned())
     }
 
     /// As [`Build::publish`], with the new metadata computed from the key's

@@ -144,9 +144,9 @@ pub(crate) fn decode(shard: usize, what: &str, b: &[u8]) -> Result<Vec<DeltaEntr
 pub(crate) fn encode(entries: &[DeltaEntry]) -> Vec<Vec<u8>> {
     let mut w = DeltaWriter::default();
     for e in entries {
-        let entry = e.meta.map(|m| {
+        let entry = e.meta.as_ref().map(|m| {
             let mut b = Vec::new();
-            super::entry::put_entry(&mut b, &m);
+            super::entry::put_entry(&mut b, m);
             b
         });
         w.add(e.ks, &e.name, entry.as_deref());

@@ -116,7 +116,7 @@ pub(crate) fn read_entry(r: &mut Reader<'_>, name: &[u8], tag: u8, bad: &dyn Fn(
         }
         let mut meta = Meta::empty(kind);
         let bytes = r.take(usize::try_from(len).unwrap_or(0), bad)?;
-        meta.inline[..bytes.len()].copy_from_slice(bytes);
+        meta.inline.room(bytes.len())[..bytes.len()].copy_from_slice(bytes);
         meta.len = len;
         meta.ones = bytes.iter().map(|b| u64::from(b.count_ones())).sum();
         meta.expire_at_ms = expire_at_ms;

@@ -67,7 +67,7 @@ impl Engine {
     /// As [`Engine::scan`].
     pub(crate) fn scan_entries(&self, db: u32, cursor: u64, count: usize) -> Result<(Vec<Entry>, u64)> {
         let mut out = Vec::new();
-        let next = self.scan_visit(db, cursor, count, &mut |name, meta| out.push((name.to_vec(), *meta)))?;
+        let next = self.scan_visit(db, cursor, count, &mut |name, meta| out.push((name.to_vec(), meta.clone())))?;
         Ok((out, next))
     }
 

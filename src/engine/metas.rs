@@ -707,7 +707,7 @@ mod tests {
         set(&cache, &store, &touched[0], &m2);
         cache.drain(1, &mut first);
         let want: BTreeMap<Vec<u8>, Option<Meta>> =
-            touched.iter().chain(&untouched).map(|n| (n.clone(), Some(m1))).collect();
+            touched.iter().chain(&untouched).map(|n| (n.clone(), Some(m1.clone()))).collect();
         assert_eq!(delta_entries(&first), want, "the state at the cut, not the later change");
         let mut second = cache.cut(2, Fold::Auto, usize::MAX);
         cache.drain(2, &mut second);

@@ -82,7 +82,7 @@ pub(crate) const INLINE_BYTES: usize = INLINE_BLOOM_MAX as usize;
 const _: () = assert!(INLINE_MAX <= INLINE_BLOOM_MAX);
 
 /// Metadata of one key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Meta {
     /// What the key holds.
     pub(crate) kind: Kind,
@@ -98,8 +98,68 @@ pub(crate) struct Meta {
     pub(crate) expire_at_ms: u64,
     /// An inline body's bytes (the first `len`; the rest zero); all zero
     /// for a paged body.
-    pub(super) inline: [u8; INLINE_BYTES],
+    pub(super) inline: InlineBytes,
 }
+
+/// Bytes kept in place for an inline value: a string's limit, so a string's
+/// metadata copies in a few cache lines; longer inline values (small Bloom
+/// filters) move to a box.
+const INLINE_SHORT: usize = 64;
+const _: () = assert!(INLINE_SHORT as u64 >= INLINE_MAX);
+
+/// An inline value's bytes, zero past its length: [`INLINE_SHORT`] in
+/// place, or [`INLINE_BYTES`] in a box once more are needed. As a slice it
+/// is its whole buffer (64 or 512 bytes).
+#[derive(Clone, Debug)]
+pub(crate) struct InlineBytes {
+    short: [u8; INLINE_SHORT],
+    long: Option<Box<[u8]>>,
+}
+
+impl InlineBytes {
+    /// All zero, in place.
+    pub(crate) fn zeroed() -> InlineBytes {
+        InlineBytes { short: [0; INLINE_SHORT], long: None }
+    }
+
+    /// The buffer, grown to hold at least `n` bytes (at most
+    /// [`INLINE_BYTES`]), keeping its bytes.
+    pub(crate) fn room(&mut self, n: usize) -> &mut [u8] {
+        if n > INLINE_SHORT && self.long.is_none() {
+            let mut long = vec![0; INLINE_BYTES].into_boxed_slice();
+            long[..INLINE_SHORT].copy_from_slice(&self.short);
+            self.long = Some(long);
+        }
+        self
+    }
+}
+
+impl std::ops::Deref for InlineBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.long.as_deref().unwrap_or(&self.short)
+    }
+}
+
+impl std::ops::DerefMut for InlineBytes {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match &mut self.long {
+            Some(long) => long,
+            None => &mut self.short,
+        }
+    }
+}
+
+impl PartialEq for InlineBytes {
+    /// The same bytes, the shorter buffer read as zero past its end.
+    fn eq(&self, other: &InlineBytes) -> bool {
+        let (a, b): (&[u8], &[u8]) = (self, other);
+        let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+        long[..short.len()] == *short && long[short.len()..].iter().all(|&x| x == 0)
+    }
+}
+
+impl Eq for InlineBytes {}
 
 impl Meta {
     /// The bitmap id of a paged value.
@@ -122,19 +182,19 @@ impl Meta {
 
     /// The metadata of a new empty value of `kind` kept inline.
     pub(super) fn empty(kind: Kind) -> Meta {
-        Meta { kind, body: Body::Inline, len: 0, ones: 0, expire_at_ms: 0, inline: [0; INLINE_BYTES] }
+        Meta { kind, body: Body::Inline, len: 0, ones: 0, expire_at_ms: 0, inline: InlineBytes::zeroed() }
     }
 
     /// The metadata of a paged value.
     pub(super) fn paged(kind: Kind, id: u64, len: u64, ones: u64, expire_at_ms: u64) -> Meta {
-        Meta { kind, body: Body::Paged(id), len, ones, expire_at_ms, inline: [0; INLINE_BYTES] }
+        Meta { kind, body: Body::Paged(id), len, ones, expire_at_ms, inline: InlineBytes::zeroed() }
     }
 
     /// An inline body's value (its `len` bytes); empty for a paged body.
     pub(crate) fn inline_value(&self) -> &[u8] {
         match self.body {
             // len <= INLINE_MAX for an inline body.
-            Body::Inline => &self.inline[..usize::try_from(self.len).unwrap_or(0).min(INLINE_BYTES)],
+            Body::Inline => &self.inline[..usize::try_from(self.len).unwrap_or(0).min(self.inline.len())],
             Body::Paged(_) => &[],
         }
     }

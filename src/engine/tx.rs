@@ -29,7 +29,7 @@ use std::sync::Arc;
 use super::keyspaces::Counts;
 use super::layout::{self, key_hash};
 use super::metas::{shard_of, MetaGuard};
-use super::record::{Body, Kind, Meta, INLINE_BYTES, INLINE_MAX};
+use super::record::{Body, InlineBytes, Kind, Meta, INLINE_BYTES, INLINE_MAX};
 use super::stream::PageStream;
 use super::Engine;
 use crate::error::{Error, Result};
@@ -423,7 +423,7 @@ impl<'e> ReadTx<'e> {
             self.engine.pages.put((id, 0), Some(p));
         }
         meta.body = Body::Paged(id);
-        meta.inline = [0; INLINE_BYTES];
+        meta.inline = InlineBytes::zeroed();
         Ok(())
     }
 
@@ -444,7 +444,7 @@ impl<'e> ReadTx<'e> {
                 if m.kind != Kind::String {
                     return Err(Error::Internal(format!("an inline {:?} value of {} bytes", m.kind, m.len)));
                 }
-                let mut paged = *m;
+                let mut paged = m.clone();
                 self.promote(&mut paged, None)?;
                 promoted = paged;
                 Some(&promoted)
@@ -469,7 +469,7 @@ impl<'e> ReadTx<'e> {
             self.guard(key, h)?.update(ks, start, |b| b.remove(key, h));
             old
         };
-        self.counts.change(old.map(|m| m.expire_at_ms), meta.map(|m| m.expire_at_ms));
+        self.counts.change(old.as_ref().map(|m| m.expire_at_ms), meta.map(|m| m.expire_at_ms));
         if let Some(at) = meta.map(|m| m.expire_at_ms).filter(|&at| at != 0) {
             if old.is_none_or(|o| o.expire_at_ms != at) {
                 self.counts.due.note(h, at);

@@ -1,6 +1,7 @@
 //! Single bits: SETBIT, GETBIT, and the batch form for bulk loading.
 
 use crate::db::Db;
+use crate::engine::INLINE_MAX;
 use crate::error::{Error, Result};
 use crate::geometry::{locate, MAX_OFFSET, PAGE_BITS};
 
@@ -116,6 +117,20 @@ impl Db {
             changed_total += self.engine.write(self.index, &[key], |tx| {
                 let mut meta = tx.string_or_new(key)?;
                 let mut changed = 0u64;
+                if meta.is_inline() && group.last().is_some_and(|&o| o < INLINE_MAX * 8) {
+                    // Bits of a value kept inline that stays inline: flipped
+                    // in its bytes, with no page built.
+                    for &o in group {
+                        if tx.bit(key, &meta, o)? != value {
+                            tx.put_bit(key, &mut meta, o, value)?;
+                            changed += 1;
+                        }
+                    }
+                    let byte_len = group.last().map_or(0, |o| o / 8 + 1);
+                    meta.len = meta.len.max(byte_len);
+                    tx.set(key, &meta)?;
+                    return Ok(changed);
+                }
                 for same_page in group.chunk_by(|a, b| a / PAGE_BITS == b / PAGE_BITS) {
                     let page = same_page[0] / PAGE_BITS;
                     changed += tx.update_page(key, &mut meta, page, |p| {

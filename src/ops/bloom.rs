@@ -100,9 +100,9 @@ impl Filter {
                 page: None,
                 reason: format!("small Bloom filter: {r}"),
             })?;
-            return Ok(Filter { meta: *meta, header: s.header, small: Some(s.bits), created: false });
+            return Ok(Filter { meta: meta.clone(), header: s.header, small: Some(s.bits), created: false });
         }
-        Ok(Filter { header: read_header(tx, key, meta)?, meta: *meta, small: None, created: false })
+        Ok(Filter { header: read_header(tx, key, meta)?, meta: meta.clone(), small: None, created: false })
     }
 }
 
@@ -216,7 +216,7 @@ fn store_filter(tx: &mut WriteTx<'_>, key: &[u8], filter: &mut Filter, to_set: H
         tx.update_page(key, &mut meta, first.first_page, |p| *p = page)?;
         filter.meta = meta;
     }
-    let mut meta = filter.meta;
+    let mut meta = filter.meta.clone();
     let mut offsets: Vec<u64> = to_set.into_iter().collect();
     offsets.sort_unstable();
     for same_page in offsets.chunk_by(|a, b| a / PAGE_BITS == b / PAGE_BITS) {

@@ -134,10 +134,10 @@ impl Db {
         let decide = |tx: &mut WriteTx<'_>, key: &[u8], old: &mut Option<(Meta, Option<PageStream>)>| {
             let current = if opts.get { tx.string(key)? } else { tx.meta(key)? };
             if opts.get {
-                if let Some(m) = current {
-                    tx.value_len(key, &m)?;
-                    let stream = last_page(m.len).map(|last| tx.stream(key, &m, 0, last)).transpose()?;
-                    *old = Some((m, stream));
+                if let Some(m) = &current {
+                    tx.value_len(key, m)?;
+                    let stream = last_page(m.len).map(|last| tx.stream(key, m, 0, last)).transpose()?;
+                    *old = Some((m.clone(), stream));
                 }
             }
             let allowed = match opts.condition {

@@ -60,7 +60,7 @@ fn inline_meta(kind: Kind, value: &[u8], expire_at_ms: u64) -> Result<Meta> {
         return Err(Error::Internal(format!("a {kind:?} value of {} bytes is too long to keep inline", value.len())));
     }
     let mut meta = Meta::empty(kind);
-    meta.inline[..value.len()].copy_from_slice(value);
+    meta.inline.room(value.len())[..value.len()].copy_from_slice(value);
     meta.len = value.len() as u64;
     meta.ones = value.iter().map(|b| u64::from(b.count_ones())).sum();
     meta.expire_at_ms = expire_at_ms;
@@ -223,7 +223,7 @@ impl WriteTx<'_> {
     /// As [`ReadTx::meta`].
     pub(crate) fn replace(&mut self, key: &[u8], meta: Option<&Meta>) -> Result<bool> {
         let old = self.meta(key)?;
-        if let Some(id) = old.and_then(|m| m.id()) {
+        if let Some(id) = old.as_ref().and_then(Meta::id) {
             if meta.and_then(Meta::id) != Some(id) {
                 self.engine.journal.set(layout::reclaim_key(id), Some(Vec::new()));
             }
@@ -336,13 +336,13 @@ impl WriteTx<'_> {
     /// held is reclaimed. A small string is kept inline instead (and the
     /// built pages are reclaimed).
     pub(in crate::engine) fn publish(&mut self, key: &[u8], id: u64, meta: Option<&Meta>) -> Result<()> {
-        let meta = match meta.copied() {
+        let meta = match meta.cloned() {
             // A paged Bloom filter spans at least two pages, far past its
             // inline limit: only a copy of an inline one is this short.
             Some(mut m) if m.len <= m.kind.inline_max() => {
                 if let Some(p) = self.engine.page(key, id, 0)? {
                     let len = usize::try_from(m.len).unwrap_or(0).min(INLINE_BYTES);
-                    p.write_bytes(&mut m.inline[..len]);
+                    p.write_bytes(&mut m.inline.room(len)[..len]);
                 }
                 m.body = Body::Inline;
                 Some(m)
