@@ -121,18 +121,34 @@ pub(crate) struct Bucket {
     loaded: u32,
 }
 
-/// Where an entry is in the arena, and when it was last used (Unix seconds;
-/// 0: not since the bucket was loaded), atomic so that a read marks its use
-/// through a shared bucket.
+/// Where an entry is in the arena (its top bit: the value was last changed
+/// in place, [`Meta::changed_in_place`]; an arena stays far below 2 GiB),
+/// and when it was last used (Unix seconds; 0: not since the bucket was
+/// loaded), atomic so that a read marks its use through a shared bucket.
 #[derive(Debug)]
 struct EntryRef {
-    at: u32,
+    word: u32,
     used: AtomicU32,
 }
 
+const IN_PLACE: u32 = 1 << 31;
+
 impl EntryRef {
-    fn new(at: u32, used: u32) -> EntryRef {
-        EntryRef { at, used: AtomicU32::new(used) }
+    fn new(at: u32, in_place: bool, used: u32) -> EntryRef {
+        EntryRef { word: (at & !IN_PLACE) | if in_place { IN_PLACE } else { 0 }, used: AtomicU32::new(used) }
+    }
+
+    /// The entry's arena offset.
+    fn at(&self) -> usize {
+        (self.word & !IN_PLACE) as usize
+    }
+
+    fn in_place(&self) -> bool {
+        self.word & IN_PLACE != 0
+    }
+
+    fn set(&mut self, at: u32, in_place: bool) {
+        self.word = EntryRef::new(at, in_place, 0).word;
     }
 
     fn used(&self) -> u32 {
@@ -140,7 +156,7 @@ impl EntryRef {
     }
 
     fn copy(&self) -> EntryRef {
-        EntryRef::new(self.at, self.used())
+        EntryRef { word: self.word, used: AtomicU32::new(self.used()) }
     }
 }
 
@@ -210,7 +226,7 @@ impl Bucket {
 
     /// The name of entry `i`, and the offset of the rest of its entry.
     fn name_at(&self, i: usize) -> (&[u8], usize) {
-        let mut at = self.offsets[i].at as usize;
+        let mut at = self.offsets[i].at();
         let len = varint::read(&self.arena, &mut at).ok().and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
         let end = at.saturating_add(len).min(self.arena.len());
         (&self.arena[at.min(end)..end], end)
@@ -239,7 +255,8 @@ impl Bucket {
     /// it.
     fn entry(&self, i: usize) -> (&[u8], Meta, usize) {
         let (name, rest) = self.name_at(i);
-        let (meta, end) = self.meta_at(name, rest);
+        let (mut meta, end) = self.meta_at(name, rest);
+        meta.changed_in_place = self.offsets[i].in_place();
         (name, meta, end)
     }
 
@@ -376,18 +393,20 @@ impl Bucket {
         let old = if let Some(i) = self.position(name, h) {
             let (stored_name, rest) = self.name_at(i);
             let (old, end) = self.meta_at(stored_name, rest);
-            let start = self.offsets[i].at as usize;
+            let start = self.offsets[i].at();
             self.bytes -= record_bytes(name.len(), &old);
             let mut body = Vec::with_capacity(16 + meta.inline_value().len());
             put_entry(&mut body, meta);
-            if body.len() == end - rest {
+            let at = if body.len() == end - rest {
                 // Same size (a bit flipped in an inline value, a new
                 // count of the same width): in place.
                 self.arena[rest..end].copy_from_slice(&body);
+                arena_u32(start)
             } else {
                 self.garbage += end - start;
-                self.offsets[i].at = self.append(name, meta);
-            }
+                self.append(name, meta)
+            };
+            self.offsets[i].set(at, meta.changed_in_place);
             if changed {
                 self.set_changed(i, true);
             }
@@ -402,7 +421,7 @@ impl Bucket {
                 self.offsets.reserve_exact(more);
                 self.hashes.reserve_exact(more);
             }
-            self.offsets.push(EntryRef::new(at, now));
+            self.offsets.push(EntryRef::new(at, meta.changed_in_place, now));
             self.hashes.push(h);
             self.set_changed(self.offsets.len() - 1, changed);
             None
@@ -429,7 +448,7 @@ impl Bucket {
     pub(crate) fn remove(&mut self, name: &[u8], h: u32) -> Option<Meta> {
         let i = self.position(name, h)?;
         let (_, meta, end) = self.entry(i);
-        self.garbage += end - self.offsets[i].at as usize;
+        self.garbage += end - self.offsets[i].at();
         // Move the last entry into `i`, its changed mark with it.
         let last = self.offsets.len() - 1;
         let last_changed = self.is_changed(last);
@@ -489,10 +508,10 @@ impl Bucket {
         b.loaded = self.loaded;
         b.offsets.reserve_exact(spans.len());
         b.hashes.reserve_exact(spans.len());
-        b.arena.reserve_exact(spans.iter().map(|&(i, _, _, end)| end - self.offsets[i].at as usize).sum());
+        b.arena.reserve_exact(spans.iter().map(|&(i, _, _, end)| end - self.offsets[i].at()).sum());
         for &(i, name_len, rest, end) in &spans {
-            let start = self.offsets[i].at as usize;
-            b.offsets.push(EntryRef::new(arena_u32(b.arena.len()), self.offsets[i].used()));
+            let start = self.offsets[i].at();
+            b.offsets.push(EntryRef::new(arena_u32(b.arena.len()), self.offsets[i].in_place(), self.offsets[i].used()));
             b.hashes.push(self.hashes[i]);
             b.set_changed(b.offsets.len() - 1, self.is_changed(i));
             b.arena.extend_from_slice(&self.arena[start..end]);

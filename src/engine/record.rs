@@ -82,7 +82,7 @@ pub(crate) const INLINE_BYTES: usize = INLINE_BLOOM_MAX as usize;
 const _: () = assert!(INLINE_MAX <= INLINE_BLOOM_MAX);
 
 /// Metadata of one key.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub(crate) struct Meta {
     /// What the key holds.
     pub(crate) kind: Kind,
@@ -99,7 +99,25 @@ pub(crate) struct Meta {
     /// An inline body's bytes (the first `len`; the rest zero); all zero
     /// for a paged body.
     pub(super) inline: InlineBytes,
+    /// The value was last changed in place (SETBIT, SETRANGE, APPEND...),
+    /// not written whole: Redis's `raw` encoding of a short string. Kept in
+    /// the cache only (never stored: Redis too forgets it on a reload) and
+    /// left out of comparisons.
+    pub(crate) changed_in_place: bool,
 }
+
+impl PartialEq for Meta {
+    fn eq(&self, other: &Meta) -> bool {
+        self.kind == other.kind
+            && self.body == other.body
+            && self.len == other.len
+            && self.ones == other.ones
+            && self.expire_at_ms == other.expire_at_ms
+            && self.inline == other.inline
+    }
+}
+
+impl Eq for Meta {}
 
 /// Bytes kept in place for an inline value: a string's limit, so a string's
 /// metadata copies in a few cache lines; longer inline values (small Bloom
@@ -182,12 +200,28 @@ impl Meta {
 
     /// The metadata of a new empty value of `kind` kept inline.
     pub(super) fn empty(kind: Kind) -> Meta {
-        Meta { kind, body: Body::Inline, len: 0, ones: 0, expire_at_ms: 0, inline: InlineBytes::zeroed() }
+        Meta {
+            kind,
+            body: Body::Inline,
+            len: 0,
+            ones: 0,
+            expire_at_ms: 0,
+            inline: InlineBytes::zeroed(),
+            changed_in_place: false,
+        }
     }
 
     /// The metadata of a paged value.
     pub(super) fn paged(kind: Kind, id: u64, len: u64, ones: u64, expire_at_ms: u64) -> Meta {
-        Meta { kind, body: Body::Paged(id), len, ones, expire_at_ms, inline: InlineBytes::zeroed() }
+        Meta {
+            kind,
+            body: Body::Paged(id),
+            len,
+            ones,
+            expire_at_ms,
+            inline: InlineBytes::zeroed(),
+            changed_in_place: false,
+        }
     }
 
     /// An inline body's value (its `len` bytes); empty for a paged body.

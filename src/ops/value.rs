@@ -64,6 +64,19 @@ impl Db {
         Ok(self.engine.read_untouched(self.index, &[key], |tx| tx.meta(key))?.is_some())
     }
 
+    /// Whether `key`'s value was last changed in place (SETBIT, SETRANGE,
+    /// APPEND, BITFIELD, a bit-level write) rather than written whole;
+    /// `None` if it does not exist. Redis reports such a short string's
+    /// encoding as `raw` (OBJECT ENCODING). Like Redis after a reload, a
+    /// reopened database (or a key whose metadata left the cache) says
+    /// `false`.
+    ///
+    /// # Errors
+    /// [`crate::Error::Corrupted`] metadata; a store error.
+    pub fn changed_in_place(&self, key: &[u8]) -> Result<Option<bool>> {
+        Ok(self.engine.read_untouched(self.index, &[key], |tx| tx.meta(key))?.map(|m| m.changed_in_place))
+    }
+
     /// Whether `key` exists, counting it as used if it does (Redis TOUCH;
     /// see [`Db::idle_time`]).
     ///

@@ -228,3 +228,40 @@ fn memory_stats_has_redis_fields() {
     };
     assert_eq!(count(ours.call(&words("MEMORY STATS"))), count(theirs.call(&words("MEMORY STATS"))));
 }
+
+/// Invariant: OBJECT ENCODING follows how a value was last written, as in
+/// Redis: `raw` after SETRANGE, APPEND or SETBIT changed it in place (an
+/// empty SETRANGE changes nothing), back to `int`/`embstr` after a whole
+/// write (SET, INCR), kept through EXPIRE and RENAME.
+#[test]
+fn object_encoding_follows_in_place_writes() {
+    let Some(redis) = redis_server::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let served = server::start(dir.path(), ServerConfig::new());
+    let mut theirs = wire::Client::connect(redis.port);
+    let mut ours = wire::Client::connect(served.addr.port());
+    let mut lines = Vec::new();
+    for step in [
+        "SET k 1234",
+        "SETRANGE k 0 2",
+        "SET k 1234",
+        "SETRANGE k 0 ",
+        "SET k hello",
+        "APPEND k x",
+        "SET k 5",
+        "SETBIT k 0 1",
+        "SET k 7",
+        "INCR k",
+        "EXPIRE k 100",
+        "SETRANGE k 1 3",
+        "EXPIRE k 100",
+        "RENAME k k2",
+        "BITFIELD k2 SET u8 0 65",
+    ] {
+        lines.push(step.to_string());
+        let key = if step.contains("k2") { "k2" } else { "k" };
+        lines.push(format!("OBJECT ENCODING {key}"));
+    }
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    same_replies(&mut theirs, &mut ours, &lines);
+}

@@ -131,6 +131,7 @@ impl WriteTx<'_> {
         page: u64,
         f: impl FnOnce(&mut Page) -> R,
     ) -> Result<R> {
+        meta.changed_in_place = true;
         if meta.body == Body::Inline {
             only_strings_in_place(meta)?;
             if page != 0 {
@@ -177,6 +178,7 @@ impl WriteTx<'_> {
     /// # Errors
     /// As [`WriteTx::update_page`].
     pub(crate) fn put_bit(&mut self, key: &[u8], meta: &mut Meta, offset: u64, value: bool) -> Result<()> {
+        meta.changed_in_place = true;
         if meta.body == Body::Inline {
             only_strings_in_place(meta)?;
             if let Some((i, mask)) = inline_bit(offset) {

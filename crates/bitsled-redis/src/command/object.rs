@@ -4,9 +4,8 @@
 //! OBJECT ENCODING follows Redis's choice for a value written whole: `int`
 //! for an integer (in Redis's form) of at most 20 characters, `embstr` up
 //! to 44 bytes, `raw` beyond, and `raw` for HyperLogLogs and Bloom
-//! filters. (Redis also reports `raw` for a short string changed in place
-//! by SETBIT, APPEND or SETRANGE; bitsled does not record how a value was
-//! written.) IDLETIME is the time since the key was last used
+//! filters; `raw` for a value last changed in place by SETBIT, APPEND or
+//! SETRANGE (`Db::changed_in_place`), as Redis says. IDLETIME is the time since the key was last used
 //! (`Db::idle_time`; ENCODING and REFCOUNT read the value, so they count as
 //! a use, where Redis's do not); frequencies are not tracked: FREQ answers
 //! Redis's error for a server without an LFU policy.
@@ -31,6 +30,10 @@ fn encoding_of(db: &Db, key: &[u8]) -> Result<Option<Encoding>, Fail> {
         "none" => return Ok(None),
         "string" => {}
         _ => return Ok(Some(Encoding::Raw)),
+    }
+    if db.changed_in_place(key)? == Some(true) {
+        // Redis's string after SETBIT, SETRANGE or APPEND.
+        return Ok(Some(Encoding::Raw));
     }
     let len = db.strlen(key)?;
     if len <= 20 {
