@@ -502,7 +502,9 @@ fn inline_bit(offset: u64) -> Option<(usize, u8)> {
 /// updates the length.
 fn inline_page(meta: &Meta, page: u64) -> Option<Page> {
     // Within the type's inline limit: bytes past it are always zero.
-    let bytes = &meta.inline[..usize::try_from(meta.kind.inline_max()).unwrap_or(INLINE_BYTES).min(INLINE_BYTES)];
+    // A buffer shorter than the limit holds no bytes past its end.
+    let limit = usize::try_from(meta.kind.inline_max()).unwrap_or(INLINE_BYTES).min(INLINE_BYTES);
+    let bytes = &meta.inline[..limit.min(meta.inline.len())];
     (page == 0).then(|| Page::from_bytes(bytes)).filter(|p| !p.is_empty())
 }
 
