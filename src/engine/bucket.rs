@@ -31,7 +31,7 @@
 //!
 //! Varints are unsigned LEB128 (7 bits a byte, least significant first).
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 
 use super::entry::{entry_end, put_entry, read_entry, sealed_body, Reader, TAG_INLINE};
 use super::layout::key_hash;
@@ -87,24 +87,24 @@ fn arena_u32(n: usize) -> u32 {
 ///
 /// In memory each entry is kept in the arena in its record form (varint
 /// name length, name, then the entry as [`put_entry`] writes it), in no
-/// order; the key hashes and the entries' arena offsets (with their last
-/// uses) are two parallel vectors. A lookup scans the hashes (contiguous, in cache) and reads an
-/// entry only where the hash matches; a new entry is appended; a copy
-/// (copy-on-write after a write-back captured the bucket) copies three
-/// buffers. A key costs its record bytes plus 12 bytes, about a third of a
+/// order; the low 16 bits of the key hashes (tags), the entries' arena
+/// offsets and their last uses ([`Uses`], never stored) are parallel
+/// vectors. A lookup scans the tags (contiguous, in cache) and reads an
+/// entry only where the tag matches; a new entry is appended; a copy
+/// (copy-on-write after a write-back captured the bucket) copies a few
+/// buffers. A key costs its record bytes plus 8 bytes, about a third of a
 /// decoded entry. Encoding sorts the entries by name.
-///
-/// Each entry also has the time it was last used (OBJECT IDLETIME; Unix
-/// seconds by the engine's clock, 0 for "not since the bucket was
-/// loaded"), kept beside its arena offset and never stored. The times are
-/// atomic so that a read marks its use through a bucket shared
-/// copy-on-write with a write-back, without copying it.
 #[derive(Debug, Default)]
 pub(crate) struct Bucket {
     pub(crate) depth: u8,
-    /// Arena offset of each entry, and when it was last used.
-    offsets: Vec<EntryRef>,
-    hashes: Vec<u32>,
+    /// Arena offset of each entry; its top bit: the value was last changed
+    /// in place ([`Meta::changed_in_place`]; an arena stays far below
+    /// 2 GiB).
+    offsets: Vec<u32>,
+    /// The low 16 bits of each entry's key hash: what a lookup scans.
+    tags: Vec<u16>,
+    /// When each entry was last used.
+    uses: Uses,
     /// One bit per entry: changed since the last write-back stored the
     /// bucket's changes in a delta record (see [`Bucket::changes`]).
     changed: Vec<u64>,
@@ -116,47 +116,75 @@ pub(crate) struct Bucket {
     /// Names removed since the last write-back stored the changes: each
     /// becomes a deletion in the next delta record.
     removed: Vec<Box<[u8]>>,
-    /// When the bucket was loaded into the cache (what an entry's time 0
-    /// means).
-    loaded: u32,
-}
-
-/// Where an entry is in the arena (its top bit: the value was last changed
-/// in place, [`Meta::changed_in_place`]; an arena stays far below 2 GiB),
-/// and when it was last used (Unix seconds; 0: not since the bucket was
-/// loaded), atomic so that a read marks its use through a shared bucket.
-#[derive(Debug)]
-struct EntryRef {
-    word: u32,
-    used: AtomicU32,
 }
 
 const IN_PLACE: u32 = 1 << 31;
 
-impl EntryRef {
-    fn new(at: u32, in_place: bool, used: u32) -> EntryRef {
-        EntryRef { word: (at & !IN_PLACE) | if in_place { IN_PLACE } else { 0 }, used: AtomicU32::new(used) }
+/// An arena offset word: the offset and the in-place mark.
+fn offset_word(at: u32, in_place: bool) -> u32 {
+    (at & !IN_PLACE) | if in_place { IN_PLACE } else { 0 }
+}
+
+/// The low bits of a key hash a bucket keeps per entry.
+fn tag_of(h: u32) -> u16 {
+    (h & 0xFFFF) as u16
+}
+
+/// When each entry of a bucket was last used, in seconds from a base (Unix
+/// seconds), 16 bits each: an entry never used since the bucket was loaded
+/// reads as used at the base. When a use falls more than 2^16 seconds
+/// after the base, the base moves to 2^15 seconds before it and older times
+/// are clamped to it (an idle time past about nine hours reads as at least
+/// that). Atomic, so that a read marks a use through a bucket shared
+/// copy-on-write with a write-back, without copying it; every use happens
+/// under the bucket's shard lock.
+#[derive(Debug, Default)]
+struct Uses {
+    base: AtomicU32,
+    at: Vec<AtomicU16>,
+}
+
+impl Uses {
+    fn time(&self, i: usize) -> u32 {
+        self.base.load(Ordering::Relaxed) + u32::from(self.at.get(i).map_or(0, |a| a.load(Ordering::Relaxed)))
     }
 
-    /// The entry's arena offset.
-    fn at(&self) -> usize {
-        (self.word & !IN_PLACE) as usize
+    /// The offset of `now` from the base, moving the base if it is too far.
+    fn offset_of(&self, now: u32) -> u16 {
+        let base = self.base.load(Ordering::Relaxed);
+        if let Ok(d) = u16::try_from(now.saturating_sub(base)) {
+            return d;
+        }
+        let new_base = now - (1 << 15);
+        for a in &self.at {
+            let t = base + u32::from(a.load(Ordering::Relaxed));
+            a.store(u16::try_from(t.saturating_sub(new_base)).unwrap_or(0), Ordering::Relaxed);
+        }
+        self.base.store(new_base, Ordering::Relaxed);
+        1 << 15
     }
 
-    fn in_place(&self) -> bool {
-        self.word & IN_PLACE != 0
+    /// Entry `i` used at `now` (0: not counted).
+    fn touch(&self, i: usize, now: u32) {
+        if now != 0 {
+            let d = self.offset_of(now);
+            if let Some(a) = self.at.get(i) {
+                a.store(d, Ordering::Relaxed);
+            }
+        }
     }
 
-    fn set(&mut self, at: u32, in_place: bool) {
-        self.word = EntryRef::new(at, in_place, 0).word;
+    /// A new entry, used at `now` (0: at the base).
+    fn push(&mut self, now: u32) {
+        let d = if now == 0 { 0 } else { self.offset_of(now) };
+        self.at.push(AtomicU16::new(d));
     }
 
-    fn used(&self) -> u32 {
-        self.used.load(Ordering::Relaxed)
-    }
-
-    fn copy(&self) -> EntryRef {
-        EntryRef { word: self.word, used: AtomicU32::new(self.used()) }
+    fn copy(&self) -> Uses {
+        Uses {
+            base: AtomicU32::new(self.base.load(Ordering::Relaxed)),
+            at: self.at.iter().map(|a| AtomicU16::new(a.load(Ordering::Relaxed))).collect(),
+        }
     }
 }
 
@@ -164,14 +192,14 @@ impl Clone for Bucket {
     fn clone(&self) -> Bucket {
         Bucket {
             depth: self.depth,
-            offsets: self.offsets.iter().map(EntryRef::copy).collect(),
-            hashes: self.hashes.clone(),
+            offsets: self.offsets.clone(),
+            tags: self.tags.clone(),
+            uses: self.uses.copy(),
             changed: self.changed.clone(),
             arena: self.arena.clone(),
             garbage: self.garbage,
             bytes: self.bytes,
             removed: self.removed.clone(),
-            loaded: self.loaded,
         }
     }
 }
@@ -218,15 +246,21 @@ impl Bucket {
     /// Bytes the bucket holds in memory (for the cache's budget).
     pub(crate) fn memory_bytes(&self) -> usize {
         self.arena.capacity()
-            + self.offsets.capacity() * 8
-            + self.hashes.capacity() * 4
+            + self.offsets.capacity() * 4
+            + self.tags.capacity() * 2
+            + self.uses.at.capacity() * 2
             + self.changed.capacity() * 8
             + self.removed.iter().map(|n| n.len() + 16).sum::<usize>()
     }
 
+    /// The arena offset of entry `i`.
+    fn arena_at(&self, i: usize) -> usize {
+        (self.offsets[i] & !IN_PLACE) as usize
+    }
+
     /// The name of entry `i`, and the offset of the rest of its entry.
     fn name_at(&self, i: usize) -> (&[u8], usize) {
-        let mut at = self.offsets[i].at();
+        let mut at = self.arena_at(i);
         let len = varint::read(&self.arena, &mut at).ok().and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
         let end = at.saturating_add(len).min(self.arena.len());
         (&self.arena[at.min(end)..end], end)
@@ -256,7 +290,7 @@ impl Bucket {
     fn entry(&self, i: usize) -> (&[u8], Meta, usize) {
         let (name, rest) = self.name_at(i);
         let (mut meta, end) = self.meta_at(name, rest);
-        meta.changed_in_place = self.offsets[i].in_place();
+        meta.changed_in_place = self.offsets[i] & IN_PLACE != 0;
         (name, meta, end)
     }
 
@@ -284,13 +318,14 @@ impl Bucket {
     }
 
     /// The index of `name` (whose hash is `h`), if it has an entry. The
-    /// hashes are compared a block at a time into a bit mask, without a
+    /// hash tags are compared a block at a time into a bit mask, without a
     /// branch per entry, so the comparison vectorises; names are compared
-    /// only where the hash matches.
+    /// only where the tag matches.
     fn position(&self, name: &[u8], h: u32) -> Option<usize> {
         const BLOCK: usize = 16;
+        let h = tag_of(h);
         let matches = |i: usize| self.name_at(i).0 == name;
-        let mut blocks = self.hashes.chunks_exact(BLOCK);
+        let mut blocks = self.tags.chunks_exact(BLOCK);
         for (b, block) in blocks.by_ref().enumerate() {
             let mut mask = block.iter().enumerate().fold(0u32, |m, (j, &x)| m | u32::from(x == h) << j);
             while mask != 0 {
@@ -301,7 +336,7 @@ impl Bucket {
                 mask &= mask - 1;
             }
         }
-        let base = self.hashes.len() - blocks.remainder().len();
+        let base = self.tags.len() - blocks.remainder().len();
         blocks.remainder().iter().enumerate().filter(|&(_, &x)| x == h).map(|(j, _)| base + j).find(|&i| matches(i))
     }
 
@@ -318,7 +353,7 @@ impl Bucket {
     /// [`Bucket::get`], marking the entry used at `now` (Unix seconds).
     pub(crate) fn get_used(&self, name: &[u8], h: u32, now: u32) -> Option<Meta> {
         let i = self.position(name, h)?;
-        self.offsets[i].used.store(now, Ordering::Relaxed);
+        self.uses.touch(i, now);
         Some(self.entry(i).1)
     }
 
@@ -326,13 +361,13 @@ impl Bucket {
     /// it has an entry: from the bucket's load if it was not used since.
     pub(crate) fn idle(&self, name: &[u8], h: u32, now: u32) -> Option<u32> {
         let i = self.position(name, h)?;
-        let used = self.offsets[i].used();
-        Some(now.saturating_sub(if used == 0 { self.loaded } else { used }))
+        Some(now.saturating_sub(self.uses.time(i)))
     }
 
-    /// Sets when the bucket was loaded (its entries' times count from it).
+    /// Sets when the bucket was loaded: every entry counts as used then.
     pub(crate) fn set_loaded(&mut self, now: u32) {
-        self.loaded = now;
+        self.uses.base.store(now, Ordering::Relaxed);
+        self.uses.at.iter().for_each(|a| a.store(0, Ordering::Relaxed));
     }
 
     fn is_changed(&self, i: usize) -> bool {
@@ -393,7 +428,7 @@ impl Bucket {
         let old = if let Some(i) = self.position(name, h) {
             let (stored_name, rest) = self.name_at(i);
             let (old, end) = self.meta_at(stored_name, rest);
-            let start = self.offsets[i].at();
+            let start = self.arena_at(i);
             self.bytes -= record_bytes(name.len(), &old);
             let mut body = Vec::with_capacity(16 + meta.inline_value().len());
             put_entry(&mut body, meta);
@@ -406,23 +441,23 @@ impl Bucket {
                 self.garbage += end - start;
                 self.append(name, meta)
             };
-            self.offsets[i].set(at, meta.changed_in_place);
+            self.offsets[i] = offset_word(at, meta.changed_in_place);
             if changed {
                 self.set_changed(i, true);
             }
-            if now != 0 {
-                self.offsets[i].used.store(now, Ordering::Relaxed);
-            }
+            self.uses.touch(i, now);
             Some(old)
         } else {
             let at = self.append(name, meta);
             if self.offsets.len() == self.offsets.capacity() {
                 let more = (self.offsets.len() / 4).max(4);
                 self.offsets.reserve_exact(more);
-                self.hashes.reserve_exact(more);
+                self.tags.reserve_exact(more);
+                self.uses.at.reserve_exact(more);
             }
-            self.offsets.push(EntryRef::new(at, meta.changed_in_place, now));
-            self.hashes.push(h);
+            self.offsets.push(offset_word(at, meta.changed_in_place));
+            self.tags.push(tag_of(h));
+            self.uses.push(now);
             self.set_changed(self.offsets.len() - 1, changed);
             None
         };
@@ -448,12 +483,13 @@ impl Bucket {
     pub(crate) fn remove(&mut self, name: &[u8], h: u32) -> Option<Meta> {
         let i = self.position(name, h)?;
         let (_, meta, end) = self.entry(i);
-        self.garbage += end - self.offsets[i].at();
+        self.garbage += end - self.arena_at(i);
         // Move the last entry into `i`, its changed mark with it.
         let last = self.offsets.len() - 1;
         let last_changed = self.is_changed(last);
         self.offsets.swap_remove(i);
-        self.hashes.swap_remove(i);
+        self.tags.swap_remove(i);
+        self.uses.at.swap_remove(i);
         if i != last {
             self.set_changed(i, last_changed);
         }
@@ -494,25 +530,28 @@ impl Bucket {
     }
 
     /// Rebuilds the bucket (at `depth`) from `self`'s entries that `keep`
-    /// accepts by hash, keeping their changed marks and the removals whose
-    /// hash it accepts. Entries are copied in record form, not decoded.
+    /// accepts by key hash (computed again from the names: the bucket keeps
+    /// only their low bits), keeping their changed marks, in-place marks
+    /// and last uses, and the removals whose hash it accepts. Entries are
+    /// copied in record form, not decoded.
     fn rebuilt(&self, depth: u8, keep: impl Fn(u32) -> bool) -> Bucket {
         let spans: Vec<(usize, usize, usize, usize)> = (0..self.len())
-            .filter(|&i| keep(self.hashes[i]))
-            .map(|i| {
+            .filter_map(|i| {
                 let (name, rest) = self.name_at(i);
-                (i, name.len(), rest, entry_end(&self.arena, rest).min(self.arena.len()))
+                keep(key_hash(name)).then(|| (i, name.len(), rest, entry_end(&self.arena, rest).min(self.arena.len())))
             })
             .collect();
         let mut b = Bucket::new(depth);
-        b.loaded = self.loaded;
+        b.uses.base.store(self.uses.base.load(Ordering::Relaxed), Ordering::Relaxed);
         b.offsets.reserve_exact(spans.len());
-        b.hashes.reserve_exact(spans.len());
-        b.arena.reserve_exact(spans.iter().map(|&(i, _, _, end)| end - self.offsets[i].at()).sum());
+        b.tags.reserve_exact(spans.len());
+        b.uses.at.reserve_exact(spans.len());
+        b.arena.reserve_exact(spans.iter().map(|&(i, _, _, end)| end - self.arena_at(i)).sum());
         for &(i, name_len, rest, end) in &spans {
-            let start = self.offsets[i].at();
-            b.offsets.push(EntryRef::new(arena_u32(b.arena.len()), self.offsets[i].in_place(), self.offsets[i].used()));
-            b.hashes.push(self.hashes[i]);
+            let start = self.arena_at(i);
+            b.offsets.push(offset_word(arena_u32(b.arena.len()), self.offsets[i] & IN_PLACE != 0));
+            b.tags.push(self.tags[i]);
+            b.uses.at.push(AtomicU16::new(self.uses.at.get(i).map_or(0, |a| a.load(Ordering::Relaxed))));
             b.set_changed(b.offsets.len() - 1, self.is_changed(i));
             b.arena.extend_from_slice(&self.arena[start..end]);
             b.bytes += raw_record_bytes(name_len, &self.arena[rest..end]);
@@ -606,7 +645,8 @@ impl Bucket {
         // Each entry takes at least 3 bytes: no allocation from a bad count.
         let n = usize::try_from(count).unwrap_or(0).min(body.len() / 3);
         bucket.offsets.reserve_exact(n);
-        bucket.hashes.reserve_exact(n);
+        bucket.tags.reserve_exact(n);
+        bucket.uses.at.reserve_exact(n);
         bucket.arena.reserve_exact(body.len() + n * 8);
         let mut prev: Vec<u8> = Vec::new();
         for _ in 0..count {
@@ -868,6 +908,39 @@ mod tests {
                 .into_iter()
                 .collect();
         assert_eq!(got, want);
+    }
+
+    /// Invariant: last uses read back per entry; a use more than 2^16 s
+    /// after the base moves the base, keeping recent times and clamping
+    /// older ones to it; a split keeps each entry's time and in-place mark.
+    #[test]
+    fn last_uses_survive_a_base_move_and_a_split() {
+        let mut b = Bucket::new(MIN_DEPTH);
+        b.set_loaded(1000);
+        let names: Vec<Vec<u8>> = (0..200u32).map(|i| format!("key{i}").into_bytes()).collect();
+        for (i, name) in (0u32..).zip(&names) {
+            let mut m = Meta::paged(Kind::String, u64::from(i) + 1, 1, 0, 0);
+            m.changed_in_place = i % 2 == 0;
+            b.upsert_at(name, key_hash(name), &m, 1000 + i);
+        }
+        let idle = |b: &Bucket, i: usize, now: u32| b.idle(&names[i], key_hash(&names[i]), now);
+        assert_eq!(idle(&b, 5, 2000), Some(995));
+        b.get_used(&names[7], key_hash(&names[7]), 71_000);
+        assert_eq!(idle(&b, 7, 71_000), Some(0));
+        assert_eq!(idle(&b, 5, 71_000), Some(1 << 15), "an old time clamps to the moved base");
+        b.get_used(&names[9], key_hash(&names[9]), 71_010);
+        let start = bucket_start(key_hash(&names[0]), MIN_DEPTH);
+        let (lo, upper, hi) = b.split(start);
+        for (i, name) in names.iter().enumerate() {
+            let part = if covers(upper, lo.depth, key_hash(name)) { &hi } else { &lo };
+            let want = match i {
+                7 => 20,
+                9 => 10,
+                _ => (1 << 15) + 20,
+            };
+            assert_eq!(idle(part, i, 71_020), Some(want), "entry {i}");
+            assert_eq!(part.get(name, key_hash(name)).unwrap().changed_in_place, i % 2 == 0, "entry {i}");
+        }
     }
 
     /// Lookups compare hashes a block of 16 at a time: names sharing one
