@@ -52,6 +52,7 @@ impl Db {
             // Like Redis, a SETBIT that changes nothing is no change (WATCH
             // does not see it).
             if changed {
+                meta.changed_in_place = true;
                 tx.set(key, &meta)?;
             }
             Ok(current)

@@ -121,6 +121,9 @@ impl Db {
                 }
                 return Ok(old.map_or(0, |m| m.len));
             }
+            // APPEND to a missing key writes its value whole, as Redis does;
+            // the other writes change it in place (`update_page`).
+            let created_whole = old.is_none() && offset.is_none();
             let mut meta = match old {
                 Some(m) => m,
                 None => tx.new_value(Kind::String),
@@ -146,6 +149,9 @@ impl Db {
                 written += n;
             }
             meta.len = meta.len.max(end);
+            if created_whole {
+                meta.changed_in_place = false;
+            }
             tx.set(key, &meta)?;
             Ok(meta.len)
         })

@@ -257,9 +257,12 @@ fn object_encoding_follows_in_place_writes() {
         "EXPIRE k 100",
         "RENAME k k2",
         "BITFIELD k2 SET u8 0 65",
+        "APPEND new hello",
+        "APPEND new2 123",
+        "SETBIT missing 0 0",
     ] {
         lines.push(step.to_string());
-        let key = if step.contains("k2") { "k2" } else { "k" };
+        let key = step.split(' ').nth(1).unwrap_or("k");
         lines.push(format!("OBJECT ENCODING {key}"));
     }
     let lines: Vec<&str> = lines.iter().map(String::as_str).collect();

@@ -101,3 +101,33 @@ fn migrate_moves_keys_as_redis_does() {
     both(&mut theirs, &mut ours, &format!("MIGRATE 127.0.0.1 {closed} gone DB 200"));
     both(&mut theirs, &mut ours, "EXISTS gone");
 }
+
+/// Invariant: a target that answers garbage (an empty line, a huge bulk
+/// length, an array) gets MIGRATE an error reply, never a panic or an
+/// allocation of what it claims; the key stays, and the server answers
+/// the next command.
+#[test]
+fn a_target_answering_garbage_gets_an_error() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let served = server::start(dir.path(), ServerConfig::new());
+    let mut ours = wire::Client::connect(served.addr.port());
+    ours.call(&words("SET k v"));
+    for garbage in [&b"\r\n"[..], b"$100000000000\r\n", b"*2\r\n+OK\r\n+OK\r\n", b"+OK\r\n:1\r\n"] {
+        let target = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = target.local_addr().unwrap().port();
+        let answer = garbage.to_vec();
+        let fake = std::thread::spawn(move || {
+            let (mut s, _) = target.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(&answer);
+            // Hold the connection until the client is done with it.
+            let _ = s.read(&mut buf);
+        });
+        let reply = ours.call(&words(&format!("MIGRATE 127.0.0.1 {port} k 0 2000")));
+        assert!(reply.starts_with(b"-IOERR"), "{:?}: {}", garbage, String::from_utf8_lossy(&reply));
+        assert_eq!(ours.call(&words("GET k")), b"$1\r\nv\r\n", "the key stays");
+        drop(fake);
+    }
+}

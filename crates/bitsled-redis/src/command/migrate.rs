@@ -13,7 +13,7 @@
 //! deleted here unless COPY. `timeout` (milliseconds, 1000 if not
 //! positive) bounds the connection and each read and write.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
@@ -94,26 +94,25 @@ fn put_request(out: &mut Vec<u8>, args: &[&[u8]]) {
     }
 }
 
-/// Reads one reply: `Ok(())` for a status, `Err(text)` for an error (the
-/// text after `-`); other reply kinds are read whole and taken as success.
+/// Longest reply line read from the target.
+const MAX_LINE: u64 = 64 * 1024;
+
+/// Reads one reply to AUTH, SELECT or RESTORE: `Ok(())` for a status,
+/// `Err(text)` for an error (the text after `-`). Anything else (a line too
+/// long or cut, another reply kind) is a protocol error, as the replies to
+/// those commands are only ever statuses and errors.
 fn read_reply(r: &mut impl BufRead) -> std::io::Result<Result<(), String>> {
     let mut line = Vec::new();
-    r.read_until(b'\n', &mut line)?;
-    if !line.ends_with(b"\r\n") {
-        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    r.by_ref().take(MAX_LINE).read_until(b'\n', &mut line)?;
+    let bad = || std::io::Error::from(std::io::ErrorKind::InvalidData);
+    if line.len() < 3 || !line.ends_with(b"\r\n") {
+        return Err(bad());
     }
     let body = &line[1..line.len() - 2];
     match line[0] {
+        b'+' => Ok(Ok(())),
         b'-' => Ok(Err(String::from_utf8_lossy(body).into_owned())),
-        b'$' => {
-            let n: i64 = std::str::from_utf8(body).ok().and_then(|t| t.parse().ok()).unwrap_or(-1);
-            if let Ok(n) = usize::try_from(n) {
-                let mut skip = vec![0; n + 2];
-                r.read_exact(&mut skip)?;
-            }
-            Ok(Ok(()))
-        }
-        _ => Ok(Ok(())),
+        _ => Err(bad()),
     }
 }
 
@@ -122,6 +121,10 @@ pub(crate) fn migrate(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     let req = parse(a)?;
     // The keys that exist, with their payloads and times to live.
     let now = db.now_ms();
+    // Other clients run meanwhile: a key written after it was read here is
+    // not deleted once the target has the older value.
+    let keys: Vec<&[u8]> = req.keys.iter().map(Vec::as_slice).collect();
+    let watch = db.watch(&keys)?;
     let mut moving: Vec<(&[u8], Vec<u8>, u64)> = Vec::new();
     for key in req.keys {
         match db.key_type(key)? {
@@ -186,13 +189,16 @@ pub(crate) fn migrate(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     }
     read_reply(&mut replies).map_err(|_| read_error())?.map_err(target_error)?;
     let mut failed = None;
+    let mut moved = Vec::new();
     for (key, _, _) in &moving {
         match read_reply(&mut replies).map_err(|_| read_error())? {
-            Ok(()) if !req.copy => {
-                db.delete(key)?;
-            }
-            Ok(()) => {}
+            Ok(()) => moved.push(*key),
             Err(text) => failed = failed.or(Some(text)),
+        }
+    }
+    if !req.copy && !watch.changed() {
+        for key in moved {
+            db.delete(key)?;
         }
     }
     match failed {

@@ -123,9 +123,16 @@ pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, id: u64) {
         published_mem: 0,
     };
     conn.run();
-    shared.clients_mem.fetch_sub(conn.published_mem, Ordering::Relaxed);
     let _ = conn.stream.shutdown(std::net::Shutdown::Both);
-    shared.clients.lock().remove(&id);
+}
+
+impl Drop for Conn<'_> {
+    /// However the connection ends (a panic included): out of the client
+    /// list, its memory out of the server's count.
+    fn drop(&mut self) {
+        self.shared.clients_mem.fetch_sub(self.published_mem, Ordering::Relaxed);
+        self.shared.clients.lock().remove(&self.info.id);
+    }
 }
 
 impl Conn<'_> {
@@ -177,7 +184,9 @@ impl Conn<'_> {
             let used = self.hi;
             self.lo = 0;
             self.hi = 0;
-            if self.buf.len() > KEEP_BUFFER || (self.buf.len() > RESIZE_THRESHOLD && used < self.buf.len() / 2) {
+            if self.buf.len() > KEEP_BUFFER {
+                self.buf = vec![0; READ_CHUNK];
+            } else if self.buf.len() > RESIZE_THRESHOLD && used < self.buf.len() / 2 {
                 self.buf = vec![0; READ_CHUNK.max(used)];
             }
         }
@@ -335,6 +344,7 @@ impl Conn<'_> {
                     Ok(n) => {
                         sent += n;
                         progress = true;
+                        *self.info.last_active.lock() = Instant::now();
                         self.shared.stats.net_output_bytes.fetch_add(n as u64, Ordering::Relaxed);
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => break,
@@ -388,6 +398,9 @@ impl Conn<'_> {
         argv.store(args.iter().map(Vec::len).sum(), Ordering::Relaxed);
         let reply = self.session.execute(args);
         argv.store(0, Ordering::Relaxed);
+        // Idle time counts from the end of a command, as Redis's
+        // `lastinteraction`: a slow command is not idleness.
+        *self.info.last_active.lock() = Instant::now();
         let failed = auth_failures(&reply);
         match self.session.close {
             Some(Close::Silently) => self.close = true,
