@@ -21,42 +21,16 @@ use std::process::Command;
 
 #[allow(dead_code, reason = "only part of the helpers is used here")]
 use bitsled_testkit::redis_server;
+#[path = "common/node.rs"]
+mod node;
 #[path = "common/server.rs"]
 mod server;
+
+use node::node_modules;
 
 /// A script under `tests/node`.
 fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/node").join(name)
-}
-
-/// A `node_modules` directory holding npm package `spec` (such as
-/// `redis@4`), installing it under `dir` if needed.
-fn node_modules(dir: &str, spec: &str) -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(dir);
-    let name = spec.rsplit_once('@').map_or(spec, |(n, _)| n);
-    if dir.join("node_modules").join(name).join("package.json").exists() {
-        return Some(dir.join("node_modules"));
-    }
-    let have = |tool: &str| Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
-    if !have("node") || !have("npm") {
-        eprintln!("NOTICE: node or npm not found; skipping the {name} test");
-        return None;
-    }
-    std::fs::create_dir_all(&dir).ok()?;
-    let out = Command::new("npm")
-        .args(["install", "--no-audit", "--no-fund", "--prefix"])
-        .arg(&dir)
-        .arg(spec)
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        eprintln!(
-            "NOTICE: npm install {spec} failed; skipping the {name} test:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        return None;
-    }
-    Some(dir.join("node_modules"))
 }
 
 /// Runs `script` with the modules in `modules` against the server on

@@ -15,37 +15,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "common/node.rs"]
+mod node;
 #[path = "common/server.rs"]
 mod server;
 
-fn have(tool: &str, arg: &str) -> bool {
-    Command::new(tool).arg(arg).output().is_ok_and(|o| o.status.success())
-}
-
-/// A `node_modules` directory holding npm package `spec`, installed under
-/// `dir` in Cargo's target directory if needed.
-fn node_modules(dir: &str, spec: &str) -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(dir);
-    if dir.join("node_modules/redis/package.json").exists() {
-        return Some(dir.join("node_modules"));
-    }
-    if !have("node", "--version") || !have("npm", "--version") {
-        eprintln!("NOTICE: node or npm not found; skipping the {spec} test");
-        return None;
-    }
-    std::fs::create_dir_all(&dir).ok()?;
-    let out = Command::new("npm")
-        .args(["install", "--no-audit", "--no-fund", "--prefix"])
-        .arg(&dir)
-        .arg(spec)
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        eprintln!("NOTICE: npm install {spec} failed; skipping:\n{}", String::from_utf8_lossy(&out.stderr));
-        return None;
-    }
-    Some(dir.join("node_modules"))
-}
+use node::node_modules;
 
 /// A Python interpreter with redis-py 5 or 6 (a venv under Cargo's target
 /// directory).
