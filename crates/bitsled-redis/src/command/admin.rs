@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use bitsled::glob::glob_match;
 
-use super::host::{Bgsave, ClientAddr, Host, SaveFailed};
+use super::host::{Bgsave, ClientAddr, Host, SaveFailed, Setting};
 use super::session::{Close, Session};
 use super::{args, CmdResult, Fail, Reply};
 
@@ -196,7 +196,7 @@ const PARAMETERS: &[(&str, Kind)] = &[
     ("databases", Kind::Immutable),
     ("maxclients", Kind::Int(1, u32::MAX as i64)),
     ("maxmemory", Kind::Memory),
-    ("maxmemory-policy", Kind::OneOf(crate::server::POLICIES)),
+    ("maxmemory-policy", Kind::OneOf(super::values::POLICIES)),
     ("port", Kind::Fixed("the listening port is set when the server starts")),
     ("proto-max-bulk-len", Kind::Fixed("the request size limit is fixed at 512mb")),
     ("protected-mode", Kind::Fixed("protected mode is checked when the server binds its address")),
@@ -205,17 +205,6 @@ const PARAMETERS: &[(&str, Kind)] = &[
     ("slowlog-max-len", Kind::Int(0, i64::MAX)),
     ("timeout", Kind::Int(0, i32::MAX as i64)),
 ];
-
-/// A checked `CONFIG SET` value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Setting {
-    /// `maxclients`, `slowlog-*`, `timeout`.
-    Int(i64),
-    /// `maxmemory`, bytes.
-    Bytes(u64),
-    /// `appendfsync`, `maxmemory-policy`: the lower-case name.
-    Name(&'static str),
-}
 
 /// `CONFIG SET parameter value [parameter value ...]`. All pairs are
 /// checked before any is applied, so a bad value changes nothing. Errors
@@ -265,7 +254,7 @@ pub(crate) fn config_set(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
             Kind::Memory => {
                 let text = std::str::from_utf8(value).ok().filter(|t| !t.starts_with('-'));
                 let bytes = text
-                    .and_then(|t| crate::server::parse_memory(t).ok())
+                    .and_then(|t| super::values::parse_memory(t).ok())
                     .ok_or_else(|| failed(name, "argument must be a memory value"))?;
                 Setting::Bytes(bytes)
             }

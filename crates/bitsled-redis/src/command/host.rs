@@ -23,6 +23,17 @@ pub(crate) struct ClientAddr {
     pub(crate) laddr: SocketAddr,
 }
 
+/// A checked `CONFIG SET` value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Setting {
+    /// `maxclients`, `slowlog-*`, `timeout`.
+    Int(i64),
+    /// `maxmemory`, bytes.
+    Bytes(u64),
+    /// `appendfsync`, `maxmemory-policy`: the lower-case name.
+    Name(&'static str),
+}
+
 /// The server's side of INFO memory.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct HostMemory {
@@ -126,7 +137,7 @@ pub(crate) trait Host: Send + Sync {
     /// # Errors
     /// Why the server could not apply it (the text after Redis's
     /// `CONFIG SET failed ... - `).
-    fn set_config(&self, name: &str, value: super::admin::Setting) -> Result<(), String>;
+    fn set_config(&self, name: &str, value: Setting) -> Result<(), String>;
 
     /// Whether a command that may use memory is refused now (`-OOM`):
     /// `maxmemory` is set and the server's

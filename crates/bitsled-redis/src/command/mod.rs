@@ -47,15 +47,16 @@ mod object;
 mod scan;
 mod strings;
 mod transaction;
+mod values;
 
-pub(crate) use admin::Setting;
 pub(crate) use connection::REDIS_VERSION;
-pub(crate) use host::{Bgsave, ClientAddr, Host, HostMemory, SaveFailed};
+pub(crate) use host::{Bgsave, ClientAddr, Host, HostMemory, SaveFailed, Setting};
 pub(crate) use info::used_memory;
 pub(crate) use session::Close;
 pub(crate) use session::CommandStat;
 pub use session::{Proto, Session};
 pub use spec::{Flags, Spec};
+pub use values::{parse_memory, POLICIES};
 
 use bitsled::{Db, Error};
 

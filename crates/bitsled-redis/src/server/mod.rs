@@ -40,11 +40,12 @@ mod save;
 mod settings;
 mod slowlog;
 
+pub use crate::command::{parse_memory, POLICIES};
 pub use auth::{
     DEFAULT_AUTH_FAILURE_DELAY, DEFAULT_AUTH_FREE_FAILURES, DEFAULT_AUTH_MAX_FAILURES, DEFAULT_AUTH_SERVER_BURST,
     DEFAULT_AUTH_SERVER_INTERVAL,
 };
-pub use settings::{budgets_for, parse_memory, LEAST_BUDGET_BYTES, POLICIES};
+pub use settings::{budgets_for, LEAST_BUDGET_BYTES};
 pub use slowlog::{
     DEFAULT_MAX_LEN as DEFAULT_SLOWLOG_MAX_LEN, DEFAULT_SLOWER_THAN_USEC as DEFAULT_SLOWLOG_SLOWER_THAN_USEC,
 };
