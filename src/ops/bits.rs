@@ -127,16 +127,13 @@ impl Db {
                             changed += 1;
                         }
                     }
-                    let byte_len = group.last().map_or(0, |o| o / 8 + 1);
-                    meta.len = meta.len.max(byte_len);
-                    tx.set(key, &meta)?;
-                    return Ok(changed);
-                }
-                for same_page in group.chunk_by(|a, b| a / PAGE_BITS == b / PAGE_BITS) {
-                    let page = same_page[0] / PAGE_BITS;
-                    changed += tx.update_page(key, &mut meta, page, |p| {
-                        same_page.iter().filter(|&&o| p.set(locate(o).bit, value) != value).count() as u64
-                    })?;
+                } else {
+                    for same_page in group.chunk_by(|a, b| a / PAGE_BITS == b / PAGE_BITS) {
+                        let page = same_page[0] / PAGE_BITS;
+                        changed += tx.update_page(key, &mut meta, page, |p| {
+                            same_page.iter().filter(|&&o| p.set(locate(o).bit, value) != value).count() as u64
+                        })?;
+                    }
                 }
                 let byte_len = group.last().map_or(0, |o| o / 8 + 1);
                 meta.len = meta.len.max(byte_len);

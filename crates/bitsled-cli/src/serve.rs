@@ -204,15 +204,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_read_as_redis_conf_writes_them() {
-        assert_eq!(parse_memory("256mb"), Ok(256 << 20));
-        assert_eq!(parse_memory("1GB"), Ok(1 << 30));
-        assert_eq!(parse_memory("5k"), Ok(5000));
-        assert_eq!(parse_memory("123"), Ok(123));
-        assert!(parse_memory("12x").is_err() && parse_memory("mb").is_err() && parse_memory("").is_err());
-    }
-
-    #[test]
     fn config_files_set_options_and_refuse_unknown_directives() {
         let conf = b"# a comment\nport 7000\nbind 127.0.0.1 ::1\nmaxmemory 256mb\nappendfsync always\n\
                      requirepass \"s3cret pw\"\nsave \"\"\ndatabases 4\nprotected-mode no\n\

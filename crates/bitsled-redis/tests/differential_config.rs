@@ -10,6 +10,27 @@ use bitsled_redis::server::ServerConfig;
 use bitsled_testkit::wire::words;
 use bitsled_testkit::{redis_server, wire};
 
+/// A redis-server and a bitsled server, one client connected to each
+/// (`None`, and the test skips, without redis-server).
+struct Pair {
+    redis: bitsled_testkit::redis_server::Server,
+    served: server::Served,
+    _dir: tempfile::TempDir,
+    theirs: wire::Client,
+    ours: wire::Client,
+}
+
+impl Pair {
+    fn start() -> Option<Pair> {
+        let redis = redis_server::start()?;
+        let dir = tempfile::tempdir().unwrap();
+        let served = server::start(dir.path(), ServerConfig::new());
+        let theirs = wire::Client::connect(redis.port);
+        let ours = wire::Client::connect(served.addr.port());
+        Some(Pair { redis, served, _dir: dir, theirs, ours })
+    }
+}
+
 /// Runs `lines` on one connection to each server; every reply must match.
 fn same_replies(theirs: &mut wire::Client, ours: &mut wire::Client, lines: &[&str]) {
     for line in lines {
@@ -24,14 +45,11 @@ fn same_replies(theirs: &mut wire::Client, ours: &mut wire::Client, lines: &[&st
 /// reads back what Redis reads back.
 #[test]
 fn config_set_answers_as_redis() {
-    let Some(redis) = redis_server::start() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let served = server::start(dir.path(), ServerConfig::new());
-    let mut theirs = wire::Client::connect(redis.port);
-    let mut ours = wire::Client::connect(served.addr.port());
+    let Some(mut p) = Pair::start() else { return };
+    let (theirs, ours) = (&mut p.theirs, &mut p.ours);
     same_replies(
-        &mut theirs,
-        &mut ours,
+        theirs,
+        ours,
         &[
             "CONFIG GET maxmemory",
             "CONFIG SET maxmemory bla",
@@ -81,15 +99,13 @@ fn config_set_answers_as_redis() {
 /// Each case as in Redis's unit/multi.
 #[test]
 fn out_of_memory_refuses_as_redis() {
-    let Some(redis) = redis_server::start() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let served = server::start(dir.path(), ServerConfig::new());
-    let (mut theirs, mut ours) = (wire::Client::connect(redis.port), wire::Client::connect(served.addr.port()));
-    let (mut theirs2, mut ours2) = (wire::Client::connect(redis.port), wire::Client::connect(served.addr.port()));
-    same_replies(&mut theirs, &mut ours, &["SET x value", "SETBIT b 7 1", "CONFIG SET maxmemory 1"]);
+    let Some(mut p) = Pair::start() else { return };
+    let (mut theirs2, mut ours2) = (wire::Client::connect(p.redis.port), wire::Client::connect(p.served.addr.port()));
+    let (theirs, ours) = (&mut p.theirs, &mut p.ours);
+    same_replies(theirs, ours, &["SET x value", "SETBIT b 7 1", "CONFIG SET maxmemory 1"]);
     same_replies(
-        &mut theirs,
-        &mut ours,
+        theirs,
+        ours,
         &[
             "SET y 1",
             "SETBIT b 9 1",
@@ -106,13 +122,13 @@ fn out_of_memory_refuses_as_redis() {
         ],
     );
     // Queued before the limit, run after it.
-    same_replies(&mut theirs, &mut ours, &["CONFIG SET maxmemory 0", "MULTI", "GET x", "PING"]);
+    same_replies(theirs, ours, &["CONFIG SET maxmemory 0", "MULTI", "GET x", "PING"]);
     same_replies(&mut theirs2, &mut ours2, &["CONFIG SET maxmemory 1"]);
-    same_replies(&mut theirs, &mut ours, &["EXEC", "MULTI", "SET x 1", "GET x"]);
+    same_replies(theirs, ours, &["EXEC", "MULTI", "SET x 1", "GET x"]);
     same_replies(&mut theirs2, &mut ours2, &["CONFIG SET maxmemory-policy allkeys-lru"]);
-    same_replies(&mut theirs, &mut ours, &["SET w 1"]);
+    same_replies(theirs, ours, &["SET w 1"]);
     same_replies(&mut theirs2, &mut ours2, &["CONFIG SET maxmemory-policy noeviction"]);
-    same_replies(&mut theirs, &mut ours, &["EXEC", "EXEC", "CONFIG SET maxmemory 0", "SET y 1", "GET y"]);
+    same_replies(theirs, ours, &["EXEC", "EXEC", "CONFIG SET maxmemory 0", "SET y 1", "GET y"]);
 }
 
 /// The fields of a CLIENT LIST line, in order, with their values.
@@ -128,11 +144,8 @@ fn fields(line: &str) -> Vec<(String, String)> {
 /// INFO `used_memory`.
 #[test]
 fn client_info_fields_are_redis_fields() {
-    let Some(redis) = redis_server::start() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let served = server::start(dir.path(), ServerConfig::new());
-    let mut theirs = wire::Client::connect(redis.port);
-    let mut ours = wire::Client::connect(served.addr.port());
+    let Some(mut p) = Pair::start() else { return };
+    let (theirs, ours) = (&mut p.theirs, &mut p.ours);
     let info = words("CLIENT INFO");
     let bulk = |reply: Vec<u8>| String::from_utf8_lossy(&reply).lines().nth(1).unwrap_or_default().to_string();
     let (r, o) = (fields(&bulk(theirs.call(&info))), fields(&bulk(ours.call(&info))));
@@ -146,7 +159,7 @@ fn client_info_fields_are_redis_fields() {
     let qbuf: usize = value(&o, "qbuf").parse().unwrap();
     assert!(qbuf + qbuf_free >= 16384, "the input buffer is at least one read: {qbuf} + {qbuf_free}");
     // In a transaction: queued commands count in multi-mem on both.
-    same_replies(&mut theirs, &mut ours, &["MULTI", "SET k vvvv"]);
+    same_replies(theirs, ours, &["MULTI", "SET k vvvv"]);
     theirs.call(&words("DISCARD"));
     ours.call(&words("DISCARD"));
     let used = |c: &mut wire::Client| -> u64 {
@@ -154,7 +167,7 @@ fn client_info_fields_are_redis_fields() {
         text.lines().find_map(|l| l.strip_prefix("used_memory:")).unwrap().trim().parse().unwrap()
     };
     let tot: u64 = value(&o, "tot-mem").parse().unwrap();
-    assert!(used(&mut ours) >= tot, "used_memory counts the connection's tot-mem ({tot})");
+    assert!(used(ours) >= tot, "used_memory counts the connection's tot-mem ({tot})");
 }
 
 /// Invariant: DUMP compresses where Redis does: a sparse 12.5 KB bitmap's
@@ -162,12 +175,9 @@ fn client_info_fields_are_redis_fields() {
 /// restores bitsled's payload to the same value.
 #[test]
 fn dump_payloads_are_compressed_like_redis() {
-    let Some(redis) = redis_server::start() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let served = server::start(dir.path(), ServerConfig::new());
-    let mut theirs = wire::Client::connect(redis.port);
-    let mut ours = wire::Client::connect(served.addr.port());
-    same_replies(&mut theirs, &mut ours, &["SETBIT k 100000 1", "SETBIT k 7 1"]);
+    let Some(mut p) = Pair::start() else { return };
+    let (theirs, ours) = (&mut p.theirs, &mut p.ours);
+    same_replies(theirs, ours, &["SETBIT k 100000 1", "SETBIT k 7 1"]);
     let payload = |reply: Vec<u8>| -> Vec<u8> {
         let header_end = reply.windows(2).position(|w| w == b"\r\n").unwrap() + 2;
         reply[header_end..reply.len() - 2].to_vec()
@@ -184,12 +194,9 @@ fn dump_payloads_are_compressed_like_redis() {
 /// `keys.count` agrees.
 #[test]
 fn memory_stats_has_redis_fields() {
-    let Some(redis) = redis_server::start() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let served = server::start(dir.path(), ServerConfig::new());
-    let mut theirs = wire::Client::connect(redis.port);
-    let mut ours = wire::Client::connect(served.addr.port());
-    same_replies(&mut theirs, &mut ours, &["SET a b", "SETBIT c 9 1", "MEMORY PURGE"]);
+    let Some(mut p) = Pair::start() else { return };
+    let (theirs, ours) = (&mut p.theirs, &mut p.ours);
+    same_replies(theirs, ours, &["SET a b", "SETBIT c 9 1", "MEMORY PURGE"]);
     // The names: every bulk line that is followed by a value line, read
     // off the flat RESP2 reply (values here are integers, bulk numbers or
     // the nested map of db.0).
@@ -235,11 +242,8 @@ fn memory_stats_has_redis_fields() {
 /// write (SET, INCR), kept through EXPIRE and RENAME.
 #[test]
 fn object_encoding_follows_in_place_writes() {
-    let Some(redis) = redis_server::start() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let served = server::start(dir.path(), ServerConfig::new());
-    let mut theirs = wire::Client::connect(redis.port);
-    let mut ours = wire::Client::connect(served.addr.port());
+    let Some(mut p) = Pair::start() else { return };
+    let (theirs, ours) = (&mut p.theirs, &mut p.ours);
     let mut lines = Vec::new();
     for step in [
         "SET k 1234",
@@ -266,5 +270,5 @@ fn object_encoding_follows_in_place_writes() {
         lines.push(format!("OBJECT ENCODING {key}"));
     }
     let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
-    same_replies(&mut theirs, &mut ours, &lines);
+    same_replies(theirs, ours, &lines);
 }

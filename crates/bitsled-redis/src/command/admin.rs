@@ -49,7 +49,7 @@ pub(crate) fn client_setinfo(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
 
 /// `CLIENT INFO`: this client's line.
 pub(crate) fn client_info(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
-    let line = server(s)?.client_info(s.multi.as_ref().map(|m| m.queue.len()));
+    let line = server(s)?.client_info(s.multi.as_ref().map(|m| m.queue.len()), s.last_cmd);
     Ok(Reply::bulk(line))
 }
 
@@ -59,7 +59,7 @@ pub(crate) fn client_list(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
     if a.len() > 2 {
         return Err(Fail::new(super::args::ERR_SYNTAX));
     }
-    Ok(Reply::bulk(host.client_list(s.multi.as_ref().map(|m| m.queue.len()))))
+    Ok(Reply::bulk(host.client_list(s.multi.as_ref().map(|m| m.queue.len()), s.last_cmd)))
 }
 
 /// `CLIENT KILL addr` (Redis's old form: `OK`, or an error if no client

@@ -84,9 +84,8 @@ impl Session {
     /// Runs a resolved command; `in_exec` when EXEC runs it (and already
     /// holds the server's transaction lock exclusively).
     pub(crate) fn run(&mut self, spec: &'static Spec, args: &[Vec<u8>], in_exec: bool) -> Reply {
-        if let Some(host) = &self.host {
-            host.note_command(spec.name);
-        }
+        // The command running is the last command (CLIENT LIST's `cmd`).
+        self.last_cmd = spec.name;
         // Timed from when the command may run: a wait for another
         // client's EXEC is not its own time.
         let (reply, start) = match spec.run {
@@ -119,7 +118,6 @@ impl Session {
         st.calls += 1;
         st.usec += usec;
         st.failed += u64::from(matches!(reply, Reply::Error(_)));
-        self.last_cmd = spec.name;
         reply
     }
 }

@@ -91,20 +91,17 @@ pub(crate) trait Host: Send + Sync {
     /// Records this client's protocol for CLIENT LIST.
     fn set_client_proto(&self, proto: Proto);
 
-    /// Records the command this client runs now (CLIENT LIST's `cmd`, kept
-    /// after it ends, as Redis's last command).
-    fn note_command(&self, name: &'static str);
-
     /// Records this client's selected database for CLIENT LIST.
     fn set_client_db(&self, index: u32);
 
     /// CLIENT INFO: this client's line. `multi` is the number of commands
-    /// it has queued when it is in a transaction.
-    fn client_info(&self, multi: Option<usize>) -> String;
+    /// it has queued when it is in a transaction, `cmd` the command it runs
+    /// (the other clients' last commands are published after each batch).
+    fn client_info(&self, multi: Option<usize>, cmd: &str) -> String;
 
-    /// CLIENT LIST: every client's line, by id; `multi` is this client's
-    /// (the others' are not known).
-    fn client_list(&self, multi: Option<usize>) -> String;
+    /// CLIENT LIST: every client's line, by id; `multi` and `cmd` are this
+    /// client's (the others' `multi` is not known).
+    fn client_list(&self, multi: Option<usize>, cmd: &str) -> String;
 
     /// CLIENT KILL: closes at once every other client for which `matches`
     /// holds (it leaves the client list before this returns) and returns

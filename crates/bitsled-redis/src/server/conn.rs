@@ -313,6 +313,7 @@ impl Conn<'_> {
             e.failed += st.failed;
         }
         drop(all);
+        *self.info.last_cmd.lock() = self.session.last_cmd;
     }
 
     /// Writes the pending output; false if the connection is to end.

@@ -117,9 +117,10 @@ pub(super) fn config(shared: &Shared) -> Vec<(&'static str, String)> {
 }
 
 /// One CLIENT LIST line (with its newline). `multi` is the number of
-/// queued commands when the client is in a transaction (known only for
-/// the calling client).
-pub(super) fn client_line(c: &ClientInfo, multi: Option<usize>) -> String {
+/// queued commands when the client is in a transaction and `cmd` the
+/// command it runs (both known only for the calling client; another's
+/// `cmd` is the last it published).
+pub(super) fn client_line(c: &ClientInfo, multi: Option<usize>, cmd: Option<&str>) -> String {
     let name = c.name.lock().clone().unwrap_or_default();
     let idle = c.last_active.lock().elapsed().as_secs();
     let b = &c.buffers;
@@ -146,7 +147,7 @@ pub(super) fn client_line(c: &ClientInfo, multi: Option<usize>) -> String {
         get(&b.obl),
         get(&b.obl),
         get(&b.tot_mem),
-        c.last_cmd.lock(),
+        cmd.unwrap_or(*c.last_cmd.lock()),
         c.resp.load(Ordering::Relaxed),
     )
 }

@@ -42,16 +42,17 @@ impl Host for Link {
         self.info.db.store(index, Ordering::Relaxed);
     }
 
-    fn client_info(&self, multi: Option<usize>) -> String {
-        info::client_line(&self.info, multi)
+    fn client_info(&self, multi: Option<usize>, cmd: &str) -> String {
+        info::client_line(&self.info, multi, Some(cmd))
     }
 
-    fn client_list(&self, multi: Option<usize>) -> String {
+    fn client_list(&self, multi: Option<usize>, cmd: &str) -> String {
         let mut clients: Vec<_> = self.shared.clients.lock().values().cloned().collect();
         clients.sort_by_key(|c| c.id);
         let mut text = String::new();
         for c in &clients {
-            text.push_str(&info::client_line(c, if c.id == self.info.id { multi } else { None }));
+            let own = c.id == self.info.id;
+            text.push_str(&info::client_line(c, multi.filter(|_| own), Some(cmd).filter(|_| own)));
         }
         text
     }
@@ -92,10 +93,6 @@ impl Host for Link {
 
     fn slowlog_reset(&self) {
         self.shared.slowlog.reset();
-    }
-
-    fn note_command(&self, name: &'static str) {
-        *self.info.last_cmd.lock() = name;
     }
 
     fn set_config(&self, name: &str, value: Setting) -> Result<(), String> {
