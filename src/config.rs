@@ -21,6 +21,8 @@ pub const DEFAULT_MAX_VALUE_BYTES: u64 = 512 << 20;
 pub const DEFAULT_STORE_CACHE_BYTES: u64 = 64 << 20;
 /// Default number of databases (Redis's `databases`): 16.
 pub const DEFAULT_DATABASES: u16 = 16;
+/// Default of [`Config::disk_reserve_bytes`]: 64 MiB.
+pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 64 << 20;
 
 /// When changes become durable, and so what a crash (kill -9, power loss)
 /// can lose; set with [`Config::durability`], read with
@@ -123,6 +125,7 @@ pub struct Config {
     pub(crate) max_value_bytes: u64,
     pub(crate) databases: u16,
     pub(crate) clock: Clock,
+    pub(crate) disk_reserve_bytes: u64,
 }
 
 impl Config {
@@ -139,6 +142,7 @@ impl Config {
             max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
             databases: DEFAULT_DATABASES,
             clock: Clock::default(),
+            disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
         }
     }
 
@@ -204,6 +208,18 @@ impl Config {
     /// [`DEFAULT_MAX_VALUE_BYTES`].
     pub fn max_value_bytes(mut self, bytes: u64) -> Config {
         self.max_value_bytes = bytes;
+        self
+    }
+
+    /// Free disk space a write-back leaves untouched: a write-back runs only
+    /// while the store's disk has room for it and this reserve; short of
+    /// it, changes stay in memory and writes are refused with
+    /// [`crate::Error::DiskFull`] until space is freed (reads go on). sled
+    /// cannot recover from a failed write without a reopen, so bitsled
+    /// checks first. 0 checks only that the write-back itself fits.
+    /// Default [`DEFAULT_DISK_RESERVE_BYTES`].
+    pub fn disk_reserve_bytes(mut self, bytes: u64) -> Config {
+        self.disk_reserve_bytes = bytes;
         self
     }
 

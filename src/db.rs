@@ -171,6 +171,24 @@ impl Db {
         self.engine.set_durability(durability);
     }
 
+    /// Why writes are refused for want of disk space, if they are: what the
+    /// last check found free and needed (see [`Config::disk_reserve_bytes`]).
+    /// `None` once a check finds room again.
+    pub fn disk_shortage(&self) -> Option<crate::DiskShortage> {
+        self.engine.disk_shortage()
+    }
+
+    /// Changes the free disk space write-backs leave untouched (see
+    /// [`Config::disk_reserve_bytes`]); takes effect at the next check.
+    pub fn set_disk_reserve(&self, bytes: u64) {
+        self.engine.set_disk_reserve(bytes);
+    }
+
+    /// The free disk space write-backs leave untouched, bytes.
+    pub fn disk_reserve(&self) -> u64 {
+        self.engine.disk_reserve()
+    }
+
     /// Makes what room it can in memory without losing anything: writes
     /// every change back to the store (without the sync of [`Db::flush`])
     /// and evicts clean pages and metadata down to the budgets. The

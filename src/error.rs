@@ -90,6 +90,25 @@ pub enum Error {
     #[error("database refused the write: an earlier write to the store failed ({0}); reopen it")]
     Poisoned(String),
 
+    /// The disk holding the store has less free space than the next
+    /// write-back and the reserve need ([`crate::Config::disk_reserve_bytes`]),
+    /// so changes stay in memory and writes are refused. Reads go on, and
+    /// nothing already accepted is lost: it is written once there is room.
+    ///
+    /// Recovery: free space on that disk (or lower the reserve with
+    /// [`crate::Db::set_disk_reserve`]); the next write or background flush
+    /// that finds room lifts the refusal by itself.
+    #[error(
+        "not enough free disk space for the store ({free_bytes} bytes free, {needed_bytes} needed): \
+         writes are refused until space is freed"
+    )]
+    DiskFull {
+        /// Bytes free when checked.
+        free_bytes: u64,
+        /// Bytes the pending write-back and the reserve need.
+        needed_bytes: u64,
+    },
+
     /// An invariant of the engine did not hold: a bug in bitsled (or damage
     /// that passed every checksum), never a consequence of the arguments.
     /// The message says which invariant and names the key, as in a key

@@ -18,12 +18,15 @@ pub struct Faults {
     drop_applies: AtomicBool,
     /// `sync` fails.
     fail_sync: AtomicBool,
+    /// Free bytes the store reports (negative: the real disk's).
+    free_bytes: AtomicI64,
 }
 
 impl Faults {
     fn new() -> Arc<Faults> {
         let f = Faults::default();
         f.fail_apply_after.store(-1, Ordering::SeqCst);
+        f.free_bytes.store(-1, Ordering::SeqCst);
         Arc::new(f)
     }
 
@@ -42,6 +45,13 @@ impl Faults {
     /// Every `sync` fails while `on`.
     pub fn fail_sync(&self, on: bool) {
         self.fail_sync.store(on, Ordering::SeqCst);
+    }
+
+    /// The store reports `bytes` free on its disk (`None`: what the disk
+    /// really has).
+    pub fn set_free_bytes(&self, bytes: Option<u64>) {
+        let v = bytes.map_or(-1, |b| i64::try_from(b).unwrap_or(i64::MAX));
+        self.free_bytes.store(v, Ordering::SeqCst);
     }
 }
 
@@ -98,6 +108,12 @@ impl Store for FaultStore {
     fn is_empty(&self) -> bool {
         self.inner.is_empty()
     }
+    fn available_bytes(&self) -> Result<Option<u64>> {
+        match u64::try_from(self.faults.free_bytes.load(Ordering::SeqCst)) {
+            Ok(free) => Ok(Some(free)),
+            Err(_) => self.inner.available_bytes(),
+        }
+    }
 }
 
 /// Opens the database `config` describes over a `FaultStore` on sled,
@@ -149,6 +165,80 @@ mod tests {
         assert!(db.getbit(b"kept", 7).unwrap());
         assert!(!db.exists(b"lost").unwrap() && !db.exists(b"after").unwrap());
         assert!(db.verify().unwrap().is_ok());
+    }
+
+    /// Invariant: while the disk has less free space than a write-back and
+    /// the reserve need, nothing is written and nothing is lost: flushes
+    /// and writes fail with `DiskFull` (not `Poisoned`), reads return every
+    /// write accepted before, including the unflushed ones, and the handle
+    /// reports the shortage; once the space is back the next write is
+    /// accepted, the flush succeeds, and a reopen finds every accepted
+    /// write of before, during and after the shortage.
+    #[test]
+    fn a_disk_short_of_space_refuses_writes_and_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, faults) = open_faulty(config(dir.path()).disk_reserve_bytes(1 << 20)).unwrap();
+        db.setbit(b"flushed", 7, true).unwrap();
+        db.flush().unwrap();
+        db.set(b"unflushed", b"v1").unwrap();
+        db.setbit(b"big", 1 << 20, true).unwrap();
+        faults.set_free_bytes(Some(1 << 19));
+        let r = db.flush();
+        assert!(matches!(r, Err(Error::DiskFull { free_bytes: 524_288, .. })), "{r:?}");
+        let short = db.disk_shortage().expect("the shortage is reported");
+        assert!(short.needed_bytes > 1 << 20 && short.free_bytes == 1 << 19, "{short:?}");
+        let r = db.set(b"refused", b"x");
+        assert!(matches!(r, Err(Error::DiskFull { .. })), "{r:?}");
+        let r = db.bitop(BitOp::Or, b"d", &[b"big"]);
+        assert!(matches!(r, Err(Error::DiskFull { .. })), "{r:?}");
+        assert_eq!(db.get(b"unflushed").unwrap().as_deref(), Some(&b"v1"[..]));
+        assert!(db.getbit(b"big", 1 << 20).unwrap() && db.getbit(b"flushed", 7).unwrap());
+        assert!(!db.exists(b"refused").unwrap());
+        // A reserve lowered below what is free lifts the refusal too.
+        faults.set_free_bytes(Some(64 << 20));
+        db.set(b"after", b"v2").unwrap();
+        assert_eq!(db.disk_shortage(), None);
+        db.flush().unwrap();
+        drop(db);
+        let db = config(dir.path()).open().unwrap();
+        assert_eq!(db.get(b"unflushed").unwrap().as_deref(), Some(&b"v1"[..]));
+        assert_eq!(db.get(b"after").unwrap().as_deref(), Some(&b"v2"[..]));
+        assert!(db.getbit(b"big", 1 << 20).unwrap() && db.getbit(b"flushed", 7).unwrap());
+        assert!(!db.exists(b"refused").unwrap() && !db.exists(b"d").unwrap());
+        assert!(db.verify().unwrap().is_ok());
+    }
+
+    /// Invariant: a write that pushes the dirty state past its budget while
+    /// the disk is short is still accepted (its change is in memory, where
+    /// it stays) and the writes after it are refused, without poisoning.
+    #[test]
+    fn the_write_that_meets_the_shortage_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, faults) = open_faulty(config(dir.path()).dirty_bytes(64 << 10).disk_reserve_bytes(0)).unwrap();
+        faults.set_free_bytes(Some(0));
+        let mut accepted = Vec::new();
+        let mut refused = false;
+        // Dense pages: 4 KiB each in memory.
+        let value: Vec<u8> = (0..4096u32).map(|i| i.wrapping_mul(2_654_435_761).to_le_bytes()[2] | 1).collect();
+        for i in 0..64u64 {
+            match db.set(format!("k{i}").as_bytes(), &value) {
+                Ok(()) => accepted.push(i),
+                Err(Error::DiskFull { .. }) => {
+                    refused = true;
+                    break;
+                }
+                Err(e) => panic!("unexpected {e}"),
+            }
+        }
+        assert!(refused, "the dirty budget forced a write-back, which found no space");
+        faults.set_free_bytes(None);
+        db.flush().unwrap();
+        drop(db);
+        let db = config(dir.path()).open().unwrap();
+        for i in 0..64u64 {
+            let got = db.get(format!("k{i}").as_bytes()).unwrap();
+            assert_eq!(got.as_deref(), accepted.contains(&i).then_some(&value[..]), "key k{i}");
+        }
     }
 
     /// Invariant: a failed sync poisons the handle and the flush reports

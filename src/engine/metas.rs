@@ -177,7 +177,7 @@ const FOLD_FLOOR: usize = 64 << 10;
 /// Bytes of buckets one write-back folds at most (beyond [`Fold::All`] and
 /// [`Fold::Shard`]): shards that are due wait for the next write-back, so
 /// a batch, and what sled holds of it, stays bounded.
-const FOLD_BATCH: usize = 32 << 20;
+pub(super) const FOLD_BATCH: usize = 32 << 20;
 
 /// The metadata part of a write-back, captured with writers excluded.
 #[derive(Default)]

@@ -46,6 +46,7 @@ mod pages;
 mod pagewrites;
 pub(crate) mod record;
 mod settings;
+mod space;
 mod stats;
 pub(crate) mod store;
 mod stored;
@@ -70,6 +71,7 @@ pub use databases::DbCounts;
 pub(crate) use databases::WatchSet;
 pub use expiry::Sweep;
 pub(crate) use record::{Kind, Meta, INLINE_MAX};
+pub use space::DiskShortage;
 pub use stats::{KeyStats, MemoryStats};
 pub(crate) use stream::PageStream;
 pub(crate) use tx::{ReadTx, WriteTx};
@@ -85,6 +87,7 @@ use keyspaces::Keyspaces;
 use metas::MetaCache;
 use pages::{Fetched, PageCache};
 use settings::Settings;
+use space::SpaceGuard;
 use store::{SledStore, Store};
 use watch::Watches;
 
@@ -136,6 +139,8 @@ pub(crate) struct Engine {
     building: Mutex<HashSet<u64>>,
     /// Set after a failed store write; every later write is refused.
     poisoned: Mutex<Option<String>>,
+    /// Holds write-backs (and so writes) back while the disk is short of space.
+    space: SpaceGuard,
     /// Keys deleted because their expiry passed, since open.
     expired: AtomicU64,
     /// Where the next expiry sweep starts among the live keyspaces.
@@ -191,6 +196,7 @@ impl Engine {
             flush_lock: Mutex::new(()),
             building: Mutex::new(HashSet::new()),
             poisoned: Mutex::new(None),
+            space: SpaceGuard::new(config.disk_reserve_bytes),
             expired: AtomicU64::new(0),
             sweep_start: AtomicUsize::new(0),
             handles: AtomicUsize::new(0),
@@ -260,12 +266,38 @@ impl Engine {
         self.store.size_on_disk()
     }
 
-    /// Refuses writes after a failed store write.
+    /// Refuses writes after a failed store write, and while the disk is
+    /// short of space (checking again: freed space lifts the refusal).
     pub(crate) fn check_writable(&self) -> Result<()> {
-        match &*self.poisoned.lock() {
-            Some(why) => Err(Error::Poisoned(why.clone())),
-            None => Ok(()),
+        if let Some(why) = &*self.poisoned.lock() {
+            return Err(Error::Poisoned(why.clone()));
         }
+        if self.space.is_short() {
+            self.check_space()?;
+        }
+        Ok(())
+    }
+
+    /// Checks that the disk has room for a write-back of everything held
+    /// in memory now, and the reserve (see `space.rs`).
+    fn check_space(&self) -> Result<()> {
+        let pending = self.pages.dirty_bytes().saturating_add(self.metas.pinned_bytes().min(metas::FOLD_BATCH));
+        self.space.check(&*self.store, u64::try_from(pending).unwrap_or(u64::MAX), self.now_ms())
+    }
+
+    /// The disk shortage holding writes back, if any.
+    pub(crate) fn disk_shortage(&self) -> Option<DiskShortage> {
+        self.space.shortage()
+    }
+
+    /// See [`crate::Db::set_disk_reserve`].
+    pub(crate) fn set_disk_reserve(&self, bytes: u64) {
+        self.space.set_reserve_bytes(bytes);
+    }
+
+    /// See [`crate::Db::disk_reserve`].
+    pub(crate) fn disk_reserve(&self) -> u64 {
+        self.space.reserve_bytes()
     }
 
     fn poison(&self, e: &Error) {
@@ -307,7 +339,12 @@ impl Engine {
             || metas > meta_budget.saturating_add(page_budget)
             || (over && !background)
         {
-            self.write_back()?;
+            match self.write_back() {
+                // This write is in memory and stays there: the shortage
+                // refuses the next ones.
+                Err(Error::DiskFull { .. }) => {}
+                r => r?,
+            }
         } else if over || (background && records > DIRTY_RECORDS) {
             let mut s = self.signal.0.lock();
             if !s.kick {

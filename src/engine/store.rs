@@ -41,6 +41,8 @@ pub(crate) trait Store: Send + Sync {
     fn size_on_disk(&self) -> Result<u64>;
     /// Whether the store holds no record.
     fn is_empty(&self) -> bool;
+    /// Bytes free for the store's files on their disk (`None`: not known).
+    fn available_bytes(&self) -> Result<Option<u64>>;
     /// Bytes of the store's log, for messages about a damaged store (0 if
     /// not known).
     fn log_bytes(&self) -> u64 {
@@ -257,6 +259,10 @@ impl Store for SledStore {
 
     fn is_empty(&self) -> bool {
         self.db.is_empty()
+    }
+
+    fn available_bytes(&self) -> Result<Option<u64>> {
+        Ok(Some(fs2::available_space(&self.dir)?))
     }
 
     fn log_bytes(&self) -> u64 {

@@ -515,6 +515,9 @@ mod tests {
         fn is_empty(&self) -> bool {
             self.inner.is_empty()
         }
+        fn available_bytes(&self) -> Result<Option<u64>> {
+            self.inner.available_bytes()
+        }
     }
 
     fn config(dir: &Path) -> Config {

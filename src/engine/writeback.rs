@@ -184,6 +184,9 @@ impl Engine {
     /// stored buckets, finds every value they hold.
     pub(super) fn write_back_locked(&self, flush_lock: &MutexGuard<'_, ()>, fold: Fold) -> Result<()> {
         self.check_writable()?;
+        // Before anything is captured: short of space, every change stays
+        // in memory, as it was.
+        self.check_space()?;
         // Write-backs are serialised by `flush_lock`, so this is the next number.
         let seq = self.sequence.load(Ordering::SeqCst) + 1;
         let (pages, metas, journal, building, catalog, catalog_changed) = {
@@ -291,7 +294,13 @@ impl Engine {
                 .collect::<Result<_>>()?;
             if !records.is_empty() {
                 self.replay_shard(usize::from(shard), records)?;
-                self.write_back_locked(&f, Fold::Shard(usize::from(shard)))?;
+                match self.write_back_locked(&f, Fold::Shard(usize::from(shard))) {
+                    // Short of disk space, the store still opens: the
+                    // replayed buckets stay in memory (reads see them)
+                    // until a write-back finds room.
+                    Err(Error::DiskFull { .. }) => {}
+                    r => r?,
+                }
             }
         }
         Ok(())
@@ -340,6 +349,9 @@ impl Engine {
 
     /// Reclaims at the opening of a store; the rest goes to the background.
     pub(super) fn reclaim_at_open(&self) -> Result<()> {
+        if self.space.is_short() {
+            return Ok(());
+        }
         self.reclaim_for(OPEN_RECLAIM)
     }
 

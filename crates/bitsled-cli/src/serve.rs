@@ -15,7 +15,7 @@ pub(crate) struct ServeArgs {
     /// A configuration file in redis.conf syntax (one `directive value`
     /// per line, `#` comments): bind, port, requirepass, maxclients,
     /// appendfsync, timeout, protected-mode, maxmemory, databases,
-    /// slowlog-log-slower-than, slowlog-max-len; `save`, `appendonly`,
+    /// slowlog-log-slower-than, slowlog-max-len, disk-reserve; `save`, `appendonly`,
     /// `daemonize no` and `loglevel` are accepted and ignored.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -49,6 +49,11 @@ pub(crate) struct ServeArgs {
     /// [default: 640mb].
     #[arg(long, value_parser = parse_memory)]
     maxmemory: Option<u64>,
+    /// Free disk space to keep: with less free than this plus the next
+    /// write-back, changes stay in memory and writes are refused
+    /// (`-MISCONF`) until space is freed; reads go on [default: 64mb].
+    #[arg(long, value_parser = parse_memory)]
+    disk_reserve: Option<u64>,
     /// Number of databases (SELECT 0 .. N-1) [default: 16].
     #[arg(long)]
     databases: Option<u16>,
@@ -76,6 +81,7 @@ impl ServeArgs {
         self.timeout = self.timeout.or(file.timeout);
         self.protected_mode = self.protected_mode.or(file.protected_mode);
         self.maxmemory = self.maxmemory.or(file.maxmemory);
+        self.disk_reserve = self.disk_reserve.or(file.disk_reserve);
         self.databases = self.databases.or(file.databases);
         self.slowlog_log_slower_than = self.slowlog_log_slower_than.or(file.slowlog_log_slower_than);
         self.slowlog_max_len = self.slowlog_max_len.or(file.slowlog_max_len);
@@ -125,6 +131,7 @@ fn parse_config(text: &[u8]) -> Result<ServeArgs> {
                 v => bail!("line {n}: protected-mode is yes or no, not {v:?}"),
             },
             "maxmemory" => out.maxmemory = Some(parse_memory(one()?).map_err(|e| bad(&e))?),
+            "disk-reserve" => out.disk_reserve = Some(parse_memory(one()?).map_err(|e| bad(&e))?),
             "databases" => out.databases = Some(one()?.parse().map_err(|e| bad(&e))?),
             "slowlog-log-slower-than" => out.slowlog_log_slower_than = Some(one()?.parse().map_err(|e| bad(&e))?),
             "slowlog-max-len" => {
@@ -170,7 +177,10 @@ pub(crate) fn serve(dir: &PathBuf, args: ServeArgs) -> Result<()> {
     if let Some(bytes) = args.maxmemory.filter(|&b| b < bitsled_redis::server::LEAST_BUDGET_BYTES) {
         anyhow::bail!("--maxmemory {bytes}: at least 16mb");
     }
-    let db_config = config.db_config(Config::new(dir)).databases(args.databases.unwrap_or(16));
+    let db_config = config
+        .db_config(Config::new(dir))
+        .databases(args.databases.unwrap_or(16))
+        .disk_reserve_bytes(args.disk_reserve.unwrap_or(bitsled::DEFAULT_DISK_RESERVE_BYTES));
     let db =
         crate::opening(|| db_config.open()).with_context(|| format!("opening the database in {}", dir.display()))?;
     let server = Server::bind(db, config).context("starting the server")?;
@@ -181,6 +191,7 @@ pub(crate) fn serve(dir: &PathBuf, args: ServeArgs) -> Result<()> {
         for sig in signals.forever() {
             seen += 1;
             if seen > 1 {
+                // Also what ends a final flush waiting for disk space.
                 eprintln!("bitsled serve: second signal {sig}, exiting without waiting");
                 std::process::exit(1);
             }

@@ -198,13 +198,16 @@ pub(crate) type CmdResult = Result<Reply, Fail>;
 ///
 /// [`Error::WrongType`] is Redis's `WRONGTYPE` error; an
 /// [`Error::InvalidArgument`] carries Redis's own text and gets the `ERR`
-/// code; everything else is `ERR` followed by the error's description.
+/// code; [`Error::DiskFull`] gets Redis's `MISCONF`; everything else is `ERR` followed by the error's description.
 #[must_use]
 pub fn error_text(e: &Error) -> String {
     match e {
         Error::WrongType => "WRONGTYPE Operation against a key holding the wrong kind of value".into(),
         Error::InvalidArgument(t) => format!("ERR {t}"),
         Error::OffsetOutOfRange { .. } => args::ERR_OFFSET.into(),
+        // Redis's code for writes refused because the server cannot
+        // persist (`stop-writes-on-bgsave-error`, a failing AOF).
+        Error::DiskFull { .. } => format!("MISCONF Errors writing to the store: {e}"),
         other => format!("ERR {other}"),
     }
 }

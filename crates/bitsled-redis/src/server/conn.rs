@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use super::link::Link;
 use super::resp::{Parsed, Parser};
-use super::{ClientInfo, Shared};
+use super::{ClientInfo, CommitFailure, Shared};
 use crate::command::{Close, Reply, Session};
 use bitsled::Durability;
 
@@ -226,6 +226,8 @@ impl Conn<'_> {
     /// policy), the batch's writes are made durable before its replies may
     /// go out.
     fn process(&mut self) {
+        // Where this batch's replies start, and how many there are.
+        let (replies_from, mut requests) = (self.out.len(), 0usize);
         while !self.close && !self.kill {
             let parsed = self.parser.parse(&self.buf[self.lo..self.hi], self.session.authed);
             match parsed {
@@ -243,6 +245,7 @@ impl Conn<'_> {
                     self.publish_input();
                     self.lo += used;
                     if !args.is_empty() {
+                        requests += 1;
                         self.request(&args);
                         if self.out.len() > self.shared.config.max_pending_reply_bytes {
                             self.kill = true;
@@ -252,11 +255,23 @@ impl Conn<'_> {
             }
         }
         if self.session.take_wrote() && self.shared.db.durability() == Durability::Always && !self.kill {
-            if let Err(why) = self.shared.committer.commit(&self.shared.db, &self.shared.stats) {
+            match self.shared.committer.commit(&self.shared.db, &self.shared.stats) {
+                Ok(()) => {}
+                // The disk is short of space: the batch's changes stay in
+                // memory (written once there is room) but are not durable,
+                // so each of its replies becomes the error.
+                Err(CommitFailure { text, lasting: false }) => {
+                    self.out.truncate(replies_from);
+                    for _ in 0..requests {
+                        crate::command::write_error(text.as_bytes(), &mut self.out);
+                    }
+                }
                 // The replies are not sent: nothing in this batch counts as
                 // acknowledged.
-                eprintln!("bitsled serve: flush failed ({why}); closing client {}", self.info.id);
-                self.kill = true;
+                Err(CommitFailure { text, lasting: true }) => {
+                    eprintln!("bitsled serve: flush failed ({text}); closing client {}", self.info.id);
+                    self.kill = true;
+                }
             }
         }
         self.publish_stats();

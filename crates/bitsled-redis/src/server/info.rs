@@ -15,6 +15,9 @@ pub(super) fn section(shared: &Shared, name: &str) -> Option<String> {
     let mut text = String::new();
     let out = &mut text;
     let st = &shared.stats;
+    // Writes are refused while the disk is short of space (Redis says
+    // `aof_last_write_status:err` while a failing AOF refuses them).
+    let short = shared.db.disk_shortage();
     let up = shared.started.elapsed().as_secs();
     // Writing to a String cannot fail.
     let _ = match name {
@@ -42,7 +45,8 @@ pub(super) fn section(shared: &Shared, name: &str) -> Option<String> {
             out,
             "# Persistence\r\nloading:0\r\naof_enabled:0\r\nfsync_policy:{}\r\nserver_flushes:{}\r\n\
              server_flush_failures:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\n\
-             rdb_last_bgsave_status:{}\r\nrdb_changes_since_last_save:{}\r\n",
+             rdb_last_bgsave_status:{}\r\nrdb_changes_since_last_save:{}\r\naof_last_write_status:{}\r\n\
+             disk_reserve_bytes:{}\r\ndisk_short_of_space:{}\r\ndisk_short_since:{}\r\n",
             Fsync::from(shared.db.durability()).name(),
             st.flushes.load(Ordering::Relaxed),
             st.flush_failures.load(Ordering::Relaxed),
@@ -50,6 +54,10 @@ pub(super) fn section(shared: &Shared, name: &str) -> Option<String> {
             shared.saves.last_save_secs(),
             if shared.saves.last_ok() { "ok" } else { "err" },
             shared.saves.changes_since(shared.db.changes()),
+            if short.is_some() { "err" } else { "ok" },
+            shared.db.disk_reserve(),
+            u8::from(short.is_some()),
+            short.map_or(0, |s| s.since_ms / 1000),
         ),
         "stats" => write!(
             out,

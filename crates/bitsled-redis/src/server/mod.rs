@@ -381,6 +381,25 @@ struct ClientBuffers {
     tot_mem: AtomicUsize,
 }
 
+/// The flush at shutdown. Short of disk space, it tries again every
+/// second, saying so every 10 s, instead of dropping the changes held in
+/// memory (Redis likewise refuses to shut down while it cannot save).
+fn final_flush(db: &Db) -> Result<()> {
+    let mut said: Option<Instant> = None;
+    loop {
+        match db.flush() {
+            Err(e @ bitsled::Error::DiskFull { .. }) => {
+                if said.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                    eprintln!("bitsled serve: {e}; waiting for space to write what is in memory");
+                    said = Some(Instant::now());
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            r => return r,
+        }
+    }
+}
+
 /// Group commit under [`Durability::Always`]: writers take a ticket after their
 /// writes; one of them flushes for everyone whose ticket is covered.
 #[derive(Default)]
@@ -389,6 +408,15 @@ struct Committer {
     issued: AtomicU64,
     state: Mutex<CommitState>,
     done: Condvar,
+}
+
+/// Why a group commit failed.
+struct CommitFailure {
+    /// The error, as a client reads it.
+    pub(crate) text: String,
+    /// Every later commit fails too (the database refuses writes for
+    /// good); otherwise the cause may clear (a disk short of space).
+    pub(crate) lasting: bool,
 }
 
 #[derive(Default)]
@@ -402,14 +430,14 @@ struct CommitState {
 impl Committer {
     /// Waits until everything done before this call is durable, flushing
     /// `db` or riding on a concurrent flush.
-    fn commit(&self, db: &Db, stats: &Stats) -> std::result::Result<(), String> {
+    fn commit(&self, db: &Db, stats: &Stats) -> std::result::Result<(), CommitFailure> {
         // Writes that completed before this point are covered by any flush
         // that starts after a ticket at least this high was issued.
         let ticket = self.issued.fetch_add(1, Ordering::SeqCst) + 1;
         let mut st = self.state.lock();
         loop {
             if let Some(why) = &st.failed {
-                return Err(why.clone());
+                return Err(CommitFailure { text: why.clone(), lasting: true });
             }
             if st.durable >= ticket {
                 return Ok(());
@@ -433,9 +461,14 @@ impl Committer {
             }
             Err(e) => {
                 stats.flush_failures.fetch_add(1, Ordering::Relaxed);
-                let why = e.to_string();
-                st.failed = Some(why.clone());
-                Err(why)
+                let text = crate::command::error_text(&e);
+                // A shortage of disk space lifts when space is freed: only
+                // this flush's waiters fail (later ones try again).
+                let lasting = !matches!(e, bitsled::Error::DiskFull { .. });
+                if lasting {
+                    st.failed = Some(text.clone());
+                }
+                Err(CommitFailure { text, lasting })
             }
         };
         self.done.notify_all();
@@ -586,7 +619,9 @@ impl Server {
 
     /// Serves clients until [`ShutdownHandle::shutdown`] or a `SHUTDOWN`
     /// command; then waits for the connections to finish (at most 10 s)
-    /// and flushes the database.
+    /// and flushes the database. While the disk is short of space, the
+    /// flush waits for room (what is in memory is not dropped; a caller
+    /// that must stop at once exits the process).
     ///
     /// # Errors
     /// [`Error::Io`] if accepting fails for a reason other than a client's
@@ -623,7 +658,7 @@ impl Server {
             }
         }
         drop(active);
-        shared.db.flush()
+        final_flush(&shared.db)
     }
 
     fn accept(&self, mut stream: TcpStream) {
