@@ -340,21 +340,37 @@ impl Bucket {
         blocks.remainder().iter().enumerate().filter(|&(_, &x)| x == h).map(|(j, _)| base + j).find(|&i| matches(i))
     }
 
+    /// The index and metadata of the entry of `name` (whose hash is `h`),
+    /// marking it used at `now` (Unix seconds; 0: not a use). The index is
+    /// for [`Bucket::upsert_known`] while the bucket does not change.
+    pub(crate) fn find(&self, name: &[u8], h: u32, now: u32) -> Option<(usize, Meta)> {
+        let i = self.position(name, h)?;
+        if now != 0 {
+            self.uses.touch(i, now);
+        }
+        Some((i, self.entry(i).1))
+    }
+
+    /// Where the entry of `name` is, given what a [`Bucket::find`] since
+    /// the last change of the bucket found (`None`: nothing known): an
+    /// index found is used if it still holds `name`, an absence is trusted.
+    fn position_known(&self, name: &[u8], h: u32, known: Option<Option<usize>>) -> Option<usize> {
+        match known {
+            Some(Some(i)) if self.tags.get(i) == Some(&tag_of(h)) && self.name_at(i).0 == name => Some(i),
+            Some(None) => None,
+            _ => self.position(name, h),
+        }
+    }
+
     /// Whether `name` (whose hash is `h`) has an entry.
     pub(crate) fn contains(&self, name: &[u8], h: u32) -> bool {
         self.position(name, h).is_some()
     }
 
     /// The metadata of `name` (whose hash is `h`), if it has an entry.
+    #[cfg(test)]
     pub(crate) fn get(&self, name: &[u8], h: u32) -> Option<Meta> {
-        self.position(name, h).map(|i| self.entry(i).1)
-    }
-
-    /// [`Bucket::get`], marking the entry used at `now` (Unix seconds).
-    pub(crate) fn get_used(&self, name: &[u8], h: u32, now: u32) -> Option<Meta> {
-        let i = self.position(name, h)?;
-        self.uses.touch(i, now);
-        Some(self.entry(i).1)
+        self.find(name, h, 0).map(|(_, m)| m)
     }
 
     /// Seconds from the last use of `name` (whose hash is `h`) to `now`, if
@@ -412,6 +428,19 @@ impl Bucket {
     /// [`Bucket::upsert`], the entry used at `now` (Unix seconds; 0: not
     /// counted as a use).
     pub(crate) fn upsert_at(&mut self, name: &[u8], h: u32, meta: &Meta, now: u32) -> Option<Meta> {
+        self.upsert_known(name, h, meta, now, None)
+    }
+
+    /// [`Bucket::upsert_at`], with what a [`Bucket::find`] of `name` since
+    /// the bucket's last change found (`None`: nothing known).
+    pub(crate) fn upsert_known(
+        &mut self,
+        name: &[u8],
+        h: u32,
+        meta: &Meta,
+        now: u32,
+        known: Option<Option<usize>>,
+    ) -> Option<Meta> {
         // The entry is a whole state: a removal of the same name waiting
         // for a delta record is void (the record would apply it before the
         // entry; dropping it saves its bytes and keeps a removal list from
@@ -419,13 +448,22 @@ impl Bucket {
         if !self.removed.is_empty() {
             self.removed.retain(|n| **n != *name);
         }
-        self.upsert_with(name, h, meta, true, now)
+        let at = self.position_known(name, h, known);
+        self.upsert_with(name, h, at, meta, true, now)
     }
 
     /// [`Bucket::upsert`], the entry's changed mark set to `changed` (a
     /// rebuild of the bucket keeps each entry's mark).
-    fn upsert_with(&mut self, name: &[u8], h: u32, meta: &Meta, changed: bool, now: u32) -> Option<Meta> {
-        let old = if let Some(i) = self.position(name, h) {
+    fn upsert_with(
+        &mut self,
+        name: &[u8],
+        h: u32,
+        at: Option<usize>,
+        meta: &Meta,
+        changed: bool,
+        now: u32,
+    ) -> Option<Meta> {
+        let old = if let Some(i) = at {
             let (stored_name, rest) = self.name_at(i);
             let (old, end) = self.meta_at(stored_name, rest);
             let start = self.arena_at(i);
@@ -668,7 +706,8 @@ impl Bucket {
             }
             let tag = r.take(1, &bad)?[0];
             let meta = read_entry(&mut r, &name, tag, &bad)?;
-            bucket.upsert_with(&name, key_hash(&name), &meta, false, 0);
+            // Names are strictly increasing (checked above): always new.
+            bucket.upsert_with(&name, key_hash(&name), None, &meta, false, 0);
             prev = name;
         }
         if r.at != body.len() {
@@ -925,10 +964,10 @@ mod tests {
         }
         let idle = |b: &Bucket, i: usize, now: u32| b.idle(&names[i], key_hash(&names[i]), now);
         assert_eq!(idle(&b, 5, 2000), Some(995));
-        b.get_used(&names[7], key_hash(&names[7]), 71_000);
+        b.find(&names[7], key_hash(&names[7]), 71_000);
         assert_eq!(idle(&b, 7, 71_000), Some(0));
         assert_eq!(idle(&b, 5, 71_000), Some(1 << 15), "an old time clamps to the moved base");
-        b.get_used(&names[9], key_hash(&names[9]), 71_010);
+        b.find(&names[9], key_hash(&names[9]), 71_010);
         let start = bucket_start(key_hash(&names[0]), MIN_DEPTH);
         let (lo, upper, hi) = b.split(start);
         for (i, name) in names.iter().enumerate() {

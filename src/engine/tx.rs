@@ -219,6 +219,13 @@ pub(crate) struct ReadTx<'e> {
     /// split, in [`ReadTx::record_with`], forgets it) and a locate that
     /// loads a bucket (and may evict others) replaces it.
     located: Option<(u32, u32, u32)>,
+    /// Where the last entry looked up is in its bucket: (keyspace, key
+    /// hash, bucket start, entry index or `None` if it has none), so the
+    /// write that follows a read of the same key does not scan the bucket
+    /// again. Forgotten with `located` when a bucket changes; an index is
+    /// checked against the entry's name before use (a clean bucket evicted
+    /// and loaded again keeps its entries, not their order).
+    found: Option<(u32, u32, u32, Option<usize>)>,
     /// Whether a key found counts as used (OBJECT IDLETIME): every
     /// transaction but [`Engine::read_untouched`]'s.
     touch: bool,
@@ -230,7 +237,7 @@ impl<'e> ReadTx<'e> {
         shards.sort_unstable();
         shards.dedup();
         let locks = shards.into_iter().map(|s| (s, engine.metas.lock_shard(s))).collect();
-        ReadTx { engine, ks, counts, locks, expired: Vec::new(), writing, located: None, touch: true }
+        ReadTx { engine, ks, counts, locks, expired: Vec::new(), writing, located: None, found: None, touch: true }
     }
 
     /// The lock of a key with hash `h`, which the transaction must have
@@ -256,11 +263,10 @@ impl<'e> ReadTx<'e> {
         let start = self.bucket_of(key, h)?;
         let now = if self.touch { self.engine.metas.now_secs() } else { 0 };
         let guard = self.guard(key, h)?;
-        let meta = guard.get(ks, start).and_then(|b| match now {
-            0 => b.bucket.get(key, h),
-            now => b.bucket.get_used(key, h, now),
-        });
-        Ok((start, meta))
+        let Some(b) = guard.get(ks, start) else { return Ok((start, None)) };
+        let at = b.bucket.find(key, h, now);
+        self.found = Some((ks, h, start, at.as_ref().map(|&(i, _)| i)));
+        Ok((start, at.map(|(_, m)| m)))
     }
 
     /// Seconds since `key` was last used (OBJECT IDLETIME), as far as the
@@ -457,15 +463,17 @@ impl<'e> ReadTx<'e> {
         let old = if let Some(m) = meta {
             let start = self.bucket_of(key, h)?;
             self.located = None;
+            let known = self.found.take().filter(|f| (f.0, f.1, f.2) == (ks, h, start)).map(|f| f.3);
             // A write is a use (OBJECT IDLETIME).
             let now = engine.metas.now_secs();
-            self.guard(key, h)?.update(ks, start, |b| b.upsert_at(key, h, m, now)).flatten()
+            self.guard(key, h)?.update(ks, start, |b| b.upsert_known(key, h, m, now, known)).flatten()
         } else {
             let (start, old) = self.entry(key)?;
             if old.is_none() {
                 return Ok(());
             }
             self.located = None;
+            self.found = None;
             self.guard(key, h)?.update(ks, start, |b| b.remove(key, h));
             old
         };

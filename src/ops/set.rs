@@ -94,16 +94,28 @@ fn not_an_integer() -> Error {
 /// ```
 #[must_use]
 pub fn parse_integer(b: &[u8]) -> Option<i64> {
-    let digits = b.strip_prefix(b"-").unwrap_or(b);
-    let canonical = match digits {
-        [b'0'] => b.len() == 1,
-        [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
-        _ => false,
+    let (negative, digits) = match b.strip_prefix(b"-") {
+        Some(d) => (true, d),
+        None => (false, b),
     };
-    if !canonical {
-        return None;
+    match digits {
+        [b'0'] if !negative => return Some(0),
+        [b'1'..=b'9', ..] => {}
+        _ => return None,
     }
-    std::str::from_utf8(b).ok()?.parse().ok()
+    // Accumulated below zero, where i64 reaches one further (i64::MIN).
+    let mut v: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_sub(i64::from(c - b'0'))?;
+    }
+    if negative {
+        Some(v)
+    } else {
+        v.checked_neg()
+    }
 }
 
 impl Db {
@@ -423,6 +435,17 @@ mod tests {
             (b"1.0", None),
         ] {
             assert_eq!(parse_integer(text), want, "{:?}", String::from_utf8_lossy(text));
+        }
+        // Every width and sign round-trips through its decimal text.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for shift in 0..64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let y = (x >> shift).cast_signed();
+            for v in [y, y.wrapping_neg(), i64::MIN.wrapping_add(y)] {
+                assert_eq!(parse_integer(v.to_string().as_bytes()), Some(v), "{v}");
+            }
         }
     }
 }

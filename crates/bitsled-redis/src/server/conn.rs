@@ -254,6 +254,12 @@ impl Conn<'_> {
                 }
             }
         }
+        if requests > 0 {
+            // Idle time counts from the end of the batch's last command, as
+            // Redis's `lastinteraction` from its end: a slow command is not
+            // idleness.
+            *self.info.last_active.lock() = Instant::now();
+        }
         if self.session.take_wrote() && self.shared.db.durability() == Durability::Always && !self.kill {
             match self.shared.committer.commit(&self.shared.db, &self.shared.stats) {
                 Ok(()) => {}
@@ -414,9 +420,6 @@ impl Conn<'_> {
         argv.store(args.iter().map(Vec::len).sum(), Ordering::Relaxed);
         let reply = self.session.execute(args);
         argv.store(0, Ordering::Relaxed);
-        // Idle time counts from the end of a command, as Redis's
-        // `lastinteraction`: a slow command is not idleness.
-        *self.info.last_active.lock() = Instant::now();
         let failed = auth_failures(&reply);
         match self.session.close {
             Some(Close::Silently) => self.close = true,
