@@ -195,7 +195,7 @@ fn downgrade_to_format_2(dir: &Path) {
     }
     let mut superblock = store.get([0u8]).unwrap().unwrap().to_vec();
     assert!(store.scan_prefix([0x08u8]).next().is_none(), "no metadata delta record");
-    assert_eq!(superblock[8], 5, "written as format 5");
+    assert_eq!(superblock[8], 6, "written as format 6");
     superblock[8] = 2;
     let crc = crc32fast::hash(&superblock[..11]);
     superblock[11..15].copy_from_slice(&crc.to_le_bytes());

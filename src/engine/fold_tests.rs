@@ -143,12 +143,72 @@ fn a_flush_of_the_keyspace_folds_so_nothing_leaks() {
     assert_eq!(report.pages, 0, "every page of the flushed keys was reclaimed");
 }
 
-/// Invariant: a format 3 store (complete buckets, no deltas) and a format
-/// 4 store (paged Bloom filters only) open under this build: the
-/// superblock becomes the current format and every key reads back.
+/// Invariant: a format 5 store whose delta records are of version 1
+/// (whole names) opens under this build: its records replay (a key set
+/// and a key removed only there read so), the superblock becomes the
+/// current format, and the deltas written from then on are of version 2.
 #[test]
-fn format_3_and_4_stores_open_as_current() {
-    for version in [record::FORMAT_V3, record::FORMAT_V4] {
+fn format_5_deltas_of_version_1_replay() {
+    use super::delta::{encode_v1, DeltaEntry};
+    use super::layout::{key_hash, shard_of};
+    use super::record::{Kind, Meta};
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    for i in 0..200 {
+        db.set_bits(&key(i), &[i % 30], true).unwrap();
+    }
+    assert!(db.verify().unwrap().is_ok(), "verify folds everything");
+    drop(db);
+    // A removal of key 0 and a new inline key, in one version 1 record of
+    // key 0's shard.
+    let shard = shard_of(key_hash(&key(0)));
+    let mut name = b"from-v1:".to_vec();
+    let mut n = 0u32;
+    while shard_of(key_hash(&name)) != shard {
+        n += 1;
+        name = format!("from-v1:{n}").into_bytes();
+    }
+    let mut meta = Meta::empty(Kind::String);
+    meta.inline[..1].copy_from_slice(&[0x80]);
+    meta.len = 1;
+    meta.ones = 1;
+    let entries = vec![
+        DeltaEntry { ks: 0, name: key(0), meta: None },
+        DeltaEntry { ks: 0, name: name.clone(), meta: Some(meta) },
+    ];
+    {
+        let store = SledStore::open(dir.path(), 1 << 20).unwrap();
+        store
+            .apply(vec![
+                (layout::superblock_key(), Some(record::encode_superblock_of(record::FORMAT_V5))),
+                (layout::delta_key(u8::try_from(shard).unwrap(), 1, 0).to_vec(), Some(encode_v1(&entries))),
+            ])
+            .unwrap();
+        store.sync().unwrap();
+    }
+    let db = open(dir.path());
+    assert!(!db.exists(&key(0)).unwrap(), "the version 1 removal applied");
+    assert!(db.getbit(&name, 0).unwrap(), "the version 1 entry applied");
+    for i in 1..200 {
+        assert!(db.getbit(&key(i), i % 30).unwrap(), "key {i}");
+    }
+    db.set_bits(b"after", &[3], true).unwrap();
+    db.flush().unwrap();
+    drop(db);
+    let store = SledStore::open(dir.path(), 1 << 20).unwrap();
+    let sb = store.get(&layout::superblock_key()).unwrap().unwrap();
+    assert_eq!(record::check_superblock(&sb).unwrap(), record::FORMAT_VERSION);
+    let versions: Vec<u8> = store.scan_prefix(&[layout::NS_DELTA]).map(|r| r.unwrap().1[0]).collect();
+    assert!(!versions.is_empty() && versions.iter().all(|&v| v == 2), "{versions:?}");
+}
+
+/// Invariant: a format 3 store (complete buckets, no deltas), a format 4
+/// store (paged Bloom filters only) and a format 5 store (version 1
+/// deltas only) open under this build: the superblock becomes the current
+/// format and every key reads back.
+#[test]
+fn format_3_4_and_5_stores_open_as_current() {
+    for version in [record::FORMAT_V3, record::FORMAT_V4, record::FORMAT_V5] {
         let dir = tempfile::tempdir().unwrap();
         let db = open(dir.path());
         for i in 0..500 {

@@ -8,7 +8,11 @@ use crate::geometry::PAGE_WORDS as WORDS_PER_PAGE;
 use crate::le::{read_u32, read_u64};
 
 /// The on-disk format version this build writes.
-pub(crate) const FORMAT_VERSION: u8 = 5;
+pub(crate) const FORMAT_VERSION: u8 = 6;
+/// Format 5: format 6 with metadata delta records of version 1 only
+/// (whole names). This build reads both versions, so opening a format 5
+/// store only rewrites the superblock.
+pub(crate) const FORMAT_V5: u8 = 5;
 /// Format 4: format 5 without small Bloom filters kept inline. Every
 /// format 4 store is a valid format 5 store, so opening one only rewrites
 /// the superblock.
@@ -364,7 +368,7 @@ pub(crate) fn check_superblock(b: &[u8]) -> Result<u8> {
     if stored != crc32fast::hash(&b[..CRC]) {
         return Err(bad("superblock checksum mismatch".into()));
     }
-    if ![FORMAT_VERSION, FORMAT_V4, FORMAT_V3, FORMAT_V2, FORMAT_V1].contains(&b[VERSION]) {
+    if ![FORMAT_VERSION, FORMAT_V5, FORMAT_V4, FORMAT_V3, FORMAT_V2, FORMAT_V1].contains(&b[VERSION]) {
         return Err(Error::UnsupportedVersion { found: b[VERSION], supported: FORMAT_VERSION });
     }
     let words = u16::from_le_bytes([b[super_layout::PAGE_WORDS], b[super_layout::PAGE_WORDS + 1]]);
@@ -511,6 +515,7 @@ mod tests {
         assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V2)).unwrap(), FORMAT_V2);
         assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V3)).unwrap(), FORMAT_V3);
         assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V4)).unwrap(), FORMAT_V4);
+        assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V5)).unwrap(), FORMAT_V5);
         assert!(matches!(
             check_superblock(&encode_superblock_of(6)),
             Err(Error::UnsupportedVersion { found: 6, supported: FORMAT_VERSION })

@@ -1,7 +1,9 @@
 //! Upgrading older stores, at open.
 //!
-//! A format 2 store is a format 3 store without page groups, and a format 3
-//! store a format 4 store without metadata delta records: their upgrade
+//! A format 2 store is a format 3 store without page groups, a format 3
+//! store a format 4 store without metadata delta records, a format 4 store
+//! a format 5 store without inline Bloom filters, and a format 5 store a
+//! format 6 store whose delta records are all of version 1: their upgrade
 //! rewrites the superblock ([`to_current`]).
 //!
 //! Format 1 kept one metadata record per key (`0x01 | name`) and expiry

@@ -16,7 +16,7 @@ use super::layout::{self, key_hash};
 use super::metas::Fold;
 use super::pages::DirtyPage;
 use super::pagewrites::page_writes;
-use super::record::{self, Catalog, FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4};
+use super::record::{self, Catalog, FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5};
 use super::store::{Store, Write};
 use super::{upgrade, Engine};
 use crate::error::{Error, Result};
@@ -57,7 +57,7 @@ pub(super) fn check_or_create(dir: &Path, store: &dyn Store, databases: u16) -> 
             } else if store.scan_prefix(&[layout::NS_META_V1]).next().is_some() {
                 upgrade::remove_v1_leftovers(store)?;
             }
-            if [FORMAT_V2, FORMAT_V3, FORMAT_V4].contains(&version) {
+            if [FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5].contains(&version) {
                 upgrade::to_current(store)?;
             }
             upgrade::remove_expiry_index(store)?;
