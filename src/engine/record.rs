@@ -517,8 +517,8 @@ mod tests {
         assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V4)).unwrap(), FORMAT_V4);
         assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V5)).unwrap(), FORMAT_V5);
         assert!(matches!(
-            check_superblock(&encode_superblock_of(6)),
-            Err(Error::UnsupportedVersion { found: 6, supported: FORMAT_VERSION })
+            check_superblock(&encode_superblock_of(FORMAT_VERSION + 1)),
+            Err(Error::UnsupportedVersion { found: 7, supported: FORMAT_VERSION })
         ));
         let r = check_superblock(&encode_superblock_of(9));
         assert!(matches!(r, Err(Error::UnsupportedVersion { found: 9, .. })), "{r:?}");
