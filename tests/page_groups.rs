@@ -243,5 +243,5 @@ fn format_2_stores_open_and_regroup() {
     }
     // The superblock was rewritten: the store is in the current format.
     let store = sled::open(dir.path()).unwrap();
-    assert_eq!(store.get([0u8]).unwrap().unwrap()[8], 5);
+    assert_eq!(store.get([0u8]).unwrap().unwrap()[8], 6);
 }
