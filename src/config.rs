@@ -216,8 +216,11 @@ impl Config {
     /// it, changes stay in memory and writes are refused with
     /// [`crate::Error::DiskFull`] until space is freed (reads go on). sled
     /// cannot recover from a failed write without a reopen, so bitsled
-    /// checks first. 0 checks only that the write-back itself fits.
-    /// Default [`DEFAULT_DISK_RESERVE_BYTES`].
+    /// checks first. The reserve also covers what the check does not
+    /// estimate (sled's log overhead and node rewrites, another process
+    /// writing to the same disk), so a small one risks meeting `ENOSPC`
+    /// anyway, which poisons the handle. Default
+    /// [`DEFAULT_DISK_RESERVE_BYTES`].
     pub fn disk_reserve_bytes(mut self, bytes: u64) -> Config {
         self.disk_reserve_bytes = bytes;
         self

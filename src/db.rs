@@ -178,6 +178,18 @@ impl Db {
         self.engine.disk_shortage()
     }
 
+    /// Checks now that the disk has room for a write-back of what is in
+    /// memory and the reserve (see [`Config::disk_reserve_bytes`]); the
+    /// server asks before every write under `appendfsync always`, so that
+    /// a write it could not make durable is refused before it runs.
+    ///
+    /// # Errors
+    /// [`Error::DiskFull`] (recorded: later writes are refused until a
+    /// check finds room); a store error reading the free space.
+    pub fn check_disk_space(&self) -> Result<()> {
+        self.engine.check_disk_space()
+    }
+
     /// Changes the free disk space write-backs leave untouched (see
     /// [`Config::disk_reserve_bytes`]); takes effect at the next check.
     pub fn set_disk_reserve(&self, bytes: u64) {

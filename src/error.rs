@@ -97,7 +97,10 @@ pub enum Error {
     ///
     /// Recovery: free space on that disk (or lower the reserve with
     /// [`crate::Db::set_disk_reserve`]); the next write or background flush
-    /// that finds room lifts the refusal by itself.
+    /// that finds room lifts the refusal by itself. Keep the handle open
+    /// meanwhile: dropping the last one writes what it can, and changes it
+    /// cannot write are lost as in a crash (retry [`crate::Db::flush`]
+    /// until it succeeds first).
     #[error(
         "not enough free disk space for the store ({free_bytes} bytes free, {needed_bytes} needed): \
          writes are refused until space is freed"

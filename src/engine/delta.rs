@@ -55,6 +55,12 @@ pub(crate) const TAG_REMOVED: u8 = 0x80;
 /// Bytes of entries after which a record is closed and the next part
 /// begun: records stay far below the size sled moves to blob files.
 pub(crate) const PART_BYTES: usize = 8192;
+/// The most bytes of names a version 2 record may decode to per byte of
+/// record read so far: shared prefixes make names longer than their
+/// bytes, and without a bound a small crafted record would decode to
+/// gigabytes. The writer starts a new part (where nothing is shared)
+/// before a name would pass it.
+const NAME_EXPANSION: usize = 16;
 
 /// One change: a key's new metadata, or `None` for its removal.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,16 +113,29 @@ impl DeltaWriter {
         let mut done = Vec::new();
         let mut open: Option<(Vec<u8>, u32)> = None;
         let mut prev: &[u8] = &[];
+        // Bytes of names the open part decodes to.
+        let mut names = 0;
         for h in &self.held {
+            let n = name(h);
+            let mut shared = prev.iter().zip(n).take_while(|(a, b)| a == b).count();
+            if let Some((p, _)) = &open {
+                // What the record will have been read up to after this
+                // entry, at least: its keyspace, lengths and the rest.
+                let read = p.len() + 3 + n.len() - shared;
+                if names + n.len() > NAME_EXPANSION * read {
+                    done.extend(open.take().map(seal));
+                }
+            }
             let (p, count) = open.get_or_insert_with(|| {
                 prev = &[];
+                shared = 0;
+                names = 0;
                 let mut p = Vec::with_capacity(PART_BYTES + 512);
                 p.push(VERSION);
                 p.extend_from_slice(&[0; 4]);
                 (p, 0)
             });
-            let n = name(h);
-            let shared = prev.iter().zip(n).take_while(|(a, b)| a == b).count();
+            names += n.len();
             varint::put(p, u64::from(h.ks));
             varint::put(p, shared as u64);
             varint::put(p, (n.len() - shared) as u64);
@@ -165,6 +184,7 @@ pub(crate) fn decode(shard: usize, what: &str, b: &[u8]) -> Result<Vec<DeltaEntr
     let mut r = Reader { b: body, at: HEADER };
     // Each entry takes at least 4 bytes: no allocation from a bad count.
     let mut out: Vec<DeltaEntry> = Vec::with_capacity(usize::try_from(count).unwrap_or(0).min(body.len() / 4));
+    let mut names = 0usize;
     for _ in 0..count {
         let (ks, name) = if version == VERSION_1 {
             let ks = read_u32(r.take(4, &bad)?, 0);
@@ -177,9 +197,14 @@ pub(crate) fn decode(shard: usize, what: &str, b: &[u8]) -> Result<Vec<DeltaEntr
             if shared > prev.len() {
                 return Err(bad(format!("name shares {shared} bytes with a {}-byte name", prev.len())));
             }
-            let mut name = prev[..shared].to_vec();
             let rest = r.len(&bad)?;
-            name.extend_from_slice(r.take(rest, &bad)?);
+            let tail = r.take(rest, &bad)?;
+            names += shared + rest;
+            if names > NAME_EXPANSION * r.at {
+                return Err(bad(format!("{names} bytes of names from {} bytes of record", r.at)));
+            }
+            let mut name = prev[..shared].to_vec();
+            name.extend_from_slice(tail);
             (ks, name)
         };
         if shard_of(key_hash(&name)) != shard {
@@ -295,6 +320,44 @@ mod tests {
         let bytes: usize = parts.iter().map(Vec::len).sum();
         let v1 = encode_v1(&entries).len();
         assert!(bytes * 10 < v1 * 8, "{bytes} bytes against {v1} in version 1");
+    }
+
+    /// Names that share long prefixes round-trip: the writer starts new
+    /// parts so that no record decodes to more than its bound of name
+    /// bytes. A crafted record whose entries repeat a long name from a few
+    /// bytes each is refused instead of decoded to that many copies.
+    #[test]
+    fn shared_prefixes_are_bounded() {
+        let long = vec![b'x'; 4000];
+        let mut entries = Vec::new();
+        let mut i = 0u32;
+        while entries.len() < 300 {
+            let mut name = long.clone();
+            name.extend_from_slice(format!("{i:06}").as_bytes());
+            i += 1;
+            if shard_of(key_hash(&name)) == 0 {
+                entries.push(DeltaEntry { ks: 0, name, meta: None });
+            }
+        }
+        let parts = encode(&entries);
+        let back: Vec<DeltaEntry> = parts.iter().flat_map(|p| decode(0, "t", p).unwrap()).collect();
+        assert_eq!(back, in_record_order(&entries));
+        // One 4,006-byte name, then 1,000 entries sharing all of it.
+        let first = &entries[0].name;
+        let mut p = vec![VERSION];
+        p.extend_from_slice(&1001u32.to_le_bytes());
+        for k in 0..1001 {
+            p.push(0);
+            let (shared, rest) = if k == 0 { (0, &first[..]) } else { (first.len(), &[][..]) };
+            varint::put(&mut p, shared as u64);
+            varint::put(&mut p, rest.len() as u64);
+            p.extend_from_slice(rest);
+            p.push(TAG_REMOVED);
+        }
+        let crc = crc32fast::hash(&p);
+        p.extend_from_slice(&crc.to_le_bytes());
+        let e = decode(0, "t", &p).unwrap_err().to_string();
+        assert!(e.contains("bytes of names"), "{e}");
     }
 
     /// Records of format 5 stores (version 1: whole names, 4-byte

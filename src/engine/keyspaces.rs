@@ -100,6 +100,11 @@ impl Keyspaces {
         self.changed.store(true, Ordering::SeqCst);
     }
 
+    /// Whether the mapping changed since the last [`Keyspaces::take_changed`].
+    pub(crate) fn is_changed(&self) -> bool {
+        self.changed.load(Ordering::SeqCst)
+    }
+
     /// Whether the mapping changed since the last call.
     pub(crate) fn take_changed(&self) -> bool {
         self.changed.swap(false, Ordering::SeqCst)

@@ -265,6 +265,12 @@ impl MetaCache {
     }
 
     /// Bytes of the pinned buckets: changed and not yet folded.
+    /// Whether a bucket changed since the last cut (a write-back has
+    /// metadata to write).
+    pub(crate) fn changed_since_cut(&self) -> bool {
+        self.seq.load(Ordering::Relaxed) != self.cut.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn pinned_bytes(&self) -> usize {
         self.pinned_bytes.load(Ordering::Relaxed)
     }

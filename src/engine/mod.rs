@@ -84,7 +84,7 @@ use claims::Claims;
 use dirs::Directories;
 use journal::Journal;
 use keyspaces::Keyspaces;
-use metas::MetaCache;
+use metas::{Fold, MetaCache};
 use pages::{Fetched, PageCache};
 use settings::Settings;
 use space::SpaceGuard;
@@ -273,16 +273,39 @@ impl Engine {
             return Err(Error::Poisoned(why.clone()));
         }
         if self.space.is_short() {
-            self.check_space()?;
+            self.check_space(Fold::Auto)?;
         }
         Ok(())
     }
 
-    /// Checks that the disk has room for a write-back of everything held
-    /// in memory now, and the reserve (see `space.rs`).
-    fn check_space(&self) -> Result<()> {
-        let pending = self.pages.dirty_bytes().saturating_add(self.metas.pinned_bytes().min(metas::FOLD_BATCH));
+    /// Checks that the disk has room for a write-back of what is held in
+    /// memory now, folding as `fold` says, and the reserve (see `space.rs`).
+    /// The estimate counts the dirty pages and the pinned metadata a fold
+    /// may write whole (an ordinary write-back folds at most about twice
+    /// its fold batch; delta records are smaller than the buckets they
+    /// change); sled's own overhead is what the reserve is for.
+    fn check_space(&self, fold: Fold) -> Result<()> {
+        let pinned = self.metas.pinned_bytes();
+        let metadata = match fold {
+            Fold::Auto => pinned.min(2 * metas::FOLD_BATCH),
+            Fold::All | Fold::Shard(_) => pinned,
+        };
+        let pending = self.pages.dirty_bytes().saturating_add(metadata);
         self.space.check(&*self.store, u64::try_from(pending).unwrap_or(u64::MAX), self.now_ms())
+    }
+
+    /// Whether a write-back has anything to write: dirty pages, changed
+    /// metadata, journal records or a changed catalog mapping.
+    fn has_pending_writes(&self) -> bool {
+        self.pages.dirty_bytes() > 0
+            || self.metas.changed_since_cut()
+            || !self.journal.snapshot().is_empty()
+            || self.keyspaces.is_changed()
+    }
+
+    /// See [`crate::Db::check_disk_space`].
+    pub(crate) fn check_disk_space(&self) -> Result<()> {
+        self.check_space(Fold::Auto)
     }
 
     /// The disk shortage holding writes back, if any.

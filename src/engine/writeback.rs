@@ -185,8 +185,14 @@ impl Engine {
     pub(super) fn write_back_locked(&self, flush_lock: &MutexGuard<'_, ()>, fold: Fold) -> Result<()> {
         self.check_writable()?;
         // Before anything is captured: short of space, every change stays
-        // in memory, as it was.
-        self.check_space()?;
+        // in memory, as it was. With nothing to write, a flush succeeds
+        // (the shortage, recorded, still refuses writes).
+        // A flushed keyspace makes this write-back fold every shard.
+        let flushing =
+            self.journal.snapshot().iter().any(|(k, _, v)| v.is_some() && layout::parse_dead_key(k).is_some());
+        if let Err(e) = self.check_space(if flushing { Fold::All } else { fold }) {
+            return if self.has_pending_writes() { Err(e) } else { Ok(()) };
+        }
         // Write-backs are serialised by `flush_lock`, so this is the next number.
         let seq = self.sequence.load(Ordering::SeqCst) + 1;
         let (pages, metas, journal, building, catalog, catalog_changed) = {
@@ -349,7 +355,9 @@ impl Engine {
 
     /// Reclaims at the opening of a store; the rest goes to the background.
     pub(super) fn reclaim_at_open(&self) -> Result<()> {
-        if self.space.is_short() {
+        // Deleting writes too: short of space, it waits for the
+        // background write-backs.
+        if self.check_space(Fold::Auto).is_err() {
             return Ok(());
         }
         self.reclaim_for(OPEN_RECLAIM)

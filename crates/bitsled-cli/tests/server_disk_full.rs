@@ -6,10 +6,12 @@
 //! free space than the reserve and the next write-back need; every write
 //! acknowledged before is still read back, INFO persistence says so; once
 //! space is freed, writes are accepted again without a restart; after a
-//! graceful stop and a restart, every acknowledged write is there. Under
-//! `appendfsync always` a write that cannot be made durable gets the
-//! `-MISCONF` error as its reply and the connection stays open; a graceful
-//! stop while short of space waits for room and then flushes.
+//! graceful stop and a restart, every acknowledged write is there; a
+//! write queued in MULTI is refused when queued and EXEC aborts. Under
+//! `appendfsync always` the space is checked before each write, so a write
+//! that could not be made durable is refused with `-MISCONF` before it
+//! runs and the connection stays open; a graceful stop while short of
+//! space waits for room and then flushes.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -119,6 +121,14 @@ fn a_full_disk_refuses_writes_keeps_reads_and_recovers() {
     assert!(text.contains("disk_short_of_space:1") && text.contains("aof_last_write_status:err"), "{text}");
     check_all(&mut con, "before", &(0..8).collect::<Vec<_>>());
     check_all(&mut con, "during", &acked);
+    // A write queued in MULTI is refused when queued, and EXEC aborts.
+    let () = redis::cmd("MULTI").query(&mut con).unwrap();
+    let queued = redis::cmd("SET").arg("in-multi").arg("1").query::<()>(&mut con).unwrap_err();
+    assert_eq!(queued.code(), Some("MISCONF"), "{queued}");
+    let exec = redis::cmd("EXEC").query::<()>(&mut con).unwrap_err();
+    assert_eq!(exec.code(), Some("EXECABORT"), "{exec}");
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG", "reads and PING are served");
 
     // Freed space lifts the refusal at the next write.
     std::fs::remove_file(&filler).unwrap();

@@ -6,6 +6,8 @@
 
 use std::time::Instant;
 
+use bitsled::Durability;
+
 use super::session::{Session, NOAUTH};
 use super::spec::{Commands, Flags, Handler, Spec};
 use super::{table, unknown_command, unknown_subcommand, wrong_arity, Fail, Reply};
@@ -45,6 +47,9 @@ impl Session {
             return self.refuse(NOAUTH);
         }
         if let Some(refused) = self.refuse_for_memory(spec) {
+            return refused;
+        }
+        if let Some(refused) = self.refuse_for_disk(spec) {
             return refused;
         }
         if self.multi.is_some() && !spec.flags.contains(Flags::NOT_QUEUED) {
@@ -120,6 +125,41 @@ impl Session {
         st.failed += u64::from(matches!(reply, Reply::Error(_)));
         reply
     }
+}
+
+impl Session {
+    /// Redis's `-MISCONF` refusal of writes the server cannot persist:
+    /// while the disk is short of space (see `Config::disk_reserve_bytes`),
+    /// a write command, or an EXEC with one queued, is refused before it
+    /// runs (a refused EXEC aborts the transaction). Under `appendfsync
+    /// always` the space is checked afresh before each write, so a write
+    /// that could not be made durable does not run. Other commands, PING
+    /// included, are served.
+    fn refuse_for_disk(&mut self, spec: &'static Spec) -> Option<Reply> {
+        let exec = spec.name == "exec";
+        let write = spec.is_write()
+            || (exec && self.multi.as_ref().is_some_and(|m| m.queue.iter().any(|args| queued_writes(args))));
+        if !write {
+            return None;
+        }
+        let checked = if self.db.durability() == Durability::Always || self.db.disk_shortage().is_some() {
+            self.db.check_disk_space()
+        } else {
+            Ok(())
+        };
+        let text = super::error_text(&checked.err()?);
+        if exec && self.multi.is_some() {
+            self.multi = None;
+            self.watches.clear();
+            return Some(self.refuse(format!("EXECABORT Transaction discarded because of: {text}")));
+        }
+        Some(self.refuse(text))
+    }
+}
+
+/// Whether a queued command writes (it resolved when queued).
+fn queued_writes(args: &[Vec<u8>]) -> bool {
+    resolve(args).is_ok_and(Spec::is_write)
 }
 
 /// Redis's reply to a command refused for memory.

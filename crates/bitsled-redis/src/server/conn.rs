@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use super::link::Link;
 use super::resp::{Parsed, Parser};
-use super::{ClientInfo, CommitFailure, Shared};
+use super::{ClientInfo, Shared};
 use crate::command::{Close, Reply, Session};
 use bitsled::Durability;
 
@@ -226,8 +226,7 @@ impl Conn<'_> {
     /// policy), the batch's writes are made durable before its replies may
     /// go out.
     fn process(&mut self) {
-        // Where this batch's replies start, and how many there are.
-        let (replies_from, mut requests) = (self.out.len(), 0usize);
+        let mut requests = 0usize;
         while !self.close && !self.kill {
             let parsed = self.parser.parse(&self.buf[self.lo..self.hi], self.session.authed);
             match parsed {
@@ -261,23 +260,14 @@ impl Conn<'_> {
             *self.info.last_active.lock() = Instant::now();
         }
         if self.session.take_wrote() && self.shared.db.durability() == Durability::Always && !self.kill {
-            match self.shared.committer.commit(&self.shared.db, &self.shared.stats) {
-                Ok(()) => {}
-                // The disk is short of space: the batch's changes stay in
-                // memory (written once there is room) but are not durable,
-                // so each of its replies becomes the error.
-                Err(CommitFailure { text, lasting: false }) => {
-                    self.out.truncate(replies_from);
-                    for _ in 0..requests {
-                        crate::command::write_error(text.as_bytes(), &mut self.out);
-                    }
-                }
-                // The replies are not sent: nothing in this batch counts as
-                // acknowledged.
-                Err(CommitFailure { text, lasting: true }) => {
-                    eprintln!("bitsled serve: flush failed ({text}); closing client {}", self.info.id);
-                    self.kill = true;
-                }
+            // The replies are not sent: nothing in this batch counts as
+            // acknowledged, and the client cannot tell which of its writes
+            // ran (as after a crash). Writes are checked for disk space
+            // before they run under this policy, so a shortage meets a
+            // flush only if the space went between the check and it.
+            if let Err(why) = self.shared.committer.commit(&self.shared.db, &self.shared.stats) {
+                eprintln!("bitsled serve: flush failed ({why}); closing client {}", self.info.id);
+                self.kill = true;
             }
         }
         self.publish_stats();

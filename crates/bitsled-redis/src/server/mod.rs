@@ -410,15 +410,6 @@ struct Committer {
     done: Condvar,
 }
 
-/// Why a group commit failed.
-struct CommitFailure {
-    /// The error, as a client reads it.
-    pub(crate) text: String,
-    /// Every later commit fails too (the database refuses writes for
-    /// good); otherwise the cause may clear (a disk short of space).
-    pub(crate) lasting: bool,
-}
-
 #[derive(Default)]
 struct CommitState {
     durable: u64,
@@ -430,14 +421,14 @@ struct CommitState {
 impl Committer {
     /// Waits until everything done before this call is durable, flushing
     /// `db` or riding on a concurrent flush.
-    fn commit(&self, db: &Db, stats: &Stats) -> std::result::Result<(), CommitFailure> {
+    fn commit(&self, db: &Db, stats: &Stats) -> std::result::Result<(), String> {
         // Writes that completed before this point are covered by any flush
         // that starts after a ticket at least this high was issued.
         let ticket = self.issued.fetch_add(1, Ordering::SeqCst) + 1;
         let mut st = self.state.lock();
         loop {
             if let Some(why) = &st.failed {
-                return Err(CommitFailure { text: why.clone(), lasting: true });
+                return Err(why.clone());
             }
             if st.durable >= ticket {
                 return Ok(());
@@ -468,7 +459,7 @@ impl Committer {
                 if lasting {
                     st.failed = Some(text.clone());
                 }
-                Err(CommitFailure { text, lasting })
+                Err(text)
             }
         };
         self.done.notify_all();
