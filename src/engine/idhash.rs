@@ -1,6 +1,6 @@
 //! A fast hasher for the engine's integer-keyed maps and shard choice.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// FxHash-style multiply-rotate hashing: fast on integers, not meant to
@@ -24,3 +24,6 @@ impl Hasher for IdHasher {
 
 /// A `HashMap` with [`IdHasher`].
 pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+/// A `HashSet` with [`IdHasher`] (a Bloom filter's bit offsets to set).
+pub(crate) type FastSet<K> = HashSet<K, BuildHasherDefault<IdHasher>>;

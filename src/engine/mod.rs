@@ -36,7 +36,7 @@ mod expiry;
 pub(crate) mod fault;
 #[cfg(test)]
 mod fold_tests;
-mod idhash;
+pub(crate) mod idhash;
 mod journal;
 mod keys;
 mod keyspaces;

@@ -6,8 +6,6 @@
 //! page cache like a string's, so a filter larger than memory pages from
 //! disk, and each command is one atomic change under the key's lock.
 
-use std::collections::HashSet;
-
 use crate::bloom::hash::ItemHash;
 use crate::bloom::small::{self, Small};
 use crate::bloom::{
@@ -15,6 +13,7 @@ use crate::bloom::{
     MAX_CAPACITY, MAX_EXPANSION,
 };
 use crate::db::Db;
+use crate::engine::idhash::FastSet;
 use crate::engine::{Kind, Meta, ReadTx, WriteTx};
 use crate::error::{Error, Result};
 use crate::geometry::{locate, PAGE_BITS, PAGE_BYTES, PAGE_LEN};
@@ -160,11 +159,11 @@ fn plan_adds<T: AsRef<[u8]>>(
     key: &[u8],
     filter: &mut Filter,
     items: &[T],
-) -> Result<(Vec<BloomAdd>, HashSet<u64>)> {
+) -> Result<(Vec<BloomAdd>, FastSet<u64>)> {
     let hashes: Vec<ItemHash> = items.iter().map(|i| ItemHash::of(i.as_ref())).collect();
     let stored = if filter.created { 0 } else { filter.header.filters.len() };
     let missing = if stored > 0 { probe(tx, key, filter, &hashes)? } else { Vec::new() };
-    let mut to_set: HashSet<u64> = HashSet::new();
+    let mut to_set = FastSet::default();
     let mut out = Vec::with_capacity(items.len());
     for (j, h) in hashes.iter().enumerate() {
         let present = filter.header.filters.iter().enumerate().any(|(f, sf)| {
@@ -198,7 +197,7 @@ fn plan_adds<T: AsRef<[u8]>>(
 /// moves to pages first (its bits become page 1, where its sub-filter
 /// starts in the paged layout). In pages: one read-modify-write per page
 /// touched, the header page rewritten, the key's metadata recorded.
-fn store_filter(tx: &mut WriteTx<'_>, key: &[u8], filter: &mut Filter, to_set: HashSet<u64>) -> Result<()> {
+fn store_filter(tx: &mut WriteTx<'_>, key: &[u8], filter: &mut Filter, to_set: FastSet<u64>) -> Result<()> {
     if let Some(mut bits) = filter.small.take() {
         let first = filter.header.filters[0];
         if filter.header.filters.len() == 1 {
@@ -267,7 +266,7 @@ impl Db {
                 return Ok(false);
             }
             let mut filter = Filter::create(tx, header)?;
-            store_filter(tx, key, &mut filter, HashSet::new())?;
+            store_filter(tx, key, &mut filter, FastSet::default())?;
             Ok(true)
         })
     }
