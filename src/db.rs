@@ -179,15 +179,16 @@ impl Db {
     }
 
     /// Checks now that the disk has room for a write-back of what is in
-    /// memory and the reserve (see [`Config::disk_reserve_bytes`]); the
+    /// memory, `extra` bytes more (what the caller is about to write, at
+    /// most) and the reserve (see [`Config::disk_reserve_bytes`]). The
     /// server asks before every write under `appendfsync always`, so that
     /// a write it could not make durable is refused before it runs.
     ///
     /// # Errors
-    /// [`Error::DiskFull`] (recorded: later writes are refused until a
-    /// check finds room); a store error reading the free space.
-    pub fn check_disk_space(&self) -> Result<()> {
-        self.engine.check_disk_space()
+    /// [`Error::DiskFull`] (recorded: writes are refused until a check
+    /// finds room); a store error reading the free space.
+    pub fn check_disk_space(&self, extra: u64) -> Result<()> {
+        self.engine.check_disk_space(extra)
     }
 
     /// Changes the free disk space write-backs leave untouched (see

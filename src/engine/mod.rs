@@ -285,13 +285,18 @@ impl Engine {
     /// its fold batch; delta records are smaller than the buckets they
     /// change); sled's own overhead is what the reserve is for.
     fn check_space(&self, fold: Fold) -> Result<()> {
+        self.check_space_for(fold, 0)
+    }
+
+    /// [`Engine::check_space`] with room for `extra` bytes more.
+    fn check_space_for(&self, fold: Fold, extra: u64) -> Result<()> {
         let pinned = self.metas.pinned_bytes();
         let metadata = match fold {
             Fold::Auto => pinned.min(2 * metas::FOLD_BATCH),
             Fold::All | Fold::Shard(_) => pinned,
         };
-        let pending = self.pages.dirty_bytes().saturating_add(metadata);
-        self.space.check(&*self.store, u64::try_from(pending).unwrap_or(u64::MAX), self.now_ms())
+        let pending = u64::try_from(self.pages.dirty_bytes().saturating_add(metadata)).unwrap_or(u64::MAX);
+        self.space.check(&*self.store, pending.saturating_add(extra), self.now_ms())
     }
 
     /// Whether a write-back has anything to write: dirty pages, changed
@@ -304,8 +309,8 @@ impl Engine {
     }
 
     /// See [`crate::Db::check_disk_space`].
-    pub(crate) fn check_disk_space(&self) -> Result<()> {
-        self.check_space(Fold::Auto)
+    pub(crate) fn check_disk_space(&self, extra: u64) -> Result<()> {
+        self.check_space_for(Fold::Auto, extra)
     }
 
     /// The disk shortage holding writes back, if any.

@@ -11,7 +11,8 @@
 //! `appendfsync always` the space is checked before each write, so a write
 //! that could not be made durable is refused with `-MISCONF` before it
 //! runs and the connection stays open; a graceful stop while short of
-//! space waits for room and then flushes.
+//! space, with accepted writes not yet written, waits for room and then
+//! flushes them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -145,9 +146,17 @@ fn a_full_disk_refuses_writes_keeps_reads_and_recovers() {
     assert!(refusal.starts_with("MISCONF "), "{refusal}");
     let pong: String = redis::cmd("PING").query(&mut con).expect("the connection is still open");
     assert_eq!(pong, "PONG");
+    std::fs::remove_file(&filler).unwrap();
+    let () = redis::cmd("SET").arg("after-always").arg(value(98)).query(&mut con).unwrap();
 
-    // A graceful stop while short of space waits for room rather than
-    // drop what is in memory, and finishes once there is.
+    // A graceful stop while short of space, with accepted writes not yet
+    // written (everysec), waits for room rather than drop them, and
+    // finishes once there is.
+    let () = redis::cmd("CONFIG").arg("SET").arg("appendfsync").arg("everysec").query(&mut con).unwrap();
+    let filler = fill(fs.path(), 6 << 20);
+    let (acked_late, refusal) = write_until_refused(&mut con, "late");
+    assert!(refusal.starts_with("MISCONF "), "{refusal}");
+    drop(con);
     served.signal("-TERM");
     std::thread::sleep(Duration::from_secs(2));
     assert!(served.child.try_wait().unwrap().is_none(), "the server waits for space to flush");
@@ -159,8 +168,11 @@ fn a_full_disk_refuses_writes_keeps_reads_and_recovers() {
     check_all(&mut con, "before", &(0..8).collect::<Vec<_>>());
     check_all(&mut con, "during", &acked);
     check_all(&mut con, "always", &acked_always);
-    let got: Option<Vec<u8>> = redis::cmd("GET").arg("after").query(&mut con).unwrap();
-    assert_eq!(got, Some(value(99)));
+    check_all(&mut con, "late", &acked_late);
+    for (key, v) in [("after", 99), ("after-always", 98)] {
+        let got: Option<Vec<u8>> = redis::cmd("GET").arg(key).query(&mut con).unwrap();
+        assert_eq!(got, Some(value(v)), "{key}");
+    }
     drop(con);
     drop(served);
 }

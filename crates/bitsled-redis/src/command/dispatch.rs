@@ -49,7 +49,7 @@ impl Session {
         if let Some(refused) = self.refuse_for_memory(spec) {
             return refused;
         }
-        if let Some(refused) = self.refuse_for_disk(spec) {
+        if let Some(refused) = self.refuse_for_disk(spec, args) {
             return refused;
         }
         if self.multi.is_some() && !spec.flags.contains(Flags::NOT_QUEUED) {
@@ -132,18 +132,22 @@ impl Session {
     /// while the disk is short of space (see `Config::disk_reserve_bytes`),
     /// a write command, or an EXEC with one queued, is refused before it
     /// runs (a refused EXEC aborts the transaction). Under `appendfsync
-    /// always` the space is checked afresh before each write, so a write
-    /// that could not be made durable does not run. Other commands, PING
-    /// included, are served.
-    fn refuse_for_disk(&mut self, spec: &'static Spec) -> Option<Reply> {
+    /// always` the space is checked afresh before each write, with room
+    /// for what the write may add (its arguments' bytes, and at least half
+    /// the reserve), so a write that could not be made durable does not
+    /// run. Other commands, PING included, are served.
+    fn refuse_for_disk(&mut self, spec: &'static Spec, args: &[Vec<u8>]) -> Option<Reply> {
         let exec = spec.name == "exec";
         let write = spec.is_write()
             || (exec && self.multi.as_ref().is_some_and(|m| m.queue.iter().any(|args| queued_writes(args))));
         if !write {
             return None;
         }
-        let checked = if self.db.durability() == Durability::Always || self.db.disk_shortage().is_some() {
-            self.db.check_disk_space()
+        let checked = if self.db.durability() == Durability::Always {
+            let args_bytes: usize = args.iter().map(Vec::len).sum();
+            self.db.check_disk_space((args_bytes as u64).max(self.db.disk_reserve() / 2))
+        } else if self.db.disk_shortage().is_some() {
+            self.db.check_disk_space(0)
         } else {
             Ok(())
         };
