@@ -19,6 +19,16 @@ pub use crate::page::{Encoding, PageError};
 /// `crates/bitsled-testkit`'s `fault_check`).
 pub use crate::engine::fault::{open_faulty, Faults};
 
+/// Opens the sled database of a closed store directly (to damage or
+/// inspect its records), waiting up to 2 s for a handle just dropped to let
+/// go of the directory's lock.
+///
+/// # Errors
+/// sled's error if it does not open.
+pub fn open_raw_store(dir: &std::path::Path) -> Result<sled::Db, sled::Error> {
+    crate::engine::store::open_raw(dir)
+}
+
 /// Runs every HyperLogLog sketch operation on arbitrary bytes (byte 0 picks
 /// the elements added; the rest is a stored value, as is and behind a valid
 /// header): each must return `Ok` or `Err` and keep its invariants. Panics

@@ -24,7 +24,7 @@ fn open(dir: &std::path::Path) -> Db {
 /// Rewrites every stored record of namespace `ns` with `damage` applied, by
 /// opening the store directly while bitsled has it closed.
 fn damage_records(dir: &std::path::Path, ns: u8, damage: impl Fn(&mut Vec<u8>)) -> usize {
-    let store = sled::open(dir).unwrap();
+    let store = bitsled::testing::open_raw_store(dir).unwrap();
     let mut n = 0;
     for r in store.scan_prefix([ns]) {
         let (k, v) = r.unwrap();
@@ -70,7 +70,7 @@ fn flipped_page_byte_is_reported_with_key_and_page() {
         }
         // Damage only the victim's records: its bitmap id is the first,
         // and the healthy key (two small pages) has no page record.
-        let store = sled::open(dir.path()).unwrap();
+        let store = bitsled::testing::open_raw_store(dir.path()).unwrap();
         for ns in [PAGE_NS, GROUP_NS] {
             let (k, v) = store.scan_prefix([ns]).next().unwrap().unwrap();
             let mut v = v.to_vec();

@@ -181,7 +181,7 @@ proptest! {
 /// no delta record) as format 2 wrote it: every group member becomes a
 /// page record of its own and the superblock says 2.
 fn downgrade_to_format_2(dir: &Path) {
-    let store = sled::open(dir).unwrap();
+    let store = bitsled::testing::open_raw_store(dir).unwrap();
     for r in store.scan_prefix([0x07u8]) {
         let (key, value) = r.unwrap();
         let group = u64::from_be_bytes(key[9..17].try_into().unwrap());
@@ -242,6 +242,6 @@ fn format_2_stores_open_and_regroup() {
         assert_eq!(compacted.bitcount(b"dense", None).unwrap(), P.div_ceil(3));
     }
     // The superblock was rewritten: the store is in the current format.
-    let store = sled::open(dir.path()).unwrap();
+    let store = bitsled::testing::open_raw_store(dir.path()).unwrap();
     assert_eq!(store.get([0u8]).unwrap().unwrap()[8], 6);
 }

@@ -177,6 +177,26 @@ fn open_error(dir: &Path, e: sled::Error) -> Error {
 /// How long `open` waits for another handle of the same directory to let go.
 const LOCK_WAIT: Duration = Duration::from_secs(2);
 
+/// Opens the sled database in `dir` with sled's defaults, waiting (as
+/// [`SledStore::open`] does) for a handle just dropped to let go of the
+/// directory's lock: for tests that damage or inspect a closed store's
+/// records directly.
+///
+/// # Errors
+/// sled's error if it does not open.
+#[cfg(feature = "testing")]
+pub(crate) fn open_raw(dir: &Path) -> std::result::Result<sled::Db, sled::Error> {
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        match sled::open(dir) {
+            Err(sled::Error::Io(e)) if is_lock_error(&e) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            r => return r,
+        }
+    }
+}
+
 /// Whether sled failed to take the directory's file lock.
 fn is_lock_error(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::WouldBlock || e.to_string().contains("could not acquire lock")

@@ -310,7 +310,7 @@ fn corrupted_header_is_reported() {
         // The victim is the only key, so its only stored page is its header,
         // small enough to be the one member of its group's record (0x07).
         // Replace it by a page record (0x02, same id and page) of other bits.
-        let store = sled::open(dir.path()).unwrap();
+        let store = bitsled::testing::open_raw_store(dir.path()).unwrap();
         assert_eq!(store.scan_prefix([0x02u8]).count(), 0);
         let groups: Vec<_> = store.scan_prefix([0x07u8]).map(|r| r.unwrap().0).collect();
         assert_eq!(groups.len(), 1);
