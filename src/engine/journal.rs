@@ -21,6 +21,11 @@ type JournalValue = (Seq, Option<Vec<u8>>);
 /// A journal record captured by a write-back.
 pub(crate) type JournalEntry = (Vec<u8>, Seq, Option<Vec<u8>>);
 
+/// Whether the record `key` = `value` is a dead keyspace marker being set.
+pub(crate) fn is_flush(key: &[u8], value: Option<&Vec<u8>>) -> bool {
+    value.is_some() && super::layout::parse_dead_key(key).is_some()
+}
+
 impl Journal {
     pub(crate) fn new() -> Journal {
         Journal { entries: Mutex::new(BTreeMap::new()), seq: AtomicU64::new(0) }
@@ -35,6 +40,17 @@ impl Journal {
     /// Whether a record for `key` waits for the next write-back.
     pub(crate) fn contains(&self, key: &[u8]) -> bool {
         self.entries.lock().contains_key(key)
+    }
+
+    /// Whether no record waits.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.lock().is_empty()
+    }
+
+    /// Whether a dead keyspace marker waits: the write-back that carries
+    /// it records a flushed keyspace (and so folds every shard).
+    pub(crate) fn records_flush(&self) -> bool {
+        self.entries.lock().iter().any(|(k, (_, v))| is_flush(k, v.as_ref()))
     }
 
     pub(crate) fn snapshot(&self) -> Vec<JournalEntry> {

@@ -273,23 +273,19 @@ impl Engine {
             return Err(Error::Poisoned(why.clone()));
         }
         if self.space.is_short() {
-            self.check_space(Fold::Auto)?;
+            self.check_space(Fold::Auto, 0)?;
         }
         Ok(())
     }
 
     /// Checks that the disk has room for a write-back of what is held in
-    /// memory now, folding as `fold` says, and the reserve (see `space.rs`).
-    /// The estimate counts the dirty pages and the pinned metadata a fold
-    /// may write whole (an ordinary write-back folds at most about twice
-    /// its fold batch; delta records are smaller than the buckets they
-    /// change); sled's own overhead is what the reserve is for.
-    fn check_space(&self, fold: Fold) -> Result<()> {
-        self.check_space_for(fold, 0)
-    }
-
-    /// [`Engine::check_space`] with room for `extra` bytes more.
-    fn check_space_for(&self, fold: Fold, extra: u64) -> Result<()> {
+    /// memory now, folding as `fold` says, `extra` bytes more, and the
+    /// reserve (see `space.rs`). The estimate counts the dirty pages and
+    /// the pinned metadata a fold may write whole (an ordinary write-back
+    /// folds at most about twice its fold batch; delta records are smaller
+    /// than the buckets they change); sled's own overhead is what the
+    /// reserve is for.
+    fn check_space(&self, fold: Fold, extra: u64) -> Result<()> {
         let pinned = self.metas.pinned_bytes();
         let metadata = match fold {
             Fold::Auto => pinned.min(2 * metas::FOLD_BATCH),
@@ -304,13 +300,13 @@ impl Engine {
     fn has_pending_writes(&self) -> bool {
         self.pages.dirty_bytes() > 0
             || self.metas.changed_since_cut()
-            || !self.journal.snapshot().is_empty()
+            || !self.journal.is_empty()
             || self.keyspaces.is_changed()
     }
 
     /// See [`crate::Db::check_disk_space`].
     pub(crate) fn check_disk_space(&self, extra: u64) -> Result<()> {
-        self.check_space_for(Fold::Auto, extra)
+        self.check_space(Fold::Auto, extra)
     }
 
     /// The disk shortage holding writes back, if any.

@@ -11,7 +11,7 @@ use parking_lot::MutexGuard;
 
 use super::bucket::Bucket;
 use super::delta;
-use super::journal::JournalEntry;
+use super::journal::{self, JournalEntry};
 use super::layout::{self, key_hash};
 use super::metas::Fold;
 use super::pages::DirtyPage;
@@ -188,9 +188,8 @@ impl Engine {
         // in memory, as it was. With nothing to write, a flush succeeds
         // (the shortage, recorded, still refuses writes).
         // A flushed keyspace makes this write-back fold every shard.
-        let flushing =
-            self.journal.snapshot().iter().any(|(k, _, v)| v.is_some() && layout::parse_dead_key(k).is_some());
-        if let Err(e) = self.check_space(if flushing { Fold::All } else { fold }) {
+        let check = if self.journal.records_flush() { Fold::All } else { fold };
+        if let Err(e) = self.check_space(check, 0) {
             return if self.has_pending_writes() { Err(e) } else { Ok(()) };
         }
         // Write-backs are serialised by `flush_lock`, so this is the next number.
@@ -207,7 +206,7 @@ impl Engine {
             let journal = self.journal.snapshot();
             let building = self.building.lock().clone();
             let changed = self.keyspaces.take_changed();
-            let flushed = journal.iter().any(|(k, _, v)| v.is_some() && layout::parse_dead_key(k).is_some());
+            let flushed = journal.iter().any(|(k, _, v)| journal::is_flush(k, v.as_ref()));
             let fold = if flushed { Fold::All } else { fold };
             let metas = self.metas.cut(seq, fold, self.meta_budget());
             (pages, metas, journal, building, self.keyspaces.catalog(), changed)
@@ -357,7 +356,7 @@ impl Engine {
     pub(super) fn reclaim_at_open(&self) -> Result<()> {
         // Deleting writes too: short of space, it waits for the
         // background write-backs.
-        if self.check_space(Fold::Auto).is_err() {
+        if self.check_space(Fold::Auto, 0).is_err() {
             return Ok(());
         }
         self.reclaim_for(OPEN_RECLAIM)

@@ -78,12 +78,18 @@ impl Session {
         if !(denyoom || queued) || !host.out_of_memory() {
             return None;
         }
+        Some(self.refuse_before_running(exec, OOM.to_string()))
+    }
+
+    /// Refuses a command before it runs with `text`; an EXEC refused so
+    /// discards its transaction (`EXECABORT ... because of: text`).
+    fn refuse_before_running(&mut self, exec: bool, text: String) -> Reply {
         if exec && self.multi.is_some() {
             self.multi = None;
             self.watches.clear();
-            return Some(self.refuse(format!("EXECABORT Transaction discarded because of: {OOM}")));
+            return self.refuse(format!("EXECABORT Transaction discarded because of: {text}"));
         }
-        Some(self.refuse(OOM))
+        self.refuse(text)
     }
 
     /// Runs a resolved command; `in_exec` when EXEC runs it (and already
@@ -152,12 +158,7 @@ impl Session {
             Ok(())
         };
         let text = super::error_text(&checked.err()?);
-        if exec && self.multi.is_some() {
-            self.multi = None;
-            self.watches.clear();
-            return Some(self.refuse(format!("EXECABORT Transaction discarded because of: {text}")));
-        }
-        Some(self.refuse(text))
+        Some(self.refuse_before_running(exec, text))
     }
 }
 
