@@ -14,7 +14,7 @@ use super::session::{Close, Session};
 use super::{args, CmdResult, Fail, Reply};
 
 /// The server behind `s`, or the error for a command that needs one.
-fn server(s: &Session) -> Result<&Arc<dyn Host>, Fail> {
+pub(super) fn server(s: &Session) -> Result<&Arc<dyn Host>, Fail> {
     s.host.as_ref().ok_or_else(|| Fail::new("ERR this command needs a connection to `bitsled serve`"))
 }
 
@@ -71,8 +71,9 @@ pub(crate) fn client_kill(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
     let host = server(s)?;
     let old_form = a.len() == 3;
     let (mut id, mut addr, mut laddr, mut skipme) = (None, None, None, !old_form);
-    // A TYPE no client has (every client here is a normal one).
-    let mut other_type = false;
+    // The TYPE asked for: `normal` or `pubsub` (a client subscribed to
+    // anything), or one no client here has (a replica or master).
+    let mut kind: Option<Option<bool>> = None;
     if old_form {
         addr = Some(a[2].as_slice());
     } else {
@@ -89,7 +90,13 @@ pub(crate) fn client_kill(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
                     text.push(b'\'');
                     return Err(Fail(text));
                 }
-                other_type = !args::is(value, "normal");
+                kind = Some(if args::is(value, "normal") {
+                    Some(false)
+                } else if args::is(value, "pubsub") {
+                    Some(true)
+                } else {
+                    None
+                });
             } else if args::is(opt, "addr") {
                 addr = Some(value.as_slice());
             } else if args::is(opt, "laddr") {
@@ -114,7 +121,8 @@ pub(crate) fn client_kill(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
         addr.is_none_or(|x| c.addr.to_string().as_bytes() == x)
             && laddr.is_none_or(|x| c.laddr.to_string().as_bytes() == x)
             && id.is_none_or(|x| c.id == x)
-            && !(other_type || (skipme && c.id == me))
+            && kind.is_none_or(|k| k == Some(c.pubsub))
+            && !(skipme && c.id == me)
     });
     if matching.contains(&me) {
         s.close = Some(Close::AfterReply);

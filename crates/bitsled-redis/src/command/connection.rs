@@ -151,6 +151,8 @@ pub(crate) fn quit(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
 /// set).
 pub(crate) fn reset(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
     s.multi = None;
+    super::pubsub::unsubscribe_all(s);
+    s.reply_mode = super::ReplyMode::On;
     s.watches.clear();
     s.db = s.db.select(0)?;
     if let Some(host) = &s.host {

@@ -52,6 +52,9 @@ impl Session {
         if let Some(refused) = self.refuse_for_disk(spec, args) {
             return refused;
         }
+        if let Some(text) = super::pubsub::refusal_while_subscribed(self, spec.name) {
+            return self.refuse(text);
+        }
         if self.multi.is_some() && !spec.flags.contains(Flags::NOT_QUEUED) {
             if spec.flags.contains(Flags::NO_MULTI) {
                 return self.refuse("ERR Command not allowed inside a transaction");
@@ -100,6 +103,9 @@ impl Session {
         // Timed from when the command may run: a wait for another
         // client's EXEC is not its own time.
         let (reply, start) = match spec.run {
+            Handler::Data(_) if spec.name == "ping" && self.subscribed() && self.proto == super::Proto::Resp2 => {
+                (Ok(super::pubsub::subscribed_ping(args)), Instant::now())
+            }
             Handler::Data(f) => {
                 let _shared = self.host.as_ref().filter(|_| !in_exec).map(|h| h.transaction_lock().read());
                 let start = Instant::now();

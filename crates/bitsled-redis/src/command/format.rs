@@ -50,7 +50,9 @@ fn format_into(out: &mut Vec<u8>, reply: &Reply, prefix: &str) {
             let flat: Vec<Reply> = pairs.iter().flat_map(|(k, v)| [k.clone(), v.clone()]).collect();
             format_items(out, &flat, prefix);
         }
-        Reply::Array(items) | Reply::Set(items) => format_items(out, items, prefix),
+        Reply::Array(items) | Reply::Set(items) | Reply::Push(items) => format_items(out, items, prefix),
+        // Printed as redis-cli prints replies that arrive one after another.
+        Reply::Several(replies) => replies.iter().for_each(|r| format_into(out, r, prefix)),
     }
 }
 

@@ -21,6 +21,8 @@ pub(crate) struct ClientAddr {
     pub(crate) addr: SocketAddr,
     /// The server's address of the connection (`LADDR`).
     pub(crate) laddr: SocketAddr,
+    /// Whether it is subscribed to anything (`TYPE pubsub`).
+    pub(crate) pubsub: bool,
 }
 
 /// A checked `CONFIG SET` value.
@@ -49,6 +51,41 @@ impl Default for HostMemory {
     /// Without a server: no clients, no limit.
     fn default() -> HostMemory {
         HostMemory { clients_bytes: 0, maxmemory: 0, policy: "noeviction" }
+    }
+}
+
+/// The namespace of a pub/sub subscription.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum SubKind {
+    /// A channel (SUBSCRIBE).
+    Channel,
+    /// A glob-style pattern of channels (PSUBSCRIBE).
+    Pattern,
+    /// A shard channel (SSUBSCRIBE): a namespace of its own, counted apart
+    /// from the other two.
+    Shard,
+}
+
+impl SubKind {
+    /// Every kind, in the order RESET and a closing connection drop them.
+    pub(crate) const ALL: [SubKind; 3] = [SubKind::Channel, SubKind::Shard, SubKind::Pattern];
+
+    /// The first element of a subscription's confirmation.
+    pub(crate) fn subscribed(self) -> &'static str {
+        match self {
+            SubKind::Channel => "subscribe",
+            SubKind::Pattern => "psubscribe",
+            SubKind::Shard => "ssubscribe",
+        }
+    }
+
+    /// The first element of an unsubscription's confirmation.
+    pub(crate) fn unsubscribed(self) -> &'static str {
+        match self {
+            SubKind::Channel => "unsubscribe",
+            SubKind::Pattern => "punsubscribe",
+            SubKind::Shard => "sunsubscribe",
+        }
     }
 }
 
@@ -172,6 +209,30 @@ pub(crate) trait Host: Send + Sync {
     /// LASTSAVE: the Unix time of the last successful save (the server's
     /// start before any).
     fn last_save_secs(&self) -> u64;
+
+    /// Adds this client to the subscribers of `name` (a channel, pattern
+    /// or shard channel); the session keeps its own list, so this is
+    /// called once per new subscription.
+    fn subscribe(&self, kind: SubKind, name: &[u8]);
+
+    /// Removes this client from the subscribers of `name`.
+    fn unsubscribe(&self, kind: SubKind, name: &[u8]);
+
+    /// PUBLISH (`shard` false) or SPUBLISH: delivers `message` to every
+    /// subscriber of `channel` (and, for PUBLISH, of every pattern matching
+    /// it, once per pattern); returns how many deliveries were made.
+    fn publish(&self, shard: bool, channel: &[u8], message: &[u8]) -> usize;
+
+    /// PUBSUB CHANNELS / SHARDCHANNELS: the channels with at least one
+    /// subscriber, those matching `pattern` if given.
+    fn pubsub_channels(&self, shard: bool, pattern: Option<&[u8]>) -> Vec<Vec<u8>>;
+
+    /// PUBSUB NUMSUB / SHARDNUMSUB: the subscribers of `channel` (pattern
+    /// subscriptions not counted).
+    fn pubsub_numsub(&self, shard: bool, channel: &[u8]) -> usize;
+
+    /// PUBSUB NUMPAT: the number of distinct patterns subscribed to.
+    fn pubsub_numpat(&self) -> usize;
 
     /// SHUTDOWN: makes everything acknowledged durable, then starts
     /// stopping the server. A failed flush stops nothing.

@@ -44,16 +44,18 @@ mod longdouble;
 mod lzf;
 mod migrate;
 mod object;
+mod pubsub;
 mod scan;
 mod strings;
 mod transaction;
 mod values;
 
 pub(crate) use connection::REDIS_VERSION;
-pub(crate) use host::{Bgsave, ClientAddr, Host, HostMemory, SaveFailed, Setting};
+pub(crate) use host::{Bgsave, ClientAddr, Host, HostMemory, SaveFailed, Setting, SubKind};
 pub(crate) use info::used_memory;
-pub(crate) use session::Close;
+pub(crate) use pubsub::unsubscribe_all;
 pub(crate) use session::CommandStat;
+pub(crate) use session::{Close, ReplyMode};
 pub use session::{Proto, Session};
 pub use spec::{Flags, Spec};
 pub use values::{parse_memory, POLICIES};
@@ -80,6 +82,13 @@ pub enum Reply {
     Array(Vec<Reply>),
     /// The nil array (`*-1`).
     NilArray,
+    /// An out-of-band message (pub/sub): a push in RESP3, an array in
+    /// RESP2. Sent even while CLIENT REPLY is OFF or SKIP.
+    Push(Vec<Reply>),
+    /// Several replies to one command, sent one after the other (SUBSCRIBE
+    /// confirms each channel with a push of its own). Inside EXEC's array
+    /// they count as one element, as in Redis.
+    Several(Vec<Reply>),
     /// Field-value pairs: a map in RESP3, a flat array of fields and
     /// values in RESP2 (HELLO, CONFIG GET, BF.INFO).
     Map(Vec<(Reply, Reply)>),
@@ -105,6 +114,20 @@ impl Reply {
     #[must_use]
     pub fn error(text: impl Into<Vec<u8>>) -> Reply {
         Reply::Error(text.into())
+    }
+
+    /// What of the reply goes out while CLIENT REPLY is OFF or SKIP: its
+    /// pushes, if any.
+    #[must_use]
+    pub fn pushes_only(self) -> Option<Reply> {
+        match self {
+            Reply::Push(_) => Some(self),
+            Reply::Several(replies) => {
+                let pushes: Vec<Reply> = replies.into_iter().filter_map(Reply::pushes_only).collect();
+                (!pushes.is_empty()).then_some(Reply::Several(pushes))
+            }
+            _ => None,
+        }
     }
 
     /// The reply in the RESP2 wire format.
@@ -136,6 +159,17 @@ impl Reply {
                 line(out, tag, items.len().to_string().as_bytes());
                 for i in items {
                     i.write(proto, out);
+                }
+            }
+            Reply::Push(items) => {
+                line(out, if resp3 { b'>' } else { b'*' }, items.len().to_string().as_bytes());
+                for i in items {
+                    i.write(proto, out);
+                }
+            }
+            Reply::Several(replies) => {
+                for r in replies {
+                    r.write(proto, out);
                 }
             }
             Reply::Map(pairs) => {

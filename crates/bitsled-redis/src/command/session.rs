@@ -3,13 +3,13 @@
 //! transaction being queued, the counters not yet handed to the server).
 //! Running a command on it is `super::dispatch`'s.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use bitsled::Db;
 
-use super::host::Host;
+use super::host::{Host, SubKind};
 use super::Reply;
 
 /// The reply protocol a session speaks (HELLO changes it).
@@ -48,6 +48,60 @@ pub(crate) enum Close {
     Silently,
 }
 
+/// What CLIENT REPLY asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReplyMode {
+    /// Every reply is sent.
+    On,
+    /// No reply is sent (pushes are).
+    Off,
+    /// The reply to the next command is not sent.
+    SkipNext,
+    /// The reply to this command is not sent.
+    Skip,
+}
+
+/// A session's pub/sub subscriptions, by kind.
+#[derive(Debug, Default)]
+pub(crate) struct Subscriptions {
+    pub(crate) channels: HashSet<Vec<u8>>,
+    pub(crate) patterns: HashSet<Vec<u8>>,
+    pub(crate) shard: HashSet<Vec<u8>>,
+}
+
+impl Subscriptions {
+    pub(crate) fn of(&self, kind: SubKind) -> &HashSet<Vec<u8>> {
+        match kind {
+            SubKind::Channel => &self.channels,
+            SubKind::Pattern => &self.patterns,
+            SubKind::Shard => &self.shard,
+        }
+    }
+
+    pub(crate) fn of_mut(&mut self, kind: SubKind) -> &mut HashSet<Vec<u8>> {
+        match kind {
+            SubKind::Channel => &mut self.channels,
+            SubKind::Pattern => &mut self.patterns,
+            SubKind::Shard => &mut self.shard,
+        }
+    }
+
+    /// The count a confirmation of `kind` carries: channels and patterns
+    /// together, shard channels apart (as Redis counts them).
+    pub(crate) fn count(&self, kind: SubKind) -> usize {
+        match kind {
+            SubKind::Shard => self.shard.len(),
+            SubKind::Channel | SubKind::Pattern => self.channels.len() + self.patterns.len(),
+        }
+    }
+
+    /// Whether the client is subscribed to anything (Redis's
+    /// `CLIENT_PUBSUB` flag).
+    pub(crate) fn any(&self) -> bool {
+        !(self.channels.is_empty() && self.patterns.is_empty() && self.shard.is_empty())
+    }
+}
+
 /// One client's session. The CLI keeps one for its whole input (so SELECT
 /// and MULTI span lines, as in redis-cli); the server keeps one per
 /// connection.
@@ -70,6 +124,10 @@ pub struct Session {
     /// to the server's statistics (INFO errorstats).
     pub(crate) errors: HashMap<String, u64>,
     pub(crate) last_cmd: &'static str,
+    /// Pub/sub subscriptions (a server session's only).
+    pub(crate) subs: Subscriptions,
+    /// CLIENT REPLY.
+    pub(crate) reply_mode: ReplyMode,
 }
 
 impl std::fmt::Debug for Session {
@@ -95,6 +153,8 @@ impl Session {
             stats: HashMap::default(),
             errors: HashMap::new(),
             last_cmd: "NULL",
+            subs: Subscriptions::default(),
+            reply_mode: ReplyMode::On,
         }
     }
 
@@ -118,6 +178,32 @@ impl Session {
     #[must_use]
     pub fn queued_bytes(&self) -> usize {
         self.multi.as_ref().map_or(0, |m| m.queue.iter().flatten().map(Vec::len).sum())
+    }
+
+    /// Whether the session is subscribed to any channel, pattern or shard
+    /// channel: its connection then also carries pushes from publishers.
+    #[must_use]
+    pub fn subscribed(&self) -> bool {
+        self.subs.any()
+    }
+
+    /// What of `reply` goes to the client, as CLIENT REPLY says (pushes
+    /// always do); called once per command, after it ran.
+    pub fn reply_to_send(&mut self, reply: Reply) -> Option<Reply> {
+        match self.reply_mode {
+            ReplyMode::On => Some(reply),
+            ReplyMode::Off => reply.pushes_only(),
+            ReplyMode::Skip => {
+                self.reply_mode = ReplyMode::On;
+                reply.pushes_only()
+            }
+            ReplyMode::SkipNext => {
+                // CLIENT REPLY SKIP itself: its own reply is not sent, nor
+                // the next command's.
+                self.reply_mode = ReplyMode::Skip;
+                reply.pushes_only()
+            }
+        }
     }
 
     /// Whether a write command ran since the last call (the server waits

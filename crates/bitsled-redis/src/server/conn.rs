@@ -16,7 +16,7 @@
 //! `auth.rs` say (per connection and server-wide); a correct password is
 //! never held.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read};
 use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -31,8 +31,9 @@ use bitsled::Durability;
 /// Bytes read at a time, and the initial size of the input buffer.
 const READ_CHUNK: usize = 16 * 1024;
 
-/// An input buffer larger than this is given back once it is empty.
-const KEEP_BUFFER: usize = 1 << 20;
+/// An input buffer larger than this is given back once it is empty (and
+/// an output buffer once sent).
+pub(super) const KEEP_BUFFER: usize = 1 << 20;
 
 /// An empty input buffer larger than this shrinks back to [`READ_CHUNK`]
 /// when the last batch used less than half of it (Redis's
@@ -43,6 +44,10 @@ const RESIZE_THRESHOLD: usize = 32 * 1024;
 /// time: the `timeout` setting (which CONFIG SET may have changed) and the
 /// release of an idle input buffer (Redis's `clientsCron` does both).
 const TICK: Duration = Duration::from_secs(1);
+
+/// The same while the client is subscribed: messages its socket did not
+/// take when they were published are sent at the latest this much later.
+const SUBSCRIBED_TICK: Duration = Duration::from_millis(50);
 
 /// An empty input buffer of a client idle this long is given back.
 const IDLE_RELEASE: Duration = Duration::from_secs(2);
@@ -78,6 +83,8 @@ struct Conn<'a> {
     auth_failures: u32,
     /// The `tot-mem` last added to the server's count.
     published_mem: usize,
+    /// The read timeout set now.
+    tick: Duration,
 }
 
 /// Serves the connection `stream` with client id `id` until it ends.
@@ -97,6 +104,8 @@ pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, id: u64) {
         db: std::sync::atomic::AtomicU32::new(0),
         buffers: super::ClientBuffers::default(),
         stream: clone,
+        outbox: parking_lot::Mutex::default(),
+        subs: Default::default(),
     });
     shared.clients.lock().insert(id, Arc::clone(&info));
     // A shutdown that began before this connection was registered did not
@@ -121,6 +130,7 @@ pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, id: u64) {
         eof: false,
         auth_failures: 0,
         published_mem: 0,
+        tick: TICK,
     };
     conn.run();
     let _ = conn.stream.shutdown(std::net::Shutdown::Both);
@@ -130,6 +140,7 @@ impl Drop for Conn<'_> {
     /// However the connection ends (a panic included): out of the client
     /// list, its memory out of the server's count.
     fn drop(&mut self) {
+        crate::command::unsubscribe_all(&mut self.session);
         self.shared.clients_mem.fetch_sub(self.published_mem, Ordering::Relaxed);
         self.shared.clients.lock().remove(&self.info.id);
     }
@@ -147,7 +158,7 @@ impl Conn<'_> {
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    if self.tick() {
+                    if self.tick() && self.send() {
                         continue;
                     }
                     return;
@@ -155,10 +166,21 @@ impl Conn<'_> {
                 Err(_) => return,
             }
             self.process();
-            if !self.send() || self.close || self.eof {
+            if !self.send() || self.close || self.eof || !self.set_tick() {
                 return;
             }
         }
+    }
+
+    /// Sets the read timeout for the session's state (shorter while it is
+    /// subscribed); false if the socket refuses.
+    fn set_tick(&mut self) -> bool {
+        let tick = if self.session.subscribed() { SUBSCRIBED_TICK } else { TICK };
+        if tick != self.tick {
+            self.tick = tick;
+            return self.stream.set_read_timeout(Some(tick)).is_ok();
+        }
+        true
     }
 
     /// A tick passed with nothing received: false if the client has been
@@ -166,7 +188,8 @@ impl Conn<'_> {
     /// client's empty input buffer.
     fn tick(&mut self) -> bool {
         let idle = self.info.last_active.lock().elapsed();
-        if self.shared.settings.timeout().is_some_and(|t| idle > t) {
+        // As in Redis, the timeout does not apply to a subscribed client.
+        if !self.session.subscribed() && self.shared.settings.timeout().is_some_and(|t| idle > t) {
             return false;
         }
         if idle >= IDLE_RELEASE && self.lo == self.hi && !self.buf.is_empty() {
@@ -327,57 +350,70 @@ impl Conn<'_> {
         *self.info.last_cmd.lock() = self.session.last_cmd;
     }
 
-    /// Writes the pending output; false if the connection is to end.
+    /// Counts `n` bytes sent.
+    fn count_output(&self, n: usize) {
+        if n > 0 {
+            *self.info.last_active.lock() = Instant::now();
+            self.shared.stats.net_output_bytes.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Moves the replies so far into the outbox, then sends what the socket
+    /// takes; returns the bytes sent and those still pending, or `None` if
+    /// the connection is to end.
+    fn flush_outbox(&mut self) -> Option<(usize, usize)> {
+        let mut out = self.info.outbox.lock();
+        if out.closed() {
+            return None;
+        }
+        out.append(&mut self.out);
+        if out.pending() == 0 {
+            return Some((0, 0));
+        }
+        let n = out.flush(&self.stream).ok()?;
+        let pending = out.pending();
+        drop(out);
+        self.count_output(n);
+        Some((n, pending))
+    }
+
+    /// Sends the pending output; false if the connection is to end.
     fn send(&mut self) -> bool {
         if self.kill {
             return false;
         }
-        if self.out.is_empty() {
-            return true;
+        match self.flush_outbox() {
+            None => false,
+            Some((_, 0)) => true,
+            Some(_) => {
+                if self.stream.set_nonblocking(true).is_err() {
+                    return false;
+                }
+                let ok = self.drain_output();
+                ok && self.stream.set_nonblocking(false).is_ok()
+            }
         }
-        if self.stream.set_nonblocking(true).is_err() {
-            return false;
-        }
-        let ok = self.drain_output();
-        ok && self.stream.set_nonblocking(false).is_ok()
     }
 
-    /// With the socket non-blocking: writes until the output is gone,
+    /// With the socket non-blocking: sends until the output is gone,
     /// reading and running further requests meanwhile.
     fn drain_output(&mut self) -> bool {
-        let mut sent = 0;
         let mut pause = Duration::ZERO;
         let mut last_progress = Instant::now();
         loop {
-            let mut progress = false;
-            while sent < self.out.len() {
-                match self.stream.write(&self.out[sent..]) {
-                    Ok(0) => return false,
-                    Ok(n) => {
-                        sent += n;
-                        progress = true;
-                        *self.info.last_active.lock() = Instant::now();
-                        self.shared.stats.net_output_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                    }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    Err(_) => return false,
-                }
-            }
-            if sent == self.out.len() {
-                self.out.clear();
-                if self.out.capacity() > KEEP_BUFFER {
-                    self.out = Vec::new();
-                }
+            let Some((sent, pending)) = self.flush_outbox() else { return false };
+            if pending == 0 {
                 return true;
             }
+            if pending > self.shared.config.max_pending_reply_bytes {
+                return false;
+            }
+            let mut progress = sent > 0;
             if !self.close && !self.eof {
                 match self.read_some() {
                     Ok(0) => self.eof = true,
                     Ok(_) => {
                         progress = true;
-                        self.out.drain(..sent);
-                        sent = 0;
                         self.process();
                         if self.kill {
                             return false;
@@ -393,7 +429,7 @@ impl Conn<'_> {
                 continue;
             }
             let stalled = last_progress.elapsed();
-            if self.shared.settings.timeout().is_some_and(|t| stalled > t)
+            if (!self.session.subscribed() && self.shared.settings.timeout().is_some_and(|t| stalled > t))
                 || (self.shared.shutting_down.load(Ordering::Relaxed) && stalled > SHUTDOWN_DRAIN)
             {
                 return false;
@@ -408,16 +444,25 @@ impl Conn<'_> {
     fn request(&mut self, args: &[Vec<u8>]) {
         let argv = &self.info.buffers.argv_mem;
         argv.store(args.iter().map(Vec::len).sum(), Ordering::Relaxed);
+        if self.session.subscribed() {
+            // Messages this command publishes to this very client go out
+            // after the replies before it.
+            let mut out = self.info.outbox.lock();
+            if !out.closed() {
+                out.append(&mut self.out);
+            }
+        }
         let reply = self.session.execute(args);
         argv.store(0, Ordering::Relaxed);
         let failed = auth_failures(&reply);
-        match self.session.close {
-            Some(Close::Silently) => self.close = true,
-            Some(Close::AfterReply) => {
+        let reply = self.session.reply_to_send(reply);
+        if self.session.close == Some(Close::Silently) {
+            self.close = true;
+        } else {
+            if let Some(reply) = reply {
                 reply.write(self.session.proto(), &mut self.out);
-                self.close = true;
             }
-            None => reply.write(self.session.proto(), &mut self.out),
+            self.close |= self.session.close == Some(Close::AfterReply);
         }
         if failed > 0 {
             self.auth_failed(failed);

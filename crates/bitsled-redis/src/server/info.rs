@@ -59,11 +59,14 @@ pub(super) fn section(shared: &Shared, name: &str) -> Option<String> {
             u8::from(short.is_some()),
             short.map_or(0, |s| s.since_ms / 1000),
         ),
-        "stats" => write!(
+        "stats" => {
+            let pubsub = shared.pubsub.counts();
+            write!(
             out,
             "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\n\
              total_net_output_bytes:{}\r\nrejected_connections:{}\r\ntotal_error_replies:{}\r\nauth_failures:{auth}\r\n\
-             acl_access_denied_auth:{auth}\r\nexpired_keys:{}\r\n",
+             acl_access_denied_auth:{auth}\r\nexpired_keys:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\n\
+             pubsubshard_channels:{}\r\n",
             st.connections_received.load(Ordering::Relaxed),
             st.commands_processed.load(Ordering::Relaxed),
             st.net_input_bytes.load(Ordering::Relaxed),
@@ -71,8 +74,12 @@ pub(super) fn section(shared: &Shared, name: &str) -> Option<String> {
             st.rejected_connections.load(Ordering::Relaxed),
             st.errors.lock().values().sum::<u64>(),
             shared.db.expired_keys(),
+            pubsub[0],
+            pubsub[1],
+            pubsub[2],
             auth = st.auth_failures.load(Ordering::Relaxed),
-        ),
+            )
+        }
         "errorstats" => {
             out.push_str("# Errorstats\r\n");
             let mut all: Vec<(String, u64)> = st.errors.lock().iter().map(|(k, v)| (k.clone(), *v)).collect();
@@ -134,7 +141,7 @@ pub(super) fn client_line(c: &ClientInfo, multi: Option<usize>, cmd: Option<&str
     let b = &c.buffers;
     let get = |a: &std::sync::atomic::AtomicUsize| a.load(Ordering::Relaxed);
     format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={idle} flags={} db={} sub=0 psub=0 ssub=0 multi={} \
+        "id={} addr={} laddr={} fd={} name={} age={} idle={idle} flags={} db={} sub={} psub={} ssub={} multi={} \
          qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll=0 omem={} tot-mem={} events=r \
          cmd={} user=default redir=-1 resp={}\n",
         c.id,
@@ -143,8 +150,16 @@ pub(super) fn client_line(c: &ClientInfo, multi: Option<usize>, cmd: Option<&str
         c.stream.as_raw_fd(),
         String::from_utf8_lossy(&name),
         c.created.elapsed().as_secs(),
-        if multi.is_some() { "x" } else { "N" },
+        match (multi.is_some(), c.subscribed()) {
+            (true, true) => "xP",
+            (true, false) => "x",
+            (false, true) => "P",
+            (false, false) => "N",
+        },
         c.db.load(Ordering::Relaxed),
+        get(&c.subs[0]),
+        get(&c.subs[1]),
+        get(&c.subs[2]),
         multi.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX)),
         get(&b.qbuf),
         get(&b.qbuf_free),

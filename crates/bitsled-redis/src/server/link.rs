@@ -12,7 +12,7 @@ use parking_lot::RwLock;
 use super::save::Saves;
 use super::Fsync;
 use super::{info, ClientInfo, Shared};
-use crate::command::{used_memory, Bgsave, ClientAddr, Host, HostMemory, Proto, Reply, SaveFailed, Setting};
+use crate::command::{used_memory, Bgsave, ClientAddr, Host, HostMemory, Proto, Reply, SaveFailed, Setting, SubKind};
 
 /// The server's shared state and the connection's own entry in the
 /// client list.
@@ -63,7 +63,7 @@ impl Host for Link {
         let mut clients = self.shared.clients.lock();
         let matching: Vec<Arc<ClientInfo>> = clients
             .values()
-            .filter(|c| matches(&ClientAddr { id: c.id, addr: c.addr, laddr: c.laddr }))
+            .filter(|c| matches(&ClientAddr { id: c.id, addr: c.addr, laddr: c.laddr, pubsub: c.subscribed() }))
             .cloned()
             .collect();
         for c in matching.iter().filter(|c| c.id != self.info.id) {
@@ -73,6 +73,30 @@ impl Host for Link {
             let _ = c.stream.shutdown(Shutdown::Both);
         }
         matching.iter().map(|c| c.id).collect()
+    }
+
+    fn subscribe(&self, kind: SubKind, name: &[u8]) {
+        self.shared.pubsub.subscribe(kind, name, &self.info);
+    }
+
+    fn unsubscribe(&self, kind: SubKind, name: &[u8]) {
+        self.shared.pubsub.unsubscribe(kind, name, &self.info);
+    }
+
+    fn publish(&self, shard: bool, channel: &[u8], message: &[u8]) -> usize {
+        self.shared.pubsub.publish(shard, channel, message)
+    }
+
+    fn pubsub_channels(&self, shard: bool, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
+        self.shared.pubsub.channels(shard, pattern)
+    }
+
+    fn pubsub_numsub(&self, shard: bool, channel: &[u8]) -> usize {
+        self.shared.pubsub.numsub(shard, channel)
+    }
+
+    fn pubsub_numpat(&self) -> usize {
+        self.shared.pubsub.counts()[1]
     }
 
     fn transaction_lock(&self) -> &RwLock<()> {

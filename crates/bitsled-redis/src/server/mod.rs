@@ -35,6 +35,8 @@ mod auth;
 mod conn;
 mod info;
 mod link;
+mod outbox;
+mod pubsub;
 pub mod resp;
 mod save;
 mod settings;
@@ -354,8 +356,22 @@ struct ClientInfo {
     db: AtomicU32,
     /// Its buffers, as its thread last published them.
     buffers: ClientBuffers,
-    /// A clone of the connection's socket, to shut it down from outside.
+    /// A clone of the connection's socket, to shut it down from outside
+    /// and to send on (through the outbox).
     stream: TcpStream,
+    /// What waits to be sent on the connection: its replies and the
+    /// messages publishers deliver.
+    outbox: Mutex<outbox::Outbox>,
+    /// Its subscriptions: channels, patterns, shard channels.
+    subs: [AtomicUsize; 3],
+}
+
+impl ClientInfo {
+    /// Whether the client is subscribed to anything (CLIENT LIST's `P`
+    /// flag, CLIENT KILL's `TYPE pubsub`).
+    fn subscribed(&self) -> bool {
+        self.subs.iter().any(|n| n.load(Ordering::Relaxed) > 0)
+    }
 }
 
 /// A connection's buffers, for CLIENT LIST and the server's memory count
@@ -484,6 +500,8 @@ struct Shared {
     /// Normal commands hold it shared, EXEC exclusively: a transaction runs
     /// with no other client's command between its commands.
     exec_lock: RwLock<()>,
+    /// Pub/sub subscriptions.
+    pubsub: pubsub::PubSub,
     clients: Mutex<HashMap<u64, Arc<ClientInfo>>>,
     /// The sum of the connections' `tot-mem`s, kept by each as it
     /// publishes its own (so the memory check costs no walk of the list).
@@ -586,6 +604,7 @@ impl Server {
             committer: Committer::default(),
             auth_budget,
             exec_lock: RwLock::new(()),
+            pubsub: pubsub::PubSub::default(),
             clients: Mutex::new(HashMap::new()),
             clients_mem: AtomicUsize::new(0),
             active: Mutex::new(0),

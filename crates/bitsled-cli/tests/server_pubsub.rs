@@ -1,0 +1,224 @@
+//! Pub/sub through `bitsled serve`, byte for byte against a private Redis:
+//! SUBSCRIBE / PSUBSCRIBE / SSUBSCRIBE and their UN- forms, PUBLISH and
+//! SPUBLISH across clients, PUBSUB introspection, the RESP2 subscribed
+//! state (which commands may run, PING's shape), RESP3 pushes, CLIENT
+//! REPLY OFF/SKIP (pushes still go out), RESET, EXEC with SUBSCRIBE
+//! queued, and CLIENT KILL TYPE pubsub. Then bitsled alone: a subscriber
+//! that never reads is disconnected when its backlog passes the pub/sub
+//! output limit, while the publisher and other clients carry on.
+//!
+//! The comparisons need `redis-server` on the PATH: without it they print
+//! a notice and pass, unless `BITSLED_REQUIRE_REDIS=1`.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpStream};
+use std::time::{Duration, Instant};
+
+use bitsled_testkit::redis_server;
+#[path = "common/server.rs"]
+mod server;
+
+fn connect(port: u16) -> TcpStream {
+    let s = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_millis(150))).expect("timeout");
+    s
+}
+
+fn send(s: &mut TcpStream, args: &[&str]) {
+    let mut req = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    s.write_all(&req).expect("send");
+}
+
+/// Everything the server sends until it has been quiet for a read
+/// timeout (at most a few seconds).
+fn drain(s: &mut TcpStream) -> String {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 65536];
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        match s.read(&mut buf) {
+            Ok(0) => {
+                out.extend_from_slice(b"<closed>");
+                break;
+            }
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// One client's script: each line a command, then what came back.
+fn script(port: u16, lines: &[&[&str]]) -> Vec<String> {
+    let mut s = connect(port);
+    lines
+        .iter()
+        .map(|args| {
+            send(&mut s, args);
+            format!("{}: {}", args.join(" "), drain(&mut s))
+        })
+        .collect()
+}
+
+/// The single-client scenarios, RESP2 then RESP3 (HELLO's own reply, which
+/// names the server, left out).
+fn single_client(port: u16) -> Vec<String> {
+    let mut out = script(
+        port,
+        &[
+            &["MULTI"],
+            &["SUBSCRIBE", "a", "b"],
+            &["PING"],
+            &["EXEC"],
+            &["PING"],
+            &["PING", "hi"],
+            &["GET", "x"],
+            &["CLIENT", "ID"],
+            &["RESET"],
+            &["CLIENT", "REPLY", "OFF"],
+            &["SUBSCRIBE", "c"],
+            &["PING"],
+            &["UNSUBSCRIBE"],
+            &["CLIENT", "REPLY", "ON"],
+            &["CLIENT", "REPLY", "SKIP"],
+            &["PING"],
+            &["PING"],
+            &["UNSUBSCRIBE"],
+            &["PUNSUBSCRIBE"],
+            &["SUNSUBSCRIBE"],
+            &["SSUBSCRIBE", "s1", "s2"],
+            &["SUBSCRIBE", "x", "x"],
+            &["PSUBSCRIBE", "x*"],
+            &["SUNSUBSCRIBE", "s1", "s2"],
+            &["UNSUBSCRIBE", "x", "nope"],
+            &["PUNSUBSCRIBE"],
+            &["PING"],
+            &["PUBSUB", "CHANNELS", "a", "b"],
+            &["PUBSUB", "NUMPAT", "x"],
+            &["PUBSUB", "FOO"],
+            &["PUBSUB", "NUMSUB"],
+            &["PUBLISH", "a"],
+            &["CLIENT", "REPLY", "FOO"],
+        ],
+    );
+    let mut s = connect(port);
+    send(&mut s, &["HELLO", "3"]);
+    drain(&mut s);
+    for args in [
+        &["SUBSCRIBE", "a"][..],
+        &["PUBLISH", "a", "to myself"],
+        &["PSUBSCRIBE", "a*"],
+        &["PUBLISH", "a", "twice"],
+        &["PING"],
+        &["GET", "x"],
+        &["PUBSUB", "NUMSUB", "a", "b"],
+        &["PUBSUB", "CHANNELS"],
+        &["PUBSUB", "NUMPAT"],
+        &["CLIENT", "REPLY", "SKIP"],
+        &["PUBLISH", "a", "skipped reply"],
+        &["UNSUBSCRIBE"],
+        &["PUNSUBSCRIBE"],
+    ] {
+        send(&mut s, args);
+        out.push(format!("resp3 {}: {}", args.join(" "), drain(&mut s)));
+    }
+    out
+}
+
+/// Several clients: subscribers of each kind, a publisher, introspection,
+/// then CLIENT KILL TYPE pubsub.
+fn several_clients(port: u16) -> Vec<String> {
+    let mut out = Vec::new();
+    let (mut a, mut b, mut c, mut p) = (connect(port), connect(port), connect(port), connect(port));
+    send(&mut a, &["SUBSCRIBE", "ch1", "ch2"]);
+    // One pattern that matches: Redis delivers to matching patterns in its
+    // hash table's order, which varies from run to run.
+    send(&mut b, &["PSUBSCRIBE", "ch*", "zz?"]);
+    send(&mut c, &["HELLO", "3"]);
+    drain(&mut c);
+    send(&mut c, &["SSUBSCRIBE", "sh"]);
+    out.extend([drain(&mut a), drain(&mut b), drain(&mut c)]);
+    for args in [
+        &["PUBLISH", "ch1", "hello"][..],
+        &["PUBLISH", "other", "nobody"],
+        &["SPUBLISH", "sh", "shard"],
+        &["PUBLISH", "sh", "not the shard channel"],
+        &["PUBSUB", "NUMSUB", "ch1", "ch2", "sh"],
+        &["PUBSUB", "SHARDNUMSUB", "sh", "ch1"],
+        &["PUBSUB", "SHARDCHANNELS"],
+        &["PUBSUB", "NUMPAT"],
+        &["PUBSUB", "CHANNELS", "ch1"],
+        &["PUBSUB", "CHANNELS", "zz*"],
+    ] {
+        send(&mut p, args);
+        out.push(format!("{}: {}", args.join(" "), drain(&mut p)));
+    }
+    out.extend([drain(&mut a), drain(&mut b), drain(&mut c)]);
+    send(&mut p, &["CLIENT", "KILL", "TYPE", "pubsub"]);
+    out.push(format!("kill pubsub: {}", drain(&mut p)));
+    out.push(format!("a after kill: {}", drain(&mut a)));
+    send(&mut p, &["PUBSUB", "NUMPAT"]);
+    out.push(format!("numpat after kill: {}", drain(&mut p)));
+    send(&mut p, &["PUBLISH", "ch1", "anyone?"]);
+    out.push(format!("publish after kill: {}", drain(&mut p)));
+    out
+}
+
+/// Invariant: every reply and every delivered message is byte for byte
+/// Redis's, in the same order, for the scripted scenarios.
+#[test]
+fn pubsub_matches_redis() {
+    let Some(redis) = redis_server::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let served = server::Served::start(&dir.path().join("db"), &[]);
+    assert_eq!(single_client(served.port), single_client(redis.port));
+    assert_eq!(several_clients(served.port), several_clients(redis.port));
+}
+
+/// Invariant: a subscriber that never reads is disconnected once its
+/// backlog passes the pub/sub hard limit (32 MiB), the publisher is never
+/// blocked by it, and the server keeps answering other clients.
+#[test]
+fn a_subscriber_that_does_not_read_is_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = server::Served::start(&dir.path().join("db"), &[]);
+    let mut sub = connect(served.port);
+    send(&mut sub, &["SUBSCRIBE", "flood"]);
+    assert!(drain(&mut sub).contains("subscribe"), "subscribed");
+    let mut publisher = served.client();
+    let message = "x".repeat(64 << 10);
+    let mut delivered_to = Vec::new();
+    // 64 MiB of messages: twice the hard limit.
+    for _ in 0..1024 {
+        let n: i64 = redis::cmd("PUBLISH").arg("flood").arg(&message).query(&mut publisher).unwrap();
+        delivered_to.push(n);
+    }
+    assert_eq!(delivered_to.first(), Some(&1), "the subscriber got the first message");
+    assert_eq!(delivered_to.last(), Some(&0), "the subscriber was gone by the last one");
+    let n: i64 = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg("flood")
+        .query::<Vec<redis::Value>>(&mut publisher)
+        .map(|v| match v.get(1) {
+            Some(redis::Value::Int(n)) => *n,
+            other => panic!("NUMSUB reply {other:?}"),
+        })
+        .unwrap();
+    assert_eq!(n, 0, "no subscriber left");
+    let pong: String = redis::cmd("PING").query(&mut publisher).unwrap();
+    assert_eq!(pong, "PONG");
+    // What the subscriber can still read ends with the connection closed.
+    sub.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut sink = vec![0u8; 1 << 20];
+    let mut total = 0usize;
+    loop {
+        match sub.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => total += n,
+        }
+    }
+    assert!(total < 40 << 20, "the backlog sent stayed near the limit: {total} bytes");
+}

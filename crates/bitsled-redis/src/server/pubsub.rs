@@ -1,0 +1,180 @@
+//! Who listens to what: the server's pub/sub registry (channels, patterns,
+//! shard channels, each with its subscribers in subscription order) and
+//! the delivery of a published message into each subscriber's
+//! [`super::outbox::Outbox`].
+//!
+//! A message goes to the channel's subscribers first, then to the
+//! subscribers of each matching pattern (one delivery per pattern), as
+//! Redis sends them; each delivery counts in PUBLISH's reply. It is encoded
+//! once per protocol (an array in RESP2, a push in RESP3).
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::RwLock;
+
+use super::ClientInfo;
+use crate::command::{Proto, Reply, SubKind};
+
+type Subscribers = Vec<Arc<ClientInfo>>;
+
+#[derive(Default)]
+struct Maps {
+    channels: HashMap<Vec<u8>, Subscribers>,
+    patterns: HashMap<Vec<u8>, Subscribers>,
+    shard: HashMap<Vec<u8>, Subscribers>,
+}
+
+impl Maps {
+    fn of(&self, kind: SubKind) -> &HashMap<Vec<u8>, Subscribers> {
+        match kind {
+            SubKind::Channel => &self.channels,
+            SubKind::Pattern => &self.patterns,
+            SubKind::Shard => &self.shard,
+        }
+    }
+
+    fn of_mut(&mut self, kind: SubKind) -> &mut HashMap<Vec<u8>, Subscribers> {
+        match kind {
+            SubKind::Channel => &mut self.channels,
+            SubKind::Pattern => &mut self.patterns,
+            SubKind::Shard => &mut self.shard,
+        }
+    }
+}
+
+/// The server's pub/sub registry.
+#[derive(Default)]
+pub(super) struct PubSub {
+    maps: RwLock<Maps>,
+}
+
+/// A message encoded for both protocols.
+struct Encoded {
+    resp2: Vec<u8>,
+    resp3: Vec<u8>,
+}
+
+impl Encoded {
+    fn of(items: Vec<Reply>) -> Encoded {
+        let push = Reply::Push(items);
+        let (mut resp2, mut resp3) = (Vec::new(), Vec::new());
+        push.write(Proto::Resp2, &mut resp2);
+        push.write(Proto::Resp3, &mut resp3);
+        Encoded { resp2, resp3 }
+    }
+}
+
+impl PubSub {
+    /// Adds `client` to the subscribers of `name` (the caller knows it was
+    /// not one).
+    pub(super) fn subscribe(&self, kind: SubKind, name: &[u8], client: &Arc<ClientInfo>) {
+        self.maps.write().of_mut(kind).entry(name.to_vec()).or_default().push(Arc::clone(client));
+        client.subs[kind_index(kind)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Removes `client` from the subscribers of `name`.
+    pub(super) fn unsubscribe(&self, kind: SubKind, name: &[u8], client: &ClientInfo) {
+        let mut maps = self.maps.write();
+        let map = maps.of_mut(kind);
+        if let Some(list) = map.get_mut(name) {
+            let before = list.len();
+            list.retain(|c| c.id != client.id);
+            if list.len() < before {
+                client.subs[kind_index(kind)].fetch_sub(1, Ordering::Relaxed);
+            }
+            if list.is_empty() {
+                map.remove(name);
+            }
+        }
+    }
+
+    /// Delivers `message` on `channel` (a shard channel if `shard`);
+    /// returns the number of deliveries.
+    pub(super) fn publish(&self, shard: bool, channel: &[u8], message: &[u8]) -> usize {
+        let maps = self.maps.read();
+        let now = Instant::now();
+        let mut deliveries = 0;
+        let kind = if shard { SubKind::Shard } else { SubKind::Channel };
+        if let Some(list) = maps.of(kind).get(channel) {
+            let what = if shard { "smessage" } else { "message" };
+            let encoded =
+                Encoded::of(vec![Reply::bulk(what), Reply::bulk(channel.to_vec()), Reply::bulk(message.to_vec())]);
+            for c in list {
+                deliver(c, &encoded, now);
+            }
+            deliveries += list.len();
+        }
+        if !shard {
+            for (pattern, list) in &maps.patterns {
+                if !bitsled::glob::glob_match(pattern, channel) {
+                    continue;
+                }
+                let encoded = Encoded::of(vec![
+                    Reply::bulk("pmessage"),
+                    Reply::bulk(pattern.clone()),
+                    Reply::bulk(channel.to_vec()),
+                    Reply::bulk(message.to_vec()),
+                ]);
+                for c in list {
+                    deliver(c, &encoded, now);
+                }
+                deliveries += list.len();
+            }
+        }
+        deliveries
+    }
+
+    /// The channels (shard channels if `shard`) with subscribers, those
+    /// matching `pattern` if given.
+    pub(super) fn channels(&self, shard: bool, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
+        let maps = self.maps.read();
+        let kind = if shard { SubKind::Shard } else { SubKind::Channel };
+        maps.of(kind).keys().filter(|c| pattern.is_none_or(|p| bitsled::glob::glob_match(p, c))).cloned().collect()
+    }
+
+    /// The subscribers of `channel`.
+    pub(super) fn numsub(&self, shard: bool, channel: &[u8]) -> usize {
+        let kind = if shard { SubKind::Shard } else { SubKind::Channel };
+        self.maps.read().of(kind).get(channel).map_or(0, Vec::len)
+    }
+
+    /// The number of distinct channels, patterns and shard channels with
+    /// subscribers (INFO stats; PUBSUB NUMPAT is the second).
+    pub(super) fn counts(&self) -> [usize; 3] {
+        let maps = self.maps.read();
+        [maps.channels.len(), maps.patterns.len(), maps.shard.len()]
+    }
+}
+
+/// The index of `kind` in a client's subscription counts.
+pub(super) fn kind_index(kind: SubKind) -> usize {
+    match kind {
+        SubKind::Channel => 0,
+        SubKind::Pattern => 1,
+        SubKind::Shard => 2,
+    }
+}
+
+/// Puts a message into `client`'s outbox and sends what its socket takes;
+/// a client whose backlog passes the pub/sub limits is disconnected.
+fn deliver(client: &ClientInfo, message: &Encoded, now: Instant) {
+    let bytes = if client.resp.load(Ordering::Relaxed) == 3 { &message.resp3 } else { &message.resp2 };
+    let mut out = client.outbox.lock();
+    if out.closed() {
+        return;
+    }
+    out.extend(bytes);
+    let broken = out.flush(&client.stream).is_err();
+    if broken || out.over_pubsub_limit(now) {
+        if !broken {
+            eprintln!(
+                "bitsled serve: closing client {} ({}): its pub/sub backlog passed the output buffer limit",
+                client.id, client.addr
+            );
+        }
+        out.close(&client.stream);
+    }
+}
