@@ -440,6 +440,17 @@ impl Db {
         self.engine.expired_keys()
     }
 
+    /// Sets (or, with `None`, removes) the function called with (database
+    /// index, key name) for each key deleted because its expiry passed,
+    /// whether a lookup or the background sweep found it. It runs on the
+    /// deleting thread with the key's metadata shard locked, so it must
+    /// not call back into the database (hand the event to another thread
+    /// or a queue instead). One listener serves every database handle of
+    /// the store.
+    pub fn set_expired_listener(&self, listener: Option<crate::ExpiredListener>) {
+        *self.engine.expired_listener.write() = listener;
+    }
+
     /// The memory the caches hold now, and the configured budget (INFO
     /// memory). The store's own cache and the process's other memory are
     /// not included.

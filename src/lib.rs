@@ -29,6 +29,10 @@ mod engine;
 pub mod error;
 mod geometry;
 pub mod glob;
+
+/// A function told of each key deleted because it expired: (database
+/// index, key name). See [`Db::set_expired_listener`].
+pub type ExpiredListener = std::sync::Arc<dyn Fn(u32, &[u8]) + Send + Sync>;
 mod hll;
 mod le;
 #[cfg(feature = "testing")]

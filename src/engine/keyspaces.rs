@@ -121,6 +121,12 @@ impl Keyspaces {
         dbs.get(usize::try_from(db).ok()?).map(|(ks, c)| (*ks, Arc::clone(c)))
     }
 
+    /// The database whose keyspace is `ks`, if it is live.
+    pub(crate) fn db_of(&self, ks: u32) -> Option<u32> {
+        let dbs = self.dbs.read();
+        dbs.iter().position(|(k, _)| *k == ks).and_then(|i| u32::try_from(i).ok())
+    }
+
     /// Every live keyspace and its counts.
     pub(crate) fn live(&self) -> Vec<(u32, Arc<Counts>)> {
         self.by_ks.read().iter().map(|(ks, c)| (*ks, Arc::clone(c))).collect()

@@ -143,6 +143,8 @@ pub(crate) struct Engine {
     space: SpaceGuard,
     /// Keys deleted because their expiry passed, since open.
     expired: AtomicU64,
+    /// Called with (database, key) for each key deleted because it expired.
+    pub(crate) expired_listener: parking_lot::RwLock<Option<crate::ExpiredListener>>,
     /// Where the next expiry sweep starts among the live keyspaces.
     sweep_start: AtomicUsize,
     /// Live `Db` handles: when the last goes, the background thread is
@@ -198,6 +200,7 @@ impl Engine {
             poisoned: Mutex::new(None),
             space: SpaceGuard::new(config.disk_reserve_bytes),
             expired: AtomicU64::new(0),
+            expired_listener: parking_lot::RwLock::new(None),
             sweep_start: AtomicUsize::new(0),
             handles: AtomicUsize::new(0),
             changes: AtomicU64::new(0),

@@ -324,6 +324,11 @@ impl<'e> ReadTx<'e> {
                     // count an expired key's deletion.
                     self.record_with(key, None, Signal::Uncounted)?;
                     self.engine.expired.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if let Some(listener) = self.engine.expired_listener.read().as_ref() {
+                        if let Some(db) = self.engine.keyspaces.db_of(self.ks) {
+                            listener(db, key);
+                        }
+                    }
                 } else {
                     self.expired.push(key.to_vec());
                 }

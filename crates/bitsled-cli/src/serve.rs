@@ -64,6 +64,11 @@ pub(crate) struct ServeArgs {
     /// Most entries SLOWLOG keeps [default: 128].
     #[arg(long, value_parser = clap::value_parser!(i64).range(0..))]
     slowlog_max_len: Option<i64>,
+    /// Keyspace events to publish, as Redis's `notify-keyspace-events`
+    /// letters (`KEA`: every event on both channels; `Ex`: expirations as
+    /// keyevents) [default: none].
+    #[arg(long)]
+    notify_keyspace_events: Option<String>,
 }
 
 impl ServeArgs {
@@ -85,6 +90,7 @@ impl ServeArgs {
         self.databases = self.databases.or(file.databases);
         self.slowlog_log_slower_than = self.slowlog_log_slower_than.or(file.slowlog_log_slower_than);
         self.slowlog_max_len = self.slowlog_max_len.or(file.slowlog_max_len);
+        self.notify_keyspace_events = self.notify_keyspace_events.or(file.notify_keyspace_events);
         Ok(self)
     }
 }
@@ -141,6 +147,7 @@ fn parse_config(text: &[u8]) -> Result<ServeArgs> {
                 }
                 out.slowlog_max_len = Some(len);
             }
+            "notify-keyspace-events" => out.notify_keyspace_events = Some(values.join("")),
             // Snapshots and the AOF have no counterpart (every write goes to
             // the store); the server does not daemonize or keep a log file.
             "save" | "appendonly" | "loglevel" => {}
@@ -173,7 +180,9 @@ pub(crate) fn serve(dir: &PathBuf, args: ServeArgs) -> Result<()> {
         .slowlog(
             slower_than,
             args.slowlog_max_len.map_or(bitsled_redis::server::DEFAULT_SLOWLOG_MAX_LEN, i64::unsigned_abs),
-        );
+        )
+        .notify_keyspace_events(args.notify_keyspace_events.as_deref().unwrap_or(""))
+        .map_err(|why| anyhow::anyhow!("notify-keyspace-events: {why}"))?;
     if let Some(bytes) = args.maxmemory.filter(|&b| b < bitsled_redis::server::LEAST_BUDGET_BYTES) {
         anyhow::bail!("--maxmemory {bytes}: at least 16mb");
     }

@@ -167,6 +167,83 @@ fn several_clients(port: u16) -> Vec<String> {
     out
 }
 
+/// Keyspace notifications: CONFIG SET/GET of the classes, then what a
+/// pattern subscriber receives while another client runs the string,
+/// bitmap, HyperLogLog and generic commands, with the `new` class, and an
+/// expiry found by a lookup.
+fn keyspace_events(port: u16) -> Vec<String> {
+    let mut out = Vec::new();
+    let (mut sub, mut c) = (connect(port), connect(port));
+    for flags in ["gKE", "$lshzxeKE", "KA", "EA", "Kq", "KEA"] {
+        send(&mut c, &["CONFIG", "SET", "notify-keyspace-events", flags]);
+        let set = drain(&mut c);
+        send(&mut c, &["CONFIG", "GET", "notify-keyspace-events"]);
+        out.push(format!("{flags}: {set} {}", drain(&mut c)));
+    }
+    send(&mut c, &["FLUSHALL"]);
+    drain(&mut c);
+    send(&mut sub, &["PSUBSCRIBE", "__key*__:*"]);
+    out.push(drain(&mut sub));
+    let script: &[&[&str]] = &[
+        &["SET", "s", "v"],
+        &["SET", "s", "w", "NX"],
+        &["SET", "s", "x", "EX", "100"],
+        &["SETNX", "s", "y"],
+        &["SETEX", "e", "100", "v"],
+        &["APPEND", "s", "tail"],
+        &["SETRANGE", "s", "1", "ZZ"],
+        &["SETRANGE", "s", "1", ""],
+        &["INCR", "n"],
+        &["INCRBYFLOAT", "n", "1.5"],
+        &["MSET", "a", "1", "b", "2"],
+        &["MSETNX", "a", "1", "c", "3"],
+        &["GETSET", "a", "9"],
+        &["GETDEL", "b"],
+        &["GETDEL", "b"],
+        &["GETEX", "a", "PX", "100000"],
+        &["GETEX", "a", "PERSIST"],
+        &["SETBIT", "bits", "7", "1"],
+        &["BITFIELD", "bits", "SET", "u8", "0", "255"],
+        &["BITFIELD", "bits", "GET", "u8", "0"],
+        &["BITOP", "OR", "dest", "bits", "nothing"],
+        &["BITOP", "AND", "dest", "nothing"],
+        &["PFADD", "h", "x", "y"],
+        &["PFADD", "h", "x"],
+        &["PFMERGE", "h2", "h"],
+        &["EXPIRE", "s", "100"],
+        &["EXPIRE", "s", "100", "NX"],
+        &["PERSIST", "s"],
+        &["PERSIST", "s"],
+        &["EXPIRE", "e", "-1"],
+        &["DEL", "a", "missing", "c"],
+        &["RENAME", "s", "s2"],
+        &["RENAME", "s2", "s2"],
+        &["COPY", "s2", "s3"],
+        &["COPY", "s2", "s4", "DB", "1"],
+        &["MOVE", "s3", "2"],
+        &["CONFIG", "SET", "notify-keyspace-events", "En$g"],
+        &["SET", "fresh", "1"],
+        &["SET", "fresh", "2"],
+        &["SETBIT", "fresh-bits", "1", "1"],
+        &["CONFIG", "SET", "notify-keyspace-events", "Ex"],
+        &["PSETEX", "short", "30", "v"],
+    ];
+    // Pipelined: the events come in the commands' order all the same.
+    for args in script {
+        send(&mut c, args);
+    }
+    drain(&mut c);
+    std::thread::sleep(Duration::from_millis(200));
+    send(&mut c, &["GET", "short"]);
+    drain(&mut c);
+    let messages = drain(&mut sub);
+    assert!(messages.matches("pmessage").count() > 40, "events arrived: {messages}");
+    out.extend(messages.split("*4\r\n").map(str::to_string));
+    send(&mut c, &["CONFIG", "SET", "notify-keyspace-events", ""]);
+    drain(&mut c);
+    out
+}
+
 /// Invariant: every reply and every delivered message is byte for byte
 /// Redis's, in the same order, for the scripted scenarios.
 #[test]
@@ -176,6 +253,7 @@ fn pubsub_matches_redis() {
     let served = server::Served::start(&dir.path().join("db"), &[]);
     assert_eq!(single_client(served.port), single_client(redis.port));
     assert_eq!(several_clients(served.port), several_clients(redis.port));
+    assert_eq!(keyspace_events(served.port), keyspace_events(redis.port));
 }
 
 /// Invariant: a subscriber that never reads is disconnected once its

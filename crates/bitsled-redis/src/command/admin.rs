@@ -190,6 +190,8 @@ enum Kind {
     Memory,
     /// One of these names (any case; stored in lower case).
     OneOf(&'static [&'static str]),
+    /// Event class letters (`notify-keyspace-events`).
+    Events,
     /// Cannot change while the server runs: Redis's immutable settings.
     Immutable,
     /// Redis can change it, bitsled cannot; the text says why.
@@ -205,6 +207,7 @@ const PARAMETERS: &[(&str, Kind)] = &[
     ("maxclients", Kind::Int(1, u32::MAX as i64)),
     ("maxmemory", Kind::Memory),
     ("maxmemory-policy", Kind::OneOf(super::values::POLICIES)),
+    ("notify-keyspace-events", Kind::Events),
     ("port", Kind::Fixed("the listening port is set when the server starts")),
     ("proto-max-bulk-len", Kind::Fixed("the request size limit is fixed at 512mb")),
     ("protected-mode", Kind::Fixed("protected mode is checked when the server binds its address")),
@@ -275,6 +278,10 @@ pub(crate) fn config_set(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
                 };
                 Setting::Name(n)
             }
+            Kind::Events => Setting::Events(
+                super::notify::parse_flags(value)
+                    .ok_or_else(|| failed(name, "Invalid event class character. Use 'Ag$lshzxeKEtmdn'."))?,
+            ),
             Kind::Immutable | Kind::Fixed(_) => continue,
         };
         values.push((*name, setting));

@@ -115,8 +115,12 @@ fn reply(values: Vec<Option<i64>>) -> Reply {
 /// checked before anything runs; the reply has one integer (or nil, for an
 /// overflow under FAIL) per GET, SET and INCRBY.
 pub(crate) fn bitfield(db: &Db, a: &[Vec<u8>]) -> CmdResult {
-    let (ops, _) = parse(a)?;
-    Ok(reply(db.bitfield(&a[1], &ops)?))
+    let (ops, writes) = parse(a)?;
+    let values = db.bitfield(&a[1], &ops)?;
+    if writes {
+        super::notify::emit(super::notify::STRING, "setbit", &a[1]);
+    }
+    Ok(reply(values))
 }
 
 /// `BITFIELD_RO key [GET type offset] ...`: the same parser (so a bad

@@ -1,6 +1,7 @@
 //! SETBIT, GETBIT, BITCOUNT, BITPOS, BITOP.
 
 use super::args::{bit_offset, int, is, slices, ERR_SYNTAX};
+use super::notify::{collecting, emit, GENERIC, STRING};
 use super::{CmdResult, Fail, Reply};
 use bitsled::Db;
 use bitsled::{BitOp, Span, Unit};
@@ -17,7 +18,9 @@ pub(crate) fn setbit(db: &Db, a: &[Vec<u8>]) -> CmdResult {
         Some(1) => true,
         _ => return Err(Fail::new("ERR bit is not an integer or out of range")),
     };
-    Ok(Reply::Integer(i64::from(db.setbit(&a[1], offset, bit)?)))
+    let old = db.setbit(&a[1], offset, bit)?;
+    emit(STRING, "setbit", &a[1]);
+    Ok(Reply::Integer(i64::from(old)))
 }
 
 /// `GETBIT key offset`.
@@ -94,7 +97,14 @@ fn bitop_named(name: &[u8]) -> Result<BitOp, Fail> {
 pub(crate) fn bitop(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     let op = bitop_named(&a[1])?;
     let sources = slices(&a[3..]);
-    Ok(to_int(db.bitop(op, &a[2], &sources)?))
+    let existed = collecting() && db.exists(&a[2])?;
+    let len = db.bitop(op, &a[2], &sources)?;
+    if len > 0 {
+        emit(STRING, "set", &a[2]);
+    } else if existed {
+        emit(GENERIC, "del", &a[2]);
+    }
+    Ok(to_int(len))
 }
 
 /// `BITOP.COUNT op key [key ...]` (an extension): the number of set bits

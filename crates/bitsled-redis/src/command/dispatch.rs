@@ -109,7 +109,7 @@ impl Session {
             Handler::Data(f) => {
                 let _shared = self.host.as_ref().filter(|_| !in_exec).map(|h| h.transaction_lock().read());
                 let start = Instant::now();
-                (f(&self.db, args), start)
+                (self.run_data(spec, f, args), start)
             }
             Handler::Conn(f) => {
                 let start = Instant::now();
@@ -179,6 +179,41 @@ const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 /// Whether a queued command may use memory (it resolved when queued).
 fn queued_denies_oom(args: &[Vec<u8>]) -> bool {
     resolve(args).is_ok_and(|spec| spec.flags.contains(Flags::DENYOOM))
+}
+
+impl Session {
+    /// Runs data command `f`; when keyspace events are enabled and the
+    /// command writes, publishes the events it raised (after the `new`
+    /// events of the keys it created, as Redis raises them first).
+    fn run_data(&self, spec: &'static Spec, f: super::spec::DataFn, args: &[Vec<u8>]) -> super::CmdResult {
+        let Some(host) = self.host.as_ref().filter(|h| h.keyspace_events() != 0 && spec.is_write()) else {
+            return f(&self.db, args);
+        };
+        let watch_new = host.keyspace_events() & super::notify::NEW != 0;
+        let absent: Vec<&[u8]> = if watch_new {
+            super::introspect::key_positions(spec, args)
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|(i, _)| args.get(i).map(Vec::as_slice))
+                .filter(|k| self.db.exists(k).is_ok_and(|e| !e))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let (reply, events) = super::notify::collect(|| f(&self.db, args));
+        let db = self.db.index();
+        for key in absent {
+            if self.db.exists(key).is_ok_and(|e| e) {
+                let event =
+                    super::notify::Event { class: super::notify::NEW, name: "new", key: key.to_vec(), db: None };
+                host.notify(db, &event);
+            }
+        }
+        for event in &events {
+            host.notify(db, event);
+        }
+        reply
+    }
 }
 
 /// The command (or, for a container, the subcommand) that `args` names,

@@ -245,6 +245,7 @@ pub(crate) fn restore(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     if !db.set_with(&a[1], &value, SetOptions { condition, expiry, get: false })?.written {
         return Err(Fail::new("BUSYKEY Target key name already exists."));
     }
+    super::notify::emit(super::notify::GENERIC, "restore", &a[1]);
     Ok(Reply::ok())
 }
 

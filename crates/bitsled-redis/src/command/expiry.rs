@@ -83,7 +83,13 @@ fn expire_generic(db: &Db, a: &[Vec<u8>], unit: TimeArg, command: &str) -> CmdRe
     // A negative time is in the past: the key is deleted, like any time
     // not after now.
     let at = u64::try_from(when).unwrap_or(0);
-    Ok(Reply::Integer(i64::from(db.expire_at(&a[1], at, condition)?)))
+    let done = db.expire_at(&a[1], at, condition)?;
+    if done {
+        // A time not after now deletes the key.
+        let event = if at <= db.now_ms() { "del" } else { "expire" };
+        super::notify::emit(super::notify::GENERIC, event, &a[1]);
+    }
+    Ok(Reply::Integer(i64::from(done)))
 }
 
 /// `EXPIRE key seconds [NX|XX|GT|LT]`.
@@ -141,7 +147,11 @@ pub(crate) fn pexpiretime(db: &Db, a: &[Vec<u8>]) -> CmdResult {
 
 /// `PERSIST key`.
 pub(crate) fn persist(db: &Db, a: &[Vec<u8>]) -> CmdResult {
-    Ok(Reply::Integer(i64::from(db.persist(&a[1])?)))
+    let removed = db.persist(&a[1])?;
+    if removed {
+        super::notify::emit(super::notify::GENERIC, "persist", &a[1]);
+    }
+    Ok(Reply::Integer(i64::from(removed)))
 }
 
 /// An expiry argument of SET, SETEX, PSETEX or GETEX checked like Redis

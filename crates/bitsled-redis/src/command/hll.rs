@@ -21,6 +21,9 @@ fn fail(e: Error) -> Fail {
 /// `PFADD key [element ...]`.
 pub(crate) fn pfadd(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     let changed = db.hll(&a[1]).add(&a[2..]).map_err(fail)?;
+    if changed {
+        super::notify::emit(super::notify::STRING, "pfadd", &a[1]);
+    }
     Ok(Reply::Integer(i64::from(changed)))
 }
 
@@ -35,5 +38,6 @@ pub(crate) fn pfcount(db: &Db, a: &[Vec<u8>]) -> CmdResult {
 /// `PFMERGE destkey [sourcekey ...]`.
 pub(crate) fn pfmerge(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     db.hll(&a[1]).merge_from(&a[2..]).map_err(fail)?;
+    super::notify::emit(super::notify::STRING, "pfadd", &a[1]);
     Ok(Reply::ok())
 }

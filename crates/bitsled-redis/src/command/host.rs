@@ -32,6 +32,8 @@ pub(crate) enum Setting {
     Int(i64),
     /// `maxmemory`, bytes.
     Bytes(u64),
+    /// `notify-keyspace-events`: the event class bits.
+    Events(u32),
     /// `appendfsync`, `maxmemory-policy`: the lower-case name.
     Name(&'static str),
 }
@@ -233,6 +235,14 @@ pub(crate) trait Host: Send + Sync {
 
     /// PUBSUB NUMPAT: the number of distinct patterns subscribed to.
     fn pubsub_numpat(&self) -> usize;
+
+    /// The keyspace event classes enabled (`notify-keyspace-events`; 0:
+    /// none).
+    fn keyspace_events(&self) -> u32;
+
+    /// Publishes `event` of database `db` (its keyspace and keyevent
+    /// messages, as the classes enabled say).
+    fn notify(&self, db: u32, event: &super::notify::Event);
 
     /// SHUTDOWN: makes everything acknowledged durable, then starts
     /// stopping the server. A failed flush stops nothing.

@@ -119,7 +119,7 @@ pub(crate) fn list(_s: &mut Session, a: &[Vec<u8>], c: &dyn Commands) -> CmdResu
 /// (`getKeysUsingKeySpecs`): a spec whose keyword is absent finds nothing;
 /// positions past the arguments are dropped; a key count that does not
 /// parse makes the whole call invalid (`None`).
-fn key_positions(spec: &Spec, args: &[Vec<u8>]) -> Option<Vec<(usize, KeyFlags)>> {
+pub(super) fn key_positions(spec: &Spec, args: &[Vec<u8>]) -> Option<Vec<(usize, KeyFlags)>> {
     let argc = i64::try_from(args.len()).ok()?;
     let mut out = Vec::new();
     for ks in spec.key_specs {

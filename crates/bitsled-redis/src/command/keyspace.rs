@@ -2,6 +2,7 @@
 //! RENAME, RENAMENX, COPY, MOVE, SWAPDB, FLUSHALL, FLUSHDB.
 
 use super::args::{int32, is, ERR_SYNTAX};
+use super::notify::{emit, emit_in, GENERIC};
 use super::{wrong_arity, CmdResult, Fail, Reply};
 use bitsled::Db;
 
@@ -13,7 +14,10 @@ fn count(n: usize) -> Reply {
 pub(crate) fn del(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     let mut n = 0;
     for k in &a[1..] {
-        n += usize::from(db.delete(k)?);
+        if db.delete(k)? {
+            n += 1;
+            emit(GENERIC, "del", k);
+        }
     }
     Ok(count(n))
 }
@@ -59,6 +63,10 @@ pub(crate) fn echo(_db: &Db, a: &[Vec<u8>]) -> CmdResult {
 /// `RENAME key newkey` and `RENAMENX key newkey`.
 fn rename(db: &Db, a: &[Vec<u8>], nx: bool) -> CmdResult {
     let done = db.rename(&a[1], &a[2], nx)?;
+    if done && a[1] != a[2] {
+        emit(GENERIC, "rename_from", &a[1]);
+        emit(GENERIC, "rename_to", &a[2]);
+    }
     if nx {
         // Redis answers 0 for a rename to the same name.
         Ok(Reply::Integer(i64::from(done && a[1] != a[2])))
@@ -104,7 +112,11 @@ pub(crate) fn copy(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     if dest == db.index() && a[1] == a[2] {
         return Err(Fail::new("ERR source and destination objects are the same"));
     }
-    Ok(Reply::Integer(i64::from(db.copy_to(&a[1], &db.select(dest)?, &a[2], replace)?)))
+    let copied = db.copy_to(&a[1], &db.select(dest)?, &a[2], replace)?;
+    if copied {
+        emit_in(GENERIC, "copy_to", &a[2], Some(dest));
+    }
+    Ok(Reply::Integer(i64::from(copied)))
 }
 
 /// `MOVE key db`: 1 if moved; 0 if missing here or present there.
@@ -113,7 +125,12 @@ pub(crate) fn move_key(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     if to == db.index() {
         return Err(Fail::new("ERR source and destination objects are the same"));
     }
-    Ok(Reply::Integer(i64::from(db.move_key(&a[1], to)?)))
+    let moved = db.move_key(&a[1], to)?;
+    if moved {
+        emit(GENERIC, "move_from", &a[1]);
+        emit_in(GENERIC, "move_to", &a[1], Some(to));
+    }
+    Ok(Reply::Integer(i64::from(moved)))
 }
 
 /// `SWAPDB index1 index2`.

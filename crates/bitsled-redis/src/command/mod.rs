@@ -43,6 +43,7 @@ mod lcs;
 mod longdouble;
 mod lzf;
 mod migrate;
+mod notify;
 mod object;
 mod pubsub;
 mod scan;
@@ -53,6 +54,10 @@ mod values;
 pub(crate) use connection::REDIS_VERSION;
 pub(crate) use host::{Bgsave, ClientAddr, Host, HostMemory, SaveFailed, Setting, SubKind};
 pub(crate) use info::used_memory;
+pub(crate) use notify::{
+    format_flags as format_keyspace_events, parse_flags as parse_keyspace_events, Event as KeyEvent, EXPIRED, KEYEVENT,
+    KEYSPACE,
+};
 pub(crate) use pubsub::unsubscribe_all;
 pub(crate) use session::CommandStat;
 pub(crate) use session::{Close, ReplyMode};

@@ -148,7 +148,7 @@ pub struct KeySpec {
 #[derive(Clone, Copy)]
 pub(crate) enum Handler {
     /// A data command: it needs only the selected database.
-    Data(fn(&Db, &[Vec<u8>]) -> CmdResult),
+    Data(DataFn),
     /// A connection or server command: it reads or changes the session
     /// (the selected database, the transaction, authentication, the
     /// server behind it).
@@ -157,6 +157,9 @@ pub(crate) enum Handler {
     /// reads the table, or runs commands, through [`Commands`].
     Tabled(fn(&mut Session, &[Vec<u8>], &dyn Commands) -> CmdResult),
 }
+
+/// A data command's handler.
+pub(crate) type DataFn = fn(&Db, &[Vec<u8>]) -> CmdResult;
 
 /// What a [`Handler::Tabled`] handler may ask of the command table. The
 /// dispatcher, which owns the table, passes it in, so that no handler

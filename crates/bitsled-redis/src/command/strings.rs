@@ -4,6 +4,7 @@
 
 use super::args::{int, MAX_STRING_BYTES};
 use super::expiry::{expiry_ms, string_options, TimeArg};
+use super::notify::{emit, GENERIC, STRING};
 use super::{longdouble, wrong_arity, CmdResult, Fail, Reply};
 use bitsled::{Current, Db, Error, GetExpiry, SetCondition, SetExpiry, SetOptions};
 
@@ -32,7 +33,11 @@ pub(crate) fn mget(db: &Db, a: &[Vec<u8>]) -> CmdResult {
 
 /// `GETDEL key`, atomically.
 pub(crate) fn getdel(db: &Db, a: &[Vec<u8>]) -> CmdResult {
-    Ok(Reply::Bulk(db.get_del(&a[1])?))
+    let old = db.get_del(&a[1])?;
+    if old.is_some() {
+        emit(GENERIC, "del", &a[1]);
+    }
+    Ok(Reply::Bulk(old))
 }
 
 /// Redis's check that a string stays within 512 MiB.
@@ -55,13 +60,19 @@ pub(crate) fn setrange(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     if !a[3].is_empty() {
         check_length(offset, a[3].len())?;
     }
-    Ok(Reply::Integer(i64::try_from(db.setrange(&a[1], offset, &a[3])?).unwrap_or(i64::MAX)))
+    let len = db.setrange(&a[1], offset, &a[3])?;
+    if !a[3].is_empty() {
+        emit(STRING, "setrange", &a[1]);
+    }
+    Ok(Reply::Integer(i64::try_from(len).unwrap_or(i64::MAX)))
 }
 
 /// `APPEND key value`.
 pub(crate) fn append(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     check_length(db.strlen(&a[1])?, a[2].len())?;
-    Ok(Reply::Integer(i64::try_from(db.append(&a[1], &a[2])?).unwrap_or(i64::MAX)))
+    let len = db.append(&a[1], &a[2])?;
+    emit(STRING, "append", &a[1]);
+    Ok(Reply::Integer(i64::try_from(len).unwrap_or(i64::MAX)))
 }
 
 /// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`: the
@@ -82,6 +93,12 @@ pub(crate) fn set(db: &Db, a: &[Vec<u8>]) -> CmdResult {
         None => SetExpiry::Clear,
     };
     let out = db.set_with(&a[1], &a[2], SetOptions { condition, expiry, get: o.get })?;
+    if out.written {
+        emit(STRING, "set", &a[1]);
+        if at.is_some() {
+            emit(GENERIC, "expire", &a[1]);
+        }
+    }
     Ok(match (o.get, out.written) {
         (true, _) => Reply::Bulk(out.old),
         (false, true) => Reply::ok(),
@@ -92,12 +109,18 @@ pub(crate) fn set(db: &Db, a: &[Vec<u8>]) -> CmdResult {
 /// `SETNX key value`: 1 if it set the key, 0 if the key existed.
 pub(crate) fn setnx(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     let opts = SetOptions { condition: SetCondition::IfAbsent, ..SetOptions::default() };
-    Ok(Reply::Integer(i64::from(db.set_with(&a[1], &a[2], opts)?.written)))
+    let written = db.set_with(&a[1], &a[2], opts)?.written;
+    if written {
+        emit(STRING, "set", &a[1]);
+    }
+    Ok(Reply::Integer(i64::from(written)))
 }
 
 fn setex_generic(db: &Db, a: &[Vec<u8>], unit: TimeArg, command: &str) -> CmdResult {
     let at = expiry_ms(db, &a[2], unit, command)?;
     db.set_with_expiry(&a[1], &a[3], SetExpiry::At(at))?;
+    emit(STRING, "set", &a[1]);
+    emit(GENERIC, "expire", &a[1]);
     Ok(Reply::ok())
 }
 
@@ -114,7 +137,9 @@ pub(crate) fn psetex(db: &Db, a: &[Vec<u8>]) -> CmdResult {
 /// `GETSET key value`: SET with GET.
 pub(crate) fn getset(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     let opts = SetOptions { get: true, ..SetOptions::default() };
-    Ok(Reply::Bulk(db.set_with(&a[1], &a[2], opts)?.old))
+    let old = db.set_with(&a[1], &a[2], opts)?.old;
+    emit(STRING, "set", &a[1]);
+    Ok(Reply::Bulk(old))
 }
 
 /// `GETEX key [EX s|PX ms|EXAT s|PXAT ms|PERSIST]`.
@@ -131,7 +156,13 @@ pub(crate) fn getex(db: &Db, a: &[Vec<u8>]) -> CmdResult {
         None if o.persist => GetExpiry::Persist,
         None => GetExpiry::Keep,
     };
-    Ok(Reply::Bulk(db.get_ex(&a[1], expiry)?))
+    let value = db.get_ex(&a[1], expiry)?;
+    match expiry {
+        GetExpiry::At(_) if value.is_some() => emit(GENERIC, "expire", &a[1]),
+        GetExpiry::Persist if value.is_some() => emit(GENERIC, "persist", &a[1]),
+        _ => {}
+    }
+    Ok(Reply::Bulk(value))
 }
 
 /// MSET and MSETNX: the pairs after the name, or the arity error for an
@@ -148,17 +179,30 @@ fn pairs<'a>(a: &'a [Vec<u8>], command: &str) -> Result<Pairs<'a>, Fail> {
 
 /// `MSET key value [key value ...]`, atomically.
 pub(crate) fn mset(db: &Db, a: &[Vec<u8>]) -> CmdResult {
-    db.set_many(&pairs(a, "mset")?, false)?;
+    let pairs = pairs(a, "mset")?;
+    db.set_many(&pairs, false)?;
+    for (k, _) in &pairs {
+        emit(STRING, "set", k);
+    }
     Ok(Reply::ok())
 }
 
 /// `MSETNX key value [key value ...]`: all or none, 1 or 0.
 pub(crate) fn msetnx(db: &Db, a: &[Vec<u8>]) -> CmdResult {
-    Ok(Reply::Integer(i64::from(db.set_many(&pairs(a, "msetnx")?, true)?)))
+    let pairs = pairs(a, "msetnx")?;
+    let written = db.set_many(&pairs, true)?;
+    if written {
+        for (k, _) in &pairs {
+        emit(STRING, "set", k);
+    }
+    }
+    Ok(Reply::Integer(i64::from(written)))
 }
 
 fn incr_generic(db: &Db, key: &[u8], delta: i64) -> CmdResult {
-    Ok(Reply::Integer(db.incr_by(key, delta)?))
+    let n = db.incr_by(key, delta)?;
+    emit(STRING, "incrby", key);
+    Ok(Reply::Integer(n))
 }
 
 /// `INCR key`.
@@ -203,5 +247,6 @@ pub(crate) fn incrbyfloat(db: &Db, a: &[Vec<u8>]) -> CmdResult {
         let text = sum.to_human().into_bytes();
         Ok((text.clone(), text))
     })?;
+    emit(STRING, "incrbyfloat", &a[1]);
     Ok(Reply::Bulk(Some(value)))
 }

@@ -121,6 +121,7 @@ pub(super) fn config(shared: &Shared) -> Vec<(&'static str, String)> {
         ("maxclients", shared.settings.max_clients().to_string()),
         ("maxmemory", shared.settings.maxmemory().to_string()),
         ("maxmemory-policy", shared.settings.policy().into()),
+        ("notify-keyspace-events", crate::command::format_keyspace_events(shared.settings.keyspace_events())),
         ("port", shared.local_addr.port().to_string()),
         ("proto-max-bulk-len", super::resp::MAX_BULK_LEN.to_string()),
         ("protected-mode", if cfg.protected_mode { "yes" } else { "no" }.into()),

@@ -99,6 +99,14 @@ impl Host for Link {
         self.shared.pubsub.counts()[1]
     }
 
+    fn keyspace_events(&self) -> u32 {
+        self.shared.settings.keyspace_events()
+    }
+
+    fn notify(&self, db: u32, event: &crate::command::KeyEvent) {
+        super::pubsub::notify(&self.shared, db, event);
+    }
+
     fn transaction_lock(&self) -> &RwLock<()> {
         &self.shared.exec_lock
     }
@@ -126,6 +134,7 @@ impl Host for Link {
             ("maxclients", Setting::Int(n)) => sh.settings.set_max_clients(usize::try_from(n).unwrap_or(usize::MAX)),
             ("maxmemory", Setting::Bytes(n)) => sh.settings.set_maxmemory(n, &sh.db).map_err(|e| e.to_string())?,
             ("maxmemory-policy", Setting::Name(n)) => sh.settings.set_policy(n),
+            ("notify-keyspace-events", Setting::Events(classes)) => sh.settings.set_keyspace_events(classes),
             ("slowlog-log-slower-than", Setting::Int(n)) => sh.slowlog.set_slower_than_usec(n),
             ("slowlog-max-len", Setting::Int(n)) => sh.slowlog.set_max_len(n.unsigned_abs()),
             ("timeout", Setting::Int(n)) => sh.settings.set_timeout_secs(n.unsigned_abs()),

@@ -153,6 +153,7 @@ pub struct ServerConfig {
     max_clients: usize,
     fsync: Fsync,
     maxmemory: u64,
+    keyspace_events: u32,
     timeout: Option<Duration>,
     protected_mode: bool,
     max_pending_reply_bytes: usize,
@@ -182,6 +183,7 @@ impl ServerConfig {
             max_clients: DEFAULT_MAX_CLIENTS,
             fsync: Fsync::EverySec,
             maxmemory: 0,
+            keyspace_events: 0,
             timeout: None,
             protected_mode: true,
             max_pending_reply_bytes: DEFAULT_MAX_PENDING_REPLY_BYTES,
@@ -245,6 +247,18 @@ impl ServerConfig {
     pub fn maxmemory(mut self, bytes: u64) -> ServerConfig {
         self.maxmemory = bytes;
         self
+    }
+
+    /// Redis's `notify-keyspace-events`: the classes of keyspace events
+    /// published (its flag letters, e.g. `KEA`, `Ex`; empty: none).
+    /// CONFIG SET changes it at run time. Default none.
+    ///
+    /// # Errors
+    /// Redis's text for a letter it does not know.
+    pub fn notify_keyspace_events(mut self, classes: &str) -> std::result::Result<ServerConfig, String> {
+        self.keyspace_events = crate::command::parse_keyspace_events(classes.as_bytes())
+            .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".to_string())?;
+        Ok(self)
     }
 
     /// Disconnect a client idle (nothing received, or a reply not taken)
@@ -592,6 +606,7 @@ impl Server {
         let slowlog = slowlog::SlowLog::new(config.slowlog_slower_than_usec, config.slowlog_max_len);
         let auth_budget = auth::FailureBudget::new(&config.auth_limits);
         let settings = settings::Settings::new(config.maxmemory, config.timeout, config.max_clients, &db);
+        settings.set_keyspace_events(config.keyspace_events);
         let shared = Arc::new(Shared {
             settings,
             db,
@@ -612,6 +627,21 @@ impl Server {
             next_id: AtomicU64::new(1),
             shutting_down: AtomicBool::new(false),
         });
+        // Keys the database deletes because they expired raise `expired`
+        // events (held weakly: the database outlives no server).
+        let weak = Arc::downgrade(&shared);
+        shared.db.set_expired_listener(Some(Arc::new(move |db, key| {
+            let Some(shared) = weak.upgrade() else { return };
+            if shared.settings.keyspace_events() & crate::command::EXPIRED != 0 {
+                let event = crate::command::KeyEvent {
+                    class: crate::command::EXPIRED,
+                    name: "expired",
+                    key: key.to_vec(),
+                    db: None,
+                };
+                pubsub::notify(&shared, db, &event);
+            }
+        })));
         Ok(Server { shared, listener })
     }
 

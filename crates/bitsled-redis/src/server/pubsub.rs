@@ -15,8 +15,8 @@ use std::time::Instant;
 
 use parking_lot::RwLock;
 
-use super::ClientInfo;
-use crate::command::{Proto, Reply, SubKind};
+use super::{ClientInfo, Shared};
+use crate::command::{KeyEvent, Proto, Reply, SubKind, KEYEVENT, KEYSPACE};
 
 type Subscribers = Vec<Arc<ClientInfo>>;
 
@@ -146,6 +146,26 @@ impl PubSub {
     pub(super) fn counts(&self) -> [usize; 3] {
         let maps = self.maps.read();
         [maps.channels.len(), maps.patterns.len(), maps.shard.len()]
+    }
+}
+
+/// Publishes keyspace event `event` of database `db`, as the classes
+/// enabled say: `__keyspace@<db>__:<key>` with the event's name,
+/// `__keyevent@<db>__:<name>` with the key.
+pub(super) fn notify(shared: &Shared, db: u32, event: &KeyEvent) {
+    let classes = shared.settings.keyspace_events();
+    if classes & event.class == 0 {
+        return;
+    }
+    let db = event.db.unwrap_or(db);
+    if classes & KEYSPACE != 0 {
+        let mut channel = format!("__keyspace@{db}__:").into_bytes();
+        channel.extend_from_slice(&event.key);
+        shared.pubsub.publish(false, &channel, event.name.as_bytes());
+    }
+    if classes & KEYEVENT != 0 {
+        let channel = format!("__keyevent@{db}__:{}", event.name);
+        shared.pubsub.publish(false, channel.as_bytes(), &event.key);
     }
 }
 

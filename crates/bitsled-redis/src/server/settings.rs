@@ -34,6 +34,8 @@ pub(super) struct Settings {
     /// Seconds a client may stay idle; 0 for ever.
     timeout_secs: AtomicU64,
     max_clients: AtomicUsize,
+    /// `notify-keyspace-events` classes.
+    keyspace_events: std::sync::atomic::AtomicU32,
     /// The database's cache and dirty budgets as the server started: what
     /// `maxmemory 0` returns to.
     start_budgets: (u64, u64),
@@ -47,8 +49,18 @@ impl Settings {
             policy: AtomicU8::new(NOEVICTION),
             timeout_secs: AtomicU64::new(timeout.map_or(0, |t| t.as_secs())),
             max_clients: AtomicUsize::new(max_clients),
+            keyspace_events: std::sync::atomic::AtomicU32::new(0),
             start_budgets: (m.cache_budget_bytes, m.dirty_budget_bytes),
         }
+    }
+
+    /// The keyspace event classes enabled.
+    pub(super) fn keyspace_events(&self) -> u32 {
+        self.keyspace_events.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn set_keyspace_events(&self, classes: u32) {
+        self.keyspace_events.store(classes, Ordering::Relaxed);
     }
 
     pub(super) fn maxmemory(&self) -> u64 {
