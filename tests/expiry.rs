@@ -240,3 +240,31 @@ fn the_last_handle_waits_for_a_busy_sweeper_and_reopen_works_at_once() {
     while !db.sweep_expired(1024).unwrap().done {}
     assert_eq!(db.dbsize().unwrap(), 1);
 }
+
+/// Invariant: the expired listener hears each key deleted because it
+/// expired exactly once, with its database, whether a lookup or the sweeper
+/// found it; keys deleted otherwise, and keys not yet due, are not heard.
+#[test]
+fn the_expired_listener_hears_every_expired_key_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(AtomicU64::new(T0));
+    let db = open(dir.path(), &clock);
+    let heard: Arc<parking_lot::Mutex<Vec<(u32, Vec<u8>)>>> = Arc::default();
+    let log = Arc::clone(&heard);
+    db.set_expired_listener(Some(Arc::new(move |index, key| log.lock().push((index, key.to_vec())))));
+    let db3 = db.select(3).unwrap();
+    db.set_with_expiry(b"looked-up", b"v", SetExpiry::At(T0 + 10)).unwrap();
+    db3.set_with_expiry(b"swept", b"v", SetExpiry::At(T0 + 10)).unwrap();
+    db.set_with_expiry(b"later", b"v", SetExpiry::At(T0 + 10_000)).unwrap();
+    db.set_with_expiry(b"deleted", b"v", SetExpiry::At(T0 + 10)).unwrap();
+    assert!(db.delete(b"deleted").unwrap());
+    clock.store(T0 + 10, Ordering::SeqCst);
+    assert_eq!(db.get(b"looked-up").unwrap(), None);
+    assert_eq!(db.get(b"looked-up").unwrap(), None);
+    while !db.sweep_expired(1 << 20).unwrap().done {}
+    let mut got = heard.lock().clone();
+    got.sort();
+    assert_eq!(got, vec![(0, b"looked-up".to_vec()), (3, b"swept".to_vec())]);
+    assert_eq!(db.expired_keys(), 2);
+    db.set_expired_listener(None);
+}

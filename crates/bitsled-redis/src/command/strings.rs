@@ -193,8 +193,8 @@ pub(crate) fn msetnx(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     let written = db.set_many(&pairs, true)?;
     if written {
         for (k, _) in &pairs {
-        emit(STRING, "set", k);
-    }
+            emit(STRING, "set", k);
+        }
     }
     Ok(Reply::Integer(i64::from(written)))
 }
