@@ -249,7 +249,8 @@ fn the_expired_listener_hears_every_expired_key_once() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(AtomicU64::new(T0));
     let db = open(dir.path(), &clock);
-    let heard: Arc<parking_lot::Mutex<Vec<(u32, Vec<u8>)>>> = Arc::default();
+    type Heard = parking_lot::Mutex<Vec<(u32, Vec<u8>)>>;
+    let heard: Arc<Heard> = Arc::default();
     let log = Arc::clone(&heard);
     db.set_expired_listener(Some(Arc::new(move |index, key| log.lock().push((index, key.to_vec())))));
     let db3 = db.select(3).unwrap();

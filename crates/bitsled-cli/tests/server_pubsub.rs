@@ -3,7 +3,10 @@
 //! SPUBLISH across clients, PUBSUB introspection, the RESP2 subscribed
 //! state (which commands may run, PING's shape), RESP3 pushes, CLIENT
 //! REPLY OFF/SKIP (pushes still go out), RESET, EXEC with SUBSCRIBE
-//! queued, and CLIENT KILL TYPE pubsub. Then bitsled alone: a subscriber
+//! queued, CLIENT KILL TYPE pubsub, keyspace notifications, and client-side
+//! caching (CLIENT TRACKING in its default, BCAST, REDIRECT, NOLOOP and
+//! OPTIN modes, invalidations after FLUSHALL, a broken redirect). Then
+//! bitsled alone: a subscriber
 //! that never reads is disconnected when its backlog passes the pub/sub
 //! output limit, while the publisher and other clients carry on.
 //!
@@ -244,6 +247,99 @@ fn keyspace_events(port: u16) -> Vec<String> {
     out
 }
 
+/// A connection that speaks RESP3.
+fn connect3(port: u16) -> TcpStream {
+    let mut s = connect(port);
+    send(&mut s, &["HELLO", "3"]);
+    drain(&mut s);
+    s
+}
+
+/// This connection's client id.
+fn client_id(s: &mut TcpStream) -> String {
+    send(s, &["CLIENT", "ID"]);
+    drain(s).trim_start_matches(':').trim_end().to_string()
+}
+
+/// CLIENT TRACKING: what tracking clients (and a redirect target) receive
+/// while another client writes. Client ids are replaced by `<id>`.
+fn tracking(port: u16) -> Vec<String> {
+    let mut out = Vec::new();
+    let (mut a, mut w, mut r, mut b) = (connect3(port), connect(port), connect(port), connect(port));
+    send(&mut w, &["FLUSHALL"]);
+    drain(&mut w);
+    let mut note = |what: &str, s: &mut TcpStream| out.push(format!("{what}: {}", drain(s)));
+    // Default mode: keys read are invalidated once, at their next write.
+    send(&mut a, &["CLIENT", "TRACKING", "on"]);
+    send(&mut a, &["GET", "k1"]);
+    send(&mut a, &["MGET", "k2", "k3"]);
+    note("a tracks", &mut a);
+    send(&mut w, &["SET", "k1", "v"]);
+    send(&mut w, &["MSET", "k2", "x", "k9", "y"]);
+    send(&mut w, &["SET", "k3", "z", "XX"]);
+    drain(&mut w);
+    note("a invalidated", &mut a);
+    send(&mut w, &["SET", "k1", "again"]);
+    drain(&mut w);
+    note("a once only", &mut a);
+    // BCAST with prefixes, redirected to a RESP2 subscriber.
+    let rid = client_id(&mut r);
+    send(&mut r, &["SUBSCRIBE", "__redis__:invalidate"]);
+    drain(&mut r);
+    send(&mut b, &["CLIENT", "TRACKING", "on", "REDIRECT", &rid, "BCAST", "PREFIX", "user:"]);
+    note("b", &mut b);
+    send(&mut w, &["MULTI"]);
+    send(&mut w, &["SET", "user:1", "x"]);
+    send(&mut w, &["SET", "other", "x"]);
+    send(&mut w, &["DEL", "user:2", "user:1"]);
+    send(&mut w, &["EXEC"]);
+    drain(&mut w);
+    note("r broadcast", &mut r);
+    // The writer's own invalidation follows its reply; NOLOOP drops it.
+    let mut o = connect3(port);
+    send(&mut o, &["CLIENT", "TRACKING", "on"]);
+    send(&mut o, &["GET", "mine"]);
+    send(&mut o, &["SET", "mine", "1"]);
+    send(&mut o, &["GET", "mine"]);
+    note("o own write", &mut o);
+    send(&mut o, &["CLIENT", "TRACKING", "on", "NOLOOP"]);
+    send(&mut o, &["GET", "mine"]);
+    send(&mut o, &["SET", "mine", "2"]);
+    note("o noloop", &mut o);
+    // FLUSHALL: a nil key list for every tracking client.
+    send(&mut a, &["GET", "z"]);
+    drain(&mut a);
+    send(&mut w, &["FLUSHALL"]);
+    drain(&mut w);
+    note("a flush", &mut a);
+    note("r flush", &mut r);
+    // OPTIN: only the read after CLIENT CACHING yes is tracked.
+    send(&mut a, &["CLIENT", "TRACKING", "off"]);
+    send(&mut a, &["CLIENT", "TRACKING", "on", "OPTIN"]);
+    send(&mut a, &["GET", "q1"]);
+    send(&mut a, &["CLIENT", "CACHING", "yes"]);
+    send(&mut a, &["GET", "q2"]);
+    drain(&mut a);
+    send(&mut w, &["MSET", "q1", "1", "q2", "2"]);
+    drain(&mut w);
+    note("a optin", &mut a);
+    // A redirect to a client that has gone: told once.
+    let mut gone = connect(port);
+    let gid = client_id(&mut gone);
+    let mut c = connect3(port);
+    send(&mut c, &["CLIENT", "TRACKING", "on", "REDIRECT", &gid]);
+    send(&mut c, &["GET", "rb"]);
+    drain(&mut c);
+    send(&mut gone, &["QUIT"]);
+    drain(&mut gone);
+    send(&mut w, &["SET", "rb", "1"]);
+    drain(&mut w);
+    note("c broken", &mut c);
+    send(&mut c, &["CLIENT", "TRACKINGINFO"]);
+    note("c info", &mut c);
+    out.into_iter().map(|line| line.replace(&format!(":{gid}\r\n"), ":<id>\r\n")).collect()
+}
+
 /// Invariant: every reply and every delivered message is byte for byte
 /// Redis's, in the same order, for the scripted scenarios.
 #[test]
@@ -254,6 +350,7 @@ fn pubsub_matches_redis() {
     assert_eq!(single_client(served.port), single_client(redis.port));
     assert_eq!(several_clients(served.port), several_clients(redis.port));
     assert_eq!(keyspace_events(served.port), keyspace_events(redis.port));
+    assert_eq!(tracking(served.port), tracking(redis.port));
 }
 
 /// Invariant: a subscriber that never reads is disconnected once its

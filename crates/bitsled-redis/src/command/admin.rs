@@ -215,6 +215,7 @@ const PARAMETERS: &[(&str, Kind)] = &[
     ("slowlog-log-slower-than", Kind::Int(-1, i64::MAX)),
     ("slowlog-max-len", Kind::Int(0, i64::MAX)),
     ("timeout", Kind::Int(0, i32::MAX as i64)),
+    ("tracking-table-max-keys", Kind::Int(0, i64::MAX)),
 ];
 
 /// `CONFIG SET parameter value [parameter value ...]`. All pairs are

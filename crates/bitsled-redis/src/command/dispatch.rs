@@ -4,10 +4,12 @@
 //! the command table; handlers that need the table (`COMMAND`, `EXEC`) get
 //! it as [`Commands`], so no handler depends on the table that lists it.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use bitsled::Durability;
 
+use super::host::Host;
 use super::session::{Session, NOAUTH};
 use super::spec::{Commands, Flags, Handler, Spec};
 use super::{table, unknown_command, unknown_subcommand, wrong_arity, Fail, Reply};
@@ -100,6 +102,8 @@ impl Session {
     pub(crate) fn run(&mut self, spec: &'static Spec, args: &[Vec<u8>], in_exec: bool) -> Reply {
         // The command running is the last command (CLIENT LIST's `cmd`).
         self.last_cmd = spec.name;
+        self.track_before(spec, args);
+        let mut events = None;
         // Timed from when the command may run: a wait for another
         // client's EXEC is not its own time.
         let (reply, start) = match spec.run {
@@ -109,7 +113,9 @@ impl Session {
             Handler::Data(f) => {
                 let _shared = self.host.as_ref().filter(|_| !in_exec).map(|h| h.transaction_lock().read());
                 let start = Instant::now();
-                (self.run_data(spec, f, args), start)
+                let (reply, raised) = self.run_data(spec, f, args);
+                events = raised;
+                (reply, start)
             }
             Handler::Conn(f) => {
                 let start = Instant::now();
@@ -121,6 +127,7 @@ impl Session {
             }
         };
         let reply = reply.unwrap_or_else(|Fail(text)| Reply::Error(super::sanitize(text)));
+        self.track_after(spec, args, &reply, events.as_deref(), in_exec);
         if let Reply::Error(text) = &reply {
             self.count_error(text);
         }
@@ -185,9 +192,17 @@ impl Session {
     /// Runs data command `f`; when keyspace events are enabled and the
     /// command writes, publishes the events it raised (after the `new`
     /// events of the keys it created, as Redis raises them first).
-    fn run_data(&self, spec: &'static Spec, f: super::spec::DataFn, args: &[Vec<u8>]) -> super::CmdResult {
-        let Some(host) = self.host.as_ref().filter(|h| h.keyspace_events() != 0 && spec.is_write()) else {
-            return f(&self.db, args);
+    /// Returns the reply, and the events the command raised if they were
+    /// collected (for keyspace events or for client tracking).
+    fn run_data(
+        &self,
+        spec: &'static Spec,
+        f: super::spec::DataFn,
+        args: &[Vec<u8>],
+    ) -> (super::CmdResult, Option<Vec<super::notify::Event>>) {
+        let wanted = |h: &&Arc<dyn Host>| (h.keyspace_events() != 0 || h.tracking_active()) && spec.is_write();
+        let Some(host) = self.host.as_ref().filter(wanted) else {
+            return (f(&self.db, args), None);
         };
         let watch_new = host.keyspace_events() & super::notify::NEW != 0;
         let absent: Vec<&[u8]> = if watch_new {
@@ -212,7 +227,7 @@ impl Session {
         for event in &events {
             host.notify(db, event);
         }
-        reply
+        (reply, Some(events))
     }
 }
 

@@ -91,6 +91,25 @@ impl SubKind {
     }
 }
 
+/// A client's CLIENT TRACKING options (while tracking is on).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TrackingOptions {
+    /// The client invalidations go to instead (`REDIRECT`); `None`: this
+    /// one.
+    pub(crate) redirect: Option<u64>,
+    /// Broadcasting mode: invalidations for every key under a prefix.
+    pub(crate) bcast: bool,
+    /// The prefixes of broadcasting mode (empty: the empty prefix, every
+    /// key), sorted.
+    pub(crate) prefixes: Vec<Vec<u8>>,
+    /// Keys read are tracked only after `CLIENT CACHING yes`.
+    pub(crate) optin: bool,
+    /// Keys read are tracked unless after `CLIENT CACHING no`.
+    pub(crate) optout: bool,
+    /// No invalidations for this client's own writes.
+    pub(crate) noloop: bool,
+}
+
 /// Why SAVE did not make the data durable.
 #[derive(Debug)]
 pub(crate) enum SaveFailed {
@@ -243,6 +262,33 @@ pub(crate) trait Host: Send + Sync {
     /// Publishes `event` of database `db` (its keyspace and keyevent
     /// messages, as the classes enabled say).
     fn notify(&self, db: u32, event: &super::notify::Event);
+
+    /// Turns CLIENT TRACKING on with `options` (replacing the previous
+    /// ones) or off (`None`) for this client.
+    fn set_tracking(&self, options: Option<&TrackingOptions>);
+
+    /// Whether any client has tracking on (the only case in which the
+    /// dispatcher tells the server about keys read and written).
+    fn tracking_active(&self) -> bool;
+
+    /// Whether client `id` is connected (a REDIRECT target must be).
+    fn client_exists(&self, id: u64) -> bool;
+
+    /// Whether this client's REDIRECT target has gone (CLIENT TRACKINGINFO's
+    /// `broken_redirect`).
+    fn tracking_redirect_broken(&self) -> bool;
+
+    /// Remembers that this client may cache `keys` (read by a read-only
+    /// command).
+    fn track_keys(&self, keys: &[&[u8]]);
+
+    /// `keys` were written by this client: invalidates them for every
+    /// client tracking them (the tracking of a key ends with its
+    /// invalidation).
+    fn invalidate_keys(&self, keys: &[&[u8]]);
+
+    /// A database was emptied: every tracking client drops everything.
+    fn invalidate_all(&self);
 
     /// SHUTDOWN: makes everything acknowledged durable, then starts
     /// stopping the server. A failed flush stops nothing.

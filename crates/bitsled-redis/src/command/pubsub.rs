@@ -80,9 +80,13 @@ fn unsubscribe_from(s: &mut Session, a: &[Vec<u8>], kind: SubKind) -> CmdResult 
 }
 
 /// Drops every subscription of the session without confirmations (RESET,
-/// and a connection that ends).
+/// and a connection that ends), and its CLIENT TRACKING.
 pub(crate) fn unsubscribe_all(s: &mut Session) {
     let Some(host) = s.host.clone() else { return };
+    if s.tracking.take().is_some() {
+        host.set_tracking(None);
+    }
+    s.caching = None;
     for kind in SubKind::ALL {
         for name in std::mem::take(s.subs.of_mut(kind)) {
             host.unsubscribe(kind, &name);

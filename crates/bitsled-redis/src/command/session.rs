@@ -128,6 +128,10 @@ pub struct Session {
     pub(crate) subs: Subscriptions,
     /// CLIENT REPLY.
     pub(crate) reply_mode: ReplyMode,
+    /// CLIENT TRACKING, while on.
+    pub(crate) tracking: Option<super::host::TrackingOptions>,
+    /// CLIENT CACHING yes/no, for the command after it.
+    pub(crate) caching: Option<bool>,
 }
 
 impl std::fmt::Debug for Session {
@@ -155,6 +159,8 @@ impl Session {
             last_cmd: "NULL",
             subs: Subscriptions::default(),
             reply_mode: ReplyMode::On,
+            tracking: None,
+            caching: None,
         }
     }
 

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use super::spec::{Begin, Find, Flags, Handler, KeySpec, Spec};
 use super::{
     admin, bitfield, bitmaps, bloom, connection, dump, expiry, hll, info, introspect, keyspace, lcs, migrate, object,
-    pubsub, scan, strings, transaction,
+    pubsub, scan, strings, tracking, transaction,
 };
 
 const NONE: u32 = Flags::NONE.bits();
@@ -1589,6 +1589,50 @@ pub static COMMANDS: &[Spec] = &[
                 key_specs: &[],
                 subcommands: &[],
                 run: Conn(pubsub::client_reply),
+            },
+            Spec {
+                name: "client|tracking",
+                arity: -3,
+                flags: fl(NOSCRIPT | LOADING | STALE),
+                keys: (0, 0, 0),
+                acl: &["@slow", "@connection"],
+                tips: &[],
+                key_specs: &[],
+                subcommands: &[],
+                run: Conn(tracking::client_tracking),
+            },
+            Spec {
+                name: "client|caching",
+                arity: 3,
+                flags: fl(NOSCRIPT | LOADING | STALE),
+                keys: (0, 0, 0),
+                acl: &["@slow", "@connection"],
+                tips: &[],
+                key_specs: &[],
+                subcommands: &[],
+                run: Conn(tracking::client_caching),
+            },
+            Spec {
+                name: "client|trackinginfo",
+                arity: 2,
+                flags: fl(NOSCRIPT | LOADING | STALE),
+                keys: (0, 0, 0),
+                acl: &["@slow", "@connection"],
+                tips: &[],
+                key_specs: &[],
+                subcommands: &[],
+                run: Conn(tracking::client_trackinginfo),
+            },
+            Spec {
+                name: "client|getredir",
+                arity: 2,
+                flags: fl(NOSCRIPT | LOADING | STALE),
+                keys: (0, 0, 0),
+                acl: &["@slow", "@connection"],
+                tips: &[],
+                key_specs: &[],
+                subcommands: &[],
+                run: Conn(tracking::client_getredir),
             },
             Spec {
                 name: "client|kill",

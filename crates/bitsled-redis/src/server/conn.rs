@@ -151,6 +151,7 @@ impl Conn<'_> {
         if self.stream.set_read_timeout(Some(TICK)).is_err() {
             return;
         }
+        self.info.outbox.lock().set_owner();
         self.publish_buffers();
         loop {
             match self.read_some() {
@@ -166,6 +167,12 @@ impl Conn<'_> {
                 Err(_) => return,
             }
             self.process();
+            if self.close {
+                // Gone from the client list before its last reply goes out
+                // (QUIT): a client told OK no longer counts as connected
+                // (a CLIENT TRACKING redirect to it is broken).
+                self.shared.clients.lock().remove(&self.info.id);
+            }
             if !self.send() || self.close || self.eof || !self.set_tick() {
                 return;
             }
@@ -249,6 +256,7 @@ impl Conn<'_> {
     /// policy), the batch's writes are made durable before its replies may
     /// go out.
     fn process(&mut self) {
+        self.info.outbox.lock().begin_batch();
         let mut requests = 0usize;
         while !self.close && !self.kill {
             let parsed = self.parser.parse(&self.buf[self.lo..self.hi], self.session.authed);
@@ -295,6 +303,12 @@ impl Conn<'_> {
         }
         self.publish_stats();
         self.publish_buffers();
+        // Broadcast-mode invalidations of this batch's writes go out now,
+        // after its replies.
+        if self.shared.tracking.active() {
+            self.info.outbox.lock().append(&mut self.out);
+            self.shared.tracking.broadcast(self.shared);
+        }
     }
 
     /// Hands the input buffer's use to CLIENT LIST.
@@ -367,6 +381,7 @@ impl Conn<'_> {
             return None;
         }
         out.append(&mut self.out);
+        out.end_batch();
         if out.pending() == 0 {
             return Some((0, 0));
         }
@@ -444,9 +459,9 @@ impl Conn<'_> {
     fn request(&mut self, args: &[Vec<u8>]) {
         let argv = &self.info.buffers.argv_mem;
         argv.store(args.iter().map(Vec::len).sum(), Ordering::Relaxed);
-        if self.session.subscribed() {
-            // Messages this command publishes to this very client go out
-            // after the replies before it.
+        if self.session.subscribed() || self.session.tracking.is_some() {
+            // Messages this command publishes (or invalidations it makes)
+            // to this very client go out after the replies before it.
             let mut out = self.info.outbox.lock();
             if !out.closed() {
                 out.append(&mut self.out);
@@ -461,6 +476,10 @@ impl Conn<'_> {
         } else {
             if let Some(reply) = reply {
                 reply.write(self.session.proto(), &mut self.out);
+            }
+            if self.session.tracking.is_some() {
+                let after = self.info.outbox.lock().take_after_reply();
+                self.out.extend_from_slice(&after);
             }
             self.close |= self.session.close == Some(Close::AfterReply);
         }

@@ -37,9 +37,10 @@ pub(super) fn section(shared: &Shared, name: &str) -> Option<String> {
         ),
         "clients" => write!(
             out,
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n",
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\ntracking_clients:{}\r\n",
             shared.clients.lock().len(),
-            shared.settings.max_clients()
+            shared.settings.max_clients(),
+            shared.tracking.counts()[0],
         ),
         "persistence" => write!(
             out,
@@ -61,12 +62,14 @@ pub(super) fn section(shared: &Shared, name: &str) -> Option<String> {
         ),
         "stats" => {
             let pubsub = shared.pubsub.counts();
+            let tracking = shared.tracking.counts();
             write!(
             out,
             "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\n\
              total_net_output_bytes:{}\r\nrejected_connections:{}\r\ntotal_error_replies:{}\r\nauth_failures:{auth}\r\n\
              acl_access_denied_auth:{auth}\r\nexpired_keys:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\n\
-             pubsubshard_channels:{}\r\n",
+             pubsubshard_channels:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\n\
+             tracking_total_prefixes:{}\r\n",
             st.connections_received.load(Ordering::Relaxed),
             st.commands_processed.load(Ordering::Relaxed),
             st.net_input_bytes.load(Ordering::Relaxed),
@@ -77,6 +80,9 @@ pub(super) fn section(shared: &Shared, name: &str) -> Option<String> {
             pubsub[0],
             pubsub[1],
             pubsub[2],
+            tracking[1],
+            tracking[2],
+            tracking[3],
             auth = st.auth_failures.load(Ordering::Relaxed),
             )
         }
@@ -129,6 +135,7 @@ pub(super) fn config(shared: &Shared) -> Vec<(&'static str, String)> {
         ("slowlog-log-slower-than", shared.slowlog.slower_than_usec().to_string()),
         ("slowlog-max-len", shared.slowlog.max_len().to_string()),
         ("timeout", shared.settings.timeout().map_or(0, |t| t.as_secs()).to_string()),
+        ("tracking-table-max-keys", shared.tracking.max_keys().to_string()),
     ]
 }
 

@@ -107,6 +107,34 @@ impl Host for Link {
         super::pubsub::notify(&self.shared, db, event);
     }
 
+    fn set_tracking(&self, options: Option<&crate::command::TrackingOptions>) {
+        self.shared.tracking.set(self.info.id, options);
+    }
+
+    fn tracking_active(&self) -> bool {
+        self.shared.tracking.active()
+    }
+
+    fn client_exists(&self, id: u64) -> bool {
+        self.shared.clients.lock().contains_key(&id)
+    }
+
+    fn tracking_redirect_broken(&self) -> bool {
+        self.shared.tracking.broken(self.info.id)
+    }
+
+    fn track_keys(&self, keys: &[&[u8]]) {
+        self.shared.tracking.remember(&self.shared, self.info.id, keys);
+    }
+
+    fn invalidate_keys(&self, keys: &[&[u8]]) {
+        self.shared.tracking.invalidate(&self.shared, Some(self.info.id), keys);
+    }
+
+    fn invalidate_all(&self) {
+        self.shared.tracking.invalidate_all(&self.shared, Some(self.info.id));
+    }
+
     fn transaction_lock(&self) -> &RwLock<()> {
         &self.shared.exec_lock
     }
@@ -138,6 +166,10 @@ impl Host for Link {
             ("slowlog-log-slower-than", Setting::Int(n)) => sh.slowlog.set_slower_than_usec(n),
             ("slowlog-max-len", Setting::Int(n)) => sh.slowlog.set_max_len(n.unsigned_abs()),
             ("timeout", Setting::Int(n)) => sh.settings.set_timeout_secs(n.unsigned_abs()),
+            ("tracking-table-max-keys", Setting::Int(n)) => {
+                sh.tracking.set_max_keys(usize::try_from(n).unwrap_or(usize::MAX));
+                sh.tracking.enforce_limit(sh, &[]);
+            }
             _ => return Err(format!("{value:?} is not a value bitsled takes here")),
         }
         Ok(())

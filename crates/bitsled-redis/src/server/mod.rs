@@ -41,6 +41,7 @@ pub mod resp;
 mod save;
 mod settings;
 mod slowlog;
+mod tracking;
 
 pub use crate::command::{parse_memory, POLICIES};
 pub use auth::{
@@ -516,6 +517,8 @@ struct Shared {
     exec_lock: RwLock<()>,
     /// Pub/sub subscriptions.
     pubsub: pubsub::PubSub,
+    /// Client-side caching.
+    tracking: tracking::Tracking,
     clients: Mutex<HashMap<u64, Arc<ClientInfo>>>,
     /// The sum of the connections' `tot-mem`s, kept by each as it
     /// publishes its own (so the memory check costs no walk of the list).
@@ -620,6 +623,7 @@ impl Server {
             auth_budget,
             exec_lock: RwLock::new(()),
             pubsub: pubsub::PubSub::default(),
+            tracking: tracking::Tracking::default(),
             clients: Mutex::new(HashMap::new()),
             clients_mem: AtomicUsize::new(0),
             active: Mutex::new(0),
@@ -632,6 +636,7 @@ impl Server {
         let weak = Arc::downgrade(&shared);
         shared.db.set_expired_listener(Some(Arc::new(move |db, key| {
             let Some(shared) = weak.upgrade() else { return };
+            shared.tracking.invalidate(&shared, None, &[key]);
             if shared.settings.keyspace_events() & crate::command::EXPIRED != 0 {
                 let event = crate::command::KeyEvent {
                     class: crate::command::EXPIRED,

@@ -6,6 +6,14 @@
 //! waits for the next sender or for the connection's own thread, which
 //! keeps sending while bytes wait.
 //!
+//! While the connection's own thread runs a batch of requests, bytes other
+//! threads add wait in a side buffer and follow the batch's replies: a
+//! reply computed before a push was made never comes after it (a client
+//! caching a value it read must see the value before the invalidation of a
+//! later write, as Redis, running one command at a time, sends them).
+//! Bytes the connection's own thread adds during the batch (a message a
+//! client publishes to itself) go straight in, in order.
+//!
 //! A subscriber that lets its backlog grow past Redis's `pubsub` class of
 //! `client-output-buffer-limit` (32 MiB at once, or 8 MiB for 60 seconds)
 //! is disconnected, as Redis does it.
@@ -31,12 +39,66 @@ pub(super) struct Outbox {
     over_soft_since: Option<Instant>,
     /// The connection was closed for its backlog: nothing more is added.
     closed: bool,
+    /// The connection's own thread.
+    owner: Option<std::thread::ThreadId>,
+    /// Its thread runs a batch whose replies are not in `buf` yet.
+    busy: bool,
+    /// What other threads added meanwhile.
+    deferred: Vec<u8>,
+    /// What the connection's own command raised for after its reply (an
+    /// invalidation of a key the client itself wrote, as Redis sends it).
+    after_reply: Vec<u8>,
 }
 
 impl Outbox {
     /// Bytes not yet sent.
     pub(super) fn pending(&self) -> usize {
-        self.buf.len() - self.sent
+        self.buf.len() - self.sent + self.deferred.len()
+    }
+
+    /// Records the calling thread as the connection's own.
+    pub(super) fn set_owner(&mut self) {
+        self.owner = Some(std::thread::current().id());
+    }
+
+    /// The connection's thread starts a batch: what other threads add waits
+    /// for its replies.
+    pub(super) fn begin_batch(&mut self) {
+        self.busy = true;
+    }
+
+    /// The batch's replies are in: what waited follows them.
+    pub(super) fn end_batch(&mut self) {
+        self.busy = false;
+        if !self.deferred.is_empty() {
+            let mut waiting = std::mem::take(&mut self.deferred);
+            self.append(&mut waiting);
+        }
+    }
+
+    /// Adds a push the running command raised for its own client, to
+    /// follow the command's reply.
+    pub(super) fn push_after_reply(&mut self, bytes: &[u8]) {
+        self.after_reply.extend_from_slice(bytes);
+    }
+
+    /// Takes what waits for the last reply (see
+    /// [`Outbox::push_after_reply`]).
+    pub(super) fn take_after_reply(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.after_reply)
+    }
+
+    /// Adds a push (a message, an invalidation) from any thread: after the
+    /// current batch's replies if another thread adds it mid-batch. Returns
+    /// whether it may be sent now.
+    pub(super) fn push(&mut self, bytes: &[u8]) -> bool {
+        if self.busy && self.owner != Some(std::thread::current().id()) {
+            self.deferred.extend_from_slice(bytes);
+            false
+        } else {
+            self.extend(bytes);
+            true
+        }
     }
 
     /// Whether the connection was closed for its backlog.
@@ -47,7 +109,7 @@ impl Outbox {
     /// Appends `bytes`, taking the vector itself (no copy) when nothing
     /// waits; `bytes` is left empty.
     pub(super) fn append(&mut self, bytes: &mut Vec<u8>) {
-        if self.pending() == 0 {
+        if self.buf.len() == self.sent {
             std::mem::swap(&mut self.buf, bytes);
             self.sent = 0;
             bytes.clear();
@@ -58,7 +120,7 @@ impl Outbox {
 
     /// Appends a copy of `bytes`.
     pub(super) fn extend(&mut self, bytes: &[u8]) {
-        if self.pending() == 0 {
+        if self.buf.len() == self.sent {
             self.buf.clear();
             self.sent = 0;
         }
@@ -112,6 +174,7 @@ impl Outbox {
     pub(super) fn close(&mut self, stream: &TcpStream) {
         self.closed = true;
         self.buf = Vec::new();
+        self.deferred = Vec::new();
         self.sent = 0;
         let _ = stream.shutdown(Shutdown::Both);
     }

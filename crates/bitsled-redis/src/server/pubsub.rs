@@ -178,6 +178,20 @@ pub(super) fn kind_index(kind: SubKind) -> usize {
     }
 }
 
+/// Delivers one push (encoded in the client's protocol) to `client`; if
+/// `after_reply`, the client's own running command raised it and it
+/// follows that command's reply.
+pub(super) fn deliver_reply(client: &ClientInfo, message: &Reply, after_reply: bool) {
+    let proto = if client.resp.load(Ordering::Relaxed) == 3 { Proto::Resp3 } else { Proto::Resp2 };
+    let mut bytes = Vec::new();
+    message.write(proto, &mut bytes);
+    if after_reply {
+        client.outbox.lock().push_after_reply(&bytes);
+        return;
+    }
+    deliver(client, &Encoded { resp2: bytes.clone(), resp3: bytes }, Instant::now());
+}
+
 /// Puts a message into `client`'s outbox and sends what its socket takes;
 /// a client whose backlog passes the pub/sub limits is disconnected.
 fn deliver(client: &ClientInfo, message: &Encoded, now: Instant) {
@@ -186,8 +200,7 @@ fn deliver(client: &ClientInfo, message: &Encoded, now: Instant) {
     if out.closed() {
         return;
     }
-    out.extend(bytes);
-    let broken = out.flush(&client.stream).is_err();
+    let broken = out.push(bytes) && out.flush(&client.stream).is_err();
     if broken || out.over_pubsub_limit(now) {
         if !broken {
             eprintln!(
