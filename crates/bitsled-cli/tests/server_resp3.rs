@@ -1,7 +1,8 @@
 //! RESP3 through the client libraries that speak it, against `bitsled
 //! serve`: node-redis v5 (`RESP: 3`) and v6 (its default and `RESP: 3`)
 //! running `tests/node/resp3_bloom.js`, and redis-py 5 in RESP2 and RESP3
-//! running `tests/python/resp3_bloom.py`. Each prints what the client made
+//! running `tests/python/resp3_bloom.py` (and `tests/python/pubsub.py`,
+//! compared with a real redis-server). Each prints what the client made
 //! of the replies (RedisBloom's booleans and BF.INFO map, bitmap integers,
 //! INFO, CLIENT INFO, CONFIG GET, MEMORY STATS); the lines must be the
 //! client types RedisBloom and Redis give (Redis 7.0.15 has no Bloom
@@ -123,4 +124,20 @@ fn redis_py_reads_resp2_and_resp3_replies() {
         let want: Vec<&str> = head.iter().chain(&tail).copied().collect();
         assert_eq!(got, want, "RESP{proto}");
     }
+}
+
+/// Invariant: redis-py's pub/sub (get_message, patterns, a subscriber
+/// thread) in RESP2 and RESP3, and a keyspace `expired` event, give the
+/// same lines against bitsled as against a real redis-server.
+#[test]
+fn redis_py_pubsub_matches_redis() {
+    let Some(python) = python_with_redis5() else { return };
+    let Some(redis) = bitsled_testkit::redis_server::start() else { return };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/pubsub.py");
+    let dir = tempfile::tempdir().unwrap();
+    let served = server::Served::start(dir.path(), &[]);
+    let run = |port: u16| lines_of(Command::new(&python).arg(&script).arg(port.to_string()));
+    let on_redis = run(redis.port);
+    assert_eq!(on_redis.len(), 11, "{on_redis:?}");
+    assert_eq!(run(served.port), on_redis);
 }
