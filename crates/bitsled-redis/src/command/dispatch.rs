@@ -200,7 +200,7 @@ impl Session {
         f: super::spec::DataFn,
         args: &[Vec<u8>],
     ) -> (super::CmdResult, Option<Vec<super::notify::Event>>) {
-        let wanted = |h: &&Arc<dyn Host>| (h.keyspace_events() != 0 || h.tracking_active()) && spec.is_write();
+        let wanted = |h: &&Arc<dyn Host>| spec.is_write() && (h.keyspace_events() != 0 || h.tracking_active());
         let Some(host) = self.host.as_ref().filter(wanted) else {
             return (f(&self.db, args), None);
         };

@@ -244,27 +244,26 @@ impl Session {
         events: Option<&[super::notify::Event]>,
         in_exec: bool,
     ) {
-        let flush = matches!(spec.name, "flushdb" | "flushall" | "swapdb");
-        if let Some(host) = self.host.as_ref().filter(|h| flush || h.tracking_active()) {
-            if spec.is_write() && !matches!(reply, Reply::Error(_)) {
-                if flush {
-                    host.invalidate_all();
-                } else {
-                    let keys: Vec<&[u8]> = match events {
-                        Some(events) if !spec.name.starts_with("bf.") => {
-                            let mut keys: Vec<&[u8]> = events.iter().map(|e| e.key.as_slice()).collect();
-                            keys.dedup();
-                            keys
-                        }
-                        _ => keys_of(spec, args, false),
-                    };
-                    if !keys.is_empty() {
-                        host.invalidate_keys(&keys);
+        let written = spec.is_write() && !matches!(reply, Reply::Error(_));
+        let flush = written && matches!(spec.name, "flushdb" | "flushall" | "swapdb");
+        if let Some(host) = self.host.as_ref().filter(|h| written && (flush || h.tracking_active())) {
+            if flush {
+                host.invalidate_all();
+            } else {
+                let keys: Vec<&[u8]> = match events {
+                    Some(events) if !spec.name.starts_with("bf.") => {
+                        let mut keys: Vec<&[u8]> = events.iter().map(|e| e.key.as_slice()).collect();
+                        keys.dedup();
+                        keys
                     }
+                    _ => keys_of(spec, args, false),
+                };
+                if !keys.is_empty() {
+                    host.invalidate_keys(&keys);
                 }
             }
         }
-        if !in_exec && self.multi.is_none() && !spec.name.starts_with("client|") {
+        if self.caching.is_some() && !in_exec && self.multi.is_none() && !spec.name.starts_with("client|") {
             self.caching = None;
         }
     }
