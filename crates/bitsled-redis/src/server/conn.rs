@@ -257,6 +257,7 @@ impl Conn<'_> {
     /// go out.
     fn process(&mut self) {
         self.info.outbox.lock().begin_batch();
+        super::pubsub::batch_deliveries();
         let mut requests = 0usize;
         while !self.close && !self.kill {
             let parsed = self.parser.parse(&self.buf[self.lo..self.hi], self.session.authed);
@@ -309,6 +310,7 @@ impl Conn<'_> {
             self.info.outbox.lock().append(&mut self.out);
             self.shared.tracking.broadcast(self.shared);
         }
+        super::pubsub::send_deliveries();
     }
 
     /// Hands the input buffer's use to CLIENT LIST.

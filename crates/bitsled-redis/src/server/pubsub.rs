@@ -178,10 +178,49 @@ pub(super) fn kind_index(kind: SubKind) -> usize {
     }
 }
 
+/// The clients a batch delivered to, each once.
+type ToSend = (std::collections::HashSet<u64>, Vec<Arc<ClientInfo>>);
+
+thread_local! {
+    /// The clients delivered to during this thread's batch, if it runs one.
+    static TO_SEND: std::cell::RefCell<Option<ToSend>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Whether `client`'s outbox is to be sent at the end of this thread's
+/// batch (noting it) rather than now.
+fn later(client: &Arc<ClientInfo>) -> bool {
+    TO_SEND.with(|t| match t.borrow_mut().as_mut() {
+        Some((ids, list)) => {
+            if ids.insert(client.id) {
+                list.push(Arc::clone(client));
+            }
+            true
+        }
+        None => false,
+    })
+}
+
+/// A connection's thread starts a batch: deliveries it makes wait for
+/// [`send_deliveries`].
+pub(super) fn batch_deliveries() {
+    TO_SEND.with(|t| *t.borrow_mut() = Some(ToSend::default()));
+}
+
+/// The batch ended: sends what it delivered, once per client.
+pub(super) fn send_deliveries() {
+    let Some((_, list)) = TO_SEND.with(|t| t.borrow_mut().take()) else { return };
+    for client in list {
+        let mut out = client.outbox.lock();
+        if !out.closed() && out.flush(&client.stream).is_err() {
+            out.close(&client.stream);
+        }
+    }
+}
+
 /// Delivers one push (encoded in the client's protocol) to `client`; if
 /// `after_reply`, the client's own running command raised it and it
 /// follows that command's reply.
-pub(super) fn deliver_reply(client: &ClientInfo, message: &Reply, after_reply: bool) {
+pub(super) fn deliver_reply(client: &Arc<ClientInfo>, message: &Reply, after_reply: bool) {
     let proto = if client.resp.load(Ordering::Relaxed) == 3 { Proto::Resp3 } else { Proto::Resp2 };
     let mut bytes = Vec::new();
     message.write(proto, &mut bytes);
@@ -194,13 +233,18 @@ pub(super) fn deliver_reply(client: &ClientInfo, message: &Reply, after_reply: b
 
 /// Puts a message into `client`'s outbox and sends what its socket takes;
 /// a client whose backlog passes the pub/sub limits is disconnected.
-fn deliver(client: &ClientInfo, message: &Encoded, now: Instant) {
+/// While a connection's thread runs a batch, the clients it delivered to
+/// wait for the batch's end to be sent to, each once (Redis writes to
+/// clients once per event-loop turn): a pipeline of PUBLISHes costs a send
+/// per subscriber, not one per message.
+fn deliver(client: &Arc<ClientInfo>, message: &Encoded, now: Instant) {
     let bytes = if client.resp.load(Ordering::Relaxed) == 3 { &message.resp3 } else { &message.resp2 };
     let mut out = client.outbox.lock();
     if out.closed() {
         return;
     }
-    let broken = out.push(bytes) && out.flush(&client.stream).is_err();
+    let send_now = out.push(bytes) && !later(client);
+    let broken = send_now && out.flush(&client.stream).is_err();
     if broken || out.over_pubsub_limit(now) {
         if !broken {
             eprintln!(
