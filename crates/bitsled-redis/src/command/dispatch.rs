@@ -4,12 +4,10 @@
 //! the command table; handlers that need the table (`COMMAND`, `EXEC`) get
 //! it as [`Commands`], so no handler depends on the table that lists it.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use bitsled::Durability;
 
-use super::host::Host;
 use super::session::{Session, NOAUTH};
 use super::spec::{Commands, Flags, Handler, Spec};
 use super::{table, unknown_command, unknown_subcommand, wrong_arity, Fail, Reply};
@@ -113,9 +111,13 @@ impl Session {
             Handler::Data(f) => {
                 let _shared = self.host.as_ref().filter(|_| !in_exec).map(|h| h.transaction_lock().read());
                 let start = Instant::now();
-                let (reply, raised) = self.run_data(spec, f, args);
-                events = raised;
-                (reply, start)
+                if self.wants_events(spec) {
+                    let (reply, raised) = self.run_data(spec, f, args);
+                    events = Some(raised);
+                    (reply, start)
+                } else {
+                    (f(&self.db, args), start)
+                }
             }
             Handler::Conn(f) => {
                 let start = Instant::now();
@@ -127,7 +129,9 @@ impl Session {
             }
         };
         let reply = reply.unwrap_or_else(|Fail(text)| Reply::Error(super::sanitize(text)));
-        self.track_after(spec, args, &reply, events.as_deref(), in_exec);
+        if spec.is_write() || self.caching.is_some() {
+            self.track_after(spec, args, &reply, events.as_deref(), in_exec);
+        }
         if let Reply::Error(text) = &reply {
             self.count_error(text);
         }
@@ -192,18 +196,15 @@ impl Session {
     /// Runs data command `f`; when keyspace events are enabled and the
     /// command writes, publishes the events it raised (after the `new`
     /// events of the keys it created, as Redis raises them first).
-    /// Returns the reply, and the events the command raised if they were
-    /// collected (for keyspace events or for client tracking).
+    /// Returns the reply and the events the command raised. Only called
+    /// when [`Session::wants_events`] says so.
     fn run_data(
         &self,
         spec: &'static Spec,
         f: super::spec::DataFn,
         args: &[Vec<u8>],
-    ) -> (super::CmdResult, Option<Vec<super::notify::Event>>) {
-        let wanted = |h: &&Arc<dyn Host>| spec.is_write() && (h.keyspace_events() != 0 || h.tracking_active());
-        let Some(host) = self.host.as_ref().filter(wanted) else {
-            return (f(&self.db, args), None);
-        };
+    ) -> (super::CmdResult, Vec<super::notify::Event>) {
+        let Some(host) = self.host.as_ref() else { return (f(&self.db, args), Vec::new()) };
         let watch_new = host.keyspace_events() & super::notify::NEW != 0;
         let absent: Vec<&[u8]> = if watch_new {
             super::introspect::key_positions(spec, args)
@@ -227,7 +228,13 @@ impl Session {
         for event in &events {
             host.notify(db, event);
         }
-        (reply, Some(events))
+        (reply, events)
+    }
+
+    /// Whether a data command's events are wanted: it writes, and keyspace
+    /// events are enabled or some client tracks keys.
+    fn wants_events(&self, spec: &Spec) -> bool {
+        spec.is_write() && self.host.as_ref().is_some_and(|h| h.keyspace_events() != 0 || h.tracking_active())
     }
 }
 

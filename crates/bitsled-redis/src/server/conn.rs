@@ -472,11 +472,12 @@ impl Conn<'_> {
         let reply = self.session.execute(args);
         argv.store(0, Ordering::Relaxed);
         let failed = auth_failures(&reply);
-        let reply = self.session.reply_to_send(reply);
         if self.session.close == Some(Close::Silently) {
             self.close = true;
         } else {
-            if let Some(reply) = reply {
+            if self.session.reply_mode == crate::command::ReplyMode::On {
+                reply.write(self.session.proto(), &mut self.out);
+            } else if let Some(reply) = self.session.reply_to_send(reply) {
                 reply.write(self.session.proto(), &mut self.out);
             }
             if self.session.tracking.is_some() {
