@@ -101,17 +101,21 @@ impl Session {
         // The command running is the last command (CLIENT LIST's `cmd`).
         self.last_cmd = spec.name;
         self.track_before(spec, args);
+        // Asked once: whether this write's events are wanted (keyspace
+        // events or tracking); without them nothing is collected, and
+        // nothing is invalidated after it.
+        let wanted = spec.is_write() && self.host.as_ref().is_some_and(|h| h.events_wanted());
         let mut events = None;
         // Timed from when the command may run: a wait for another
         // client's EXEC is not its own time.
         let (reply, start) = match spec.run {
-            Handler::Data(_) if spec.name == "ping" && self.subscribed() && self.proto == super::Proto::Resp2 => {
+            Handler::Data(_) if self.subscribed() && self.proto == super::Proto::Resp2 && spec.name == "ping" => {
                 (Ok(super::pubsub::subscribed_ping(args)), Instant::now())
             }
             Handler::Data(f) => {
                 let _shared = self.host.as_ref().filter(|_| !in_exec).map(|h| h.transaction_lock().read());
                 let start = Instant::now();
-                if self.wants_events(spec) {
+                if wanted {
                     let (reply, raised) = self.run_data(spec, f, args);
                     events = Some(raised);
                     (reply, start)
@@ -129,7 +133,9 @@ impl Session {
             }
         };
         let reply = reply.unwrap_or_else(|Fail(text)| Reply::Error(super::sanitize(text)));
-        if spec.is_write() || self.caching.is_some() {
+        // An emptied database also empties the tracking table, tracked or
+        // not (as Redis does).
+        if wanted || self.caching.is_some() || (spec.is_write() && super::tracking::empties(spec)) {
             self.track_after(spec, args, &reply, events.as_deref(), in_exec);
         }
         if let Reply::Error(text) = &reply {
@@ -197,7 +203,7 @@ impl Session {
     /// command writes, publishes the events it raised (after the `new`
     /// events of the keys it created, as Redis raises them first).
     /// Returns the reply and the events the command raised. Only called
-    /// when [`Session::wants_events`] says so.
+    /// when the server wants them (`Host::events_wanted`).
     fn run_data(
         &self,
         spec: &'static Spec,
@@ -229,12 +235,6 @@ impl Session {
             host.notify(db, event);
         }
         (reply, events)
-    }
-
-    /// Whether a data command's events are wanted: it writes, and keyspace
-    /// events are enabled or some client tracks keys.
-    fn wants_events(&self, spec: &Spec) -> bool {
-        spec.is_write() && self.host.as_ref().is_some_and(|h| h.keyspace_events() != 0 || h.tracking_active())
     }
 }
 

@@ -271,6 +271,10 @@ pub(crate) trait Host: Send + Sync {
     /// dispatcher tells the server about keys read and written).
     fn tracking_active(&self) -> bool;
 
+    /// Whether a write's keyspace events are wanted: events are enabled or
+    /// some client tracks keys (one question per command).
+    fn events_wanted(&self) -> bool;
+
     /// Whether client `id` is connected (a REDIRECT target must be).
     fn client_exists(&self, id: u64) -> bool;
 

@@ -56,8 +56,11 @@ const REDIS_BITS: u32 = (1 << 21) - 1;
 
 /// The bits of bitsled's own flags: facts about a command that Redis keeps
 /// in its code rather than in its table. `COMMAND INFO` never lists them.
-const OWN_BITS: u32 =
-    Flags::NOT_QUEUED.0 | Flags::SECRET_ARGS.0 | Flags::SECRET_AUTH_OPTION.0 | Flags::SECRET_CONFIG_VALUES.0;
+const OWN_BITS: u32 = Flags::NOT_QUEUED.0
+    | Flags::SECRET_ARGS.0
+    | Flags::SECRET_AUTH_OPTION.0
+    | Flags::SECRET_CONFIG_VALUES.0
+    | Flags::EMPTIES_DB.0;
 
 impl Flags {
     /// No flag.
@@ -77,6 +80,9 @@ impl Flags {
     /// password parameters (`requirepass`, `masterauth`) are secrets that
     /// logs show as `(redacted)` (CONFIG SET).
     pub const SECRET_CONFIG_VALUES: Flags = Flags(1 << 27);
+    /// bitsled's own flag: the command empties a database (FLUSHDB,
+    /// FLUSHALL, SWAPDB): client tracking invalidates every key.
+    pub const EMPTIES_DB: Flags = Flags(1 << 28);
 
     /// The bits of the flags set.
     #[must_use]

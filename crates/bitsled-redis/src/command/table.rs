@@ -31,6 +31,7 @@ const NOT_QUEUED: u32 = Flags::NOT_QUEUED.bits();
 const SECRET_ARGS: u32 = Flags::SECRET_ARGS.bits();
 const SECRET_AUTH_OPTION: u32 = Flags::SECRET_AUTH_OPTION.bits();
 const SECRET_CONFIG_VALUES: u32 = Flags::SECRET_CONFIG_VALUES.bits();
+const EMPTIES_DB: u32 = Flags::EMPTIES_DB.bits();
 
 /// The flags of bits `bits`.
 const fn fl(bits: u32) -> Flags {
@@ -487,7 +488,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec {
         name: "flushall",
         arity: -1,
-        flags: fl(WRITE),
+        flags: fl(WRITE | EMPTIES_DB),
         keys: (0, 0, 0),
         acl: &["@keyspace", "@write", "@slow", "@dangerous"],
         tips: &["request_policy:all_shards", "response_policy:all_succeeded"],
@@ -498,7 +499,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec {
         name: "flushdb",
         arity: -1,
-        flags: fl(WRITE),
+        flags: fl(WRITE | EMPTIES_DB),
         keys: (0, 0, 0),
         acl: &["@keyspace", "@write", "@slow", "@dangerous"],
         tips: &["request_policy:all_shards", "response_policy:all_succeeded"],
@@ -1385,7 +1386,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec {
         name: "swapdb",
         arity: 3,
-        flags: fl(WRITE | FAST),
+        flags: fl(WRITE | FAST | EMPTIES_DB),
         keys: (0, 0, 0),
         acl: &["@keyspace", "@write", "@fast", "@dangerous"],
         tips: &[],
@@ -2085,7 +2086,11 @@ pub static COMMANDS: &[Spec] = &[
 /// The command named `name` (any case).
 #[must_use]
 pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
-    static INDEX: OnceLock<HashMap<&'static [u8], &'static Spec>> = OnceLock::new();
+    // Hashed with FNV-1a, not SipHash: the names are a fixed table, not
+    // input an attacker can aim at a hash table, and every command looks
+    // its name up here.
+    type Index = HashMap<&'static [u8], &'static Spec, std::hash::BuildHasherDefault<super::session::NameHasher>>;
+    static INDEX: OnceLock<Index> = OnceLock::new();
     let index = INDEX.get_or_init(|| COMMANDS.iter().map(|s| (s.name.as_bytes(), s)).collect());
     if name.len() > 32 {
         return None;

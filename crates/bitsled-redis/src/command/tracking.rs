@@ -212,6 +212,12 @@ fn keys_of<'a>(spec: &Spec, args: &'a [Vec<u8>], read: bool) -> Vec<&'a [u8]> {
         .collect()
 }
 
+/// Whether `spec` empties a database (FLUSHDB, FLUSHALL, SWAPDB's view of
+/// both): every tracked key is invalidated.
+pub(super) fn empties(spec: &Spec) -> bool {
+    spec.flags.contains(Flags::EMPTIES_DB)
+}
+
 impl Session {
     /// Before a command runs: a read-only command of a client tracking in
     /// the default mode has its keys remembered first (so a write after
@@ -245,7 +251,7 @@ impl Session {
         in_exec: bool,
     ) {
         let written = spec.is_write() && !matches!(reply, Reply::Error(_));
-        let flush = written && matches!(spec.name, "flushdb" | "flushall" | "swapdb");
+        let flush = written && empties(spec);
         if let Some(host) = self.host.as_ref().filter(|h| written && (flush || h.tracking_active())) {
             if flush {
                 host.invalidate_all();

@@ -115,6 +115,10 @@ impl Host for Link {
         self.shared.tracking.active()
     }
 
+    fn events_wanted(&self) -> bool {
+        self.shared.settings.keyspace_events() != 0 || self.shared.tracking.active()
+    }
+
     fn client_exists(&self, id: u64) -> bool {
         self.shared.clients.lock().contains_key(&id)
     }
