@@ -110,6 +110,33 @@ pub(crate) struct TrackingOptions {
     pub(crate) noloop: bool,
 }
 
+/// One `T` per subscription kind: a session's own subscriptions, the
+/// server's subscribers by name.
+#[derive(Debug, Default)]
+pub(crate) struct ByKind<T> {
+    pub(crate) channels: T,
+    pub(crate) patterns: T,
+    pub(crate) shard: T,
+}
+
+impl<T> ByKind<T> {
+    pub(crate) fn of(&self, kind: SubKind) -> &T {
+        match kind {
+            SubKind::Channel => &self.channels,
+            SubKind::Pattern => &self.patterns,
+            SubKind::Shard => &self.shard,
+        }
+    }
+
+    pub(crate) fn of_mut(&mut self, kind: SubKind) -> &mut T {
+        match kind {
+            SubKind::Channel => &mut self.channels,
+            SubKind::Pattern => &mut self.patterns,
+            SubKind::Shard => &mut self.shard,
+        }
+    }
+}
+
 /// Why SAVE did not make the data durable.
 #[derive(Debug)]
 pub(crate) enum SaveFailed {

@@ -53,7 +53,7 @@ mod transaction;
 mod values;
 
 pub(crate) use connection::REDIS_VERSION;
-pub(crate) use host::{Bgsave, ClientAddr, Host, HostMemory, SaveFailed, Setting, SubKind, TrackingOptions};
+pub(crate) use host::{Bgsave, ByKind, ClientAddr, Host, HostMemory, SaveFailed, Setting, SubKind, TrackingOptions};
 pub(crate) use info::used_memory;
 pub(crate) use notify::{
     format_flags as format_keyspace_events, parse_flags as parse_keyspace_events, Event as KeyEvent, EXPIRED, KEYEVENT,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use bitsled::Db;
 
-use super::host::{Host, SubKind};
+use super::host::{ByKind, Host, SubKind};
 use super::Reply;
 
 /// The reply protocol a session speaks (HELLO changes it).
@@ -62,30 +62,9 @@ pub(crate) enum ReplyMode {
 }
 
 /// A session's pub/sub subscriptions, by kind.
-#[derive(Debug, Default)]
-pub(crate) struct Subscriptions {
-    pub(crate) channels: HashSet<Vec<u8>>,
-    pub(crate) patterns: HashSet<Vec<u8>>,
-    pub(crate) shard: HashSet<Vec<u8>>,
-}
+pub(crate) type Subscriptions = ByKind<HashSet<Vec<u8>>>;
 
 impl Subscriptions {
-    pub(crate) fn of(&self, kind: SubKind) -> &HashSet<Vec<u8>> {
-        match kind {
-            SubKind::Channel => &self.channels,
-            SubKind::Pattern => &self.patterns,
-            SubKind::Shard => &self.shard,
-        }
-    }
-
-    pub(crate) fn of_mut(&mut self, kind: SubKind) -> &mut HashSet<Vec<u8>> {
-        match kind {
-            SubKind::Channel => &mut self.channels,
-            SubKind::Pattern => &mut self.patterns,
-            SubKind::Shard => &mut self.shard,
-        }
-    }
-
     /// The count a confirmation of `kind` carries: channels and patterns
     /// together, shard channels apart (as Redis counts them).
     pub(crate) fn count(&self, kind: SubKind) -> usize {

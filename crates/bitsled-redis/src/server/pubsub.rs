@@ -16,34 +16,12 @@ use std::time::Instant;
 use parking_lot::RwLock;
 
 use super::{ClientInfo, Shared};
-use crate::command::{KeyEvent, Proto, Reply, SubKind, KEYEVENT, KEYSPACE};
+use crate::command::{ByKind, KeyEvent, Proto, Reply, SubKind, KEYEVENT, KEYSPACE};
 
 type Subscribers = Vec<Arc<ClientInfo>>;
 
-#[derive(Default)]
-struct Maps {
-    channels: HashMap<Vec<u8>, Subscribers>,
-    patterns: HashMap<Vec<u8>, Subscribers>,
-    shard: HashMap<Vec<u8>, Subscribers>,
-}
-
-impl Maps {
-    fn of(&self, kind: SubKind) -> &HashMap<Vec<u8>, Subscribers> {
-        match kind {
-            SubKind::Channel => &self.channels,
-            SubKind::Pattern => &self.patterns,
-            SubKind::Shard => &self.shard,
-        }
-    }
-
-    fn of_mut(&mut self, kind: SubKind) -> &mut HashMap<Vec<u8>, Subscribers> {
-        match kind {
-            SubKind::Channel => &mut self.channels,
-            SubKind::Pattern => &mut self.patterns,
-            SubKind::Shard => &mut self.shard,
-        }
-    }
-}
+/// Subscribers by channel, pattern and shard channel.
+type Maps = ByKind<HashMap<Vec<u8>, Subscribers>>;
 
 /// The server's pub/sub registry.
 #[derive(Default)]
@@ -64,6 +42,15 @@ impl Encoded {
         push.write(Proto::Resp2, &mut resp2);
         push.write(Proto::Resp3, &mut resp3);
         Encoded { resp2, resp3 }
+    }
+
+    /// The encoding in `client`'s protocol.
+    fn for_client(&self, client: &ClientInfo) -> &[u8] {
+        if client.resp.load(Ordering::Relaxed) == 3 {
+            &self.resp3
+        } else {
+            &self.resp2
+        }
     }
 }
 
@@ -103,7 +90,7 @@ impl PubSub {
             let encoded =
                 Encoded::of(vec![Reply::bulk(what), Reply::bulk(channel.to_vec()), Reply::bulk(message.to_vec())]);
             for c in list {
-                deliver(c, &encoded, now);
+                deliver(c, encoded.for_client(c), now);
             }
             deliveries += list.len();
         }
@@ -119,7 +106,7 @@ impl PubSub {
                     Reply::bulk(message.to_vec()),
                 ]);
                 for c in list {
-                    deliver(c, &encoded, now);
+                    deliver(c, encoded.for_client(c), now);
                 }
                 deliveries += list.len();
             }
@@ -228,7 +215,7 @@ pub(super) fn deliver_reply(client: &Arc<ClientInfo>, message: &Reply, after_rep
         client.outbox.lock().push_after_reply(&bytes);
         return;
     }
-    deliver(client, &Encoded { resp2: bytes.clone(), resp3: bytes }, Instant::now());
+    deliver(client, &bytes, Instant::now());
 }
 
 /// Puts a message into `client`'s outbox and sends what its socket takes;
@@ -237,8 +224,7 @@ pub(super) fn deliver_reply(client: &Arc<ClientInfo>, message: &Reply, after_rep
 /// wait for the batch's end to be sent to, each once (Redis writes to
 /// clients once per event-loop turn): a pipeline of PUBLISHes costs a send
 /// per subscriber, not one per message.
-fn deliver(client: &Arc<ClientInfo>, message: &Encoded, now: Instant) {
-    let bytes = if client.resp.load(Ordering::Relaxed) == 3 { &message.resp3 } else { &message.resp2 };
+fn deliver(client: &Arc<ClientInfo>, bytes: &[u8], now: Instant) {
     let mut out = client.outbox.lock();
     if out.closed() {
         return;
