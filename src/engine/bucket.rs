@@ -31,7 +31,7 @@
 //!
 //! Varints are unsigned LEB128 (7 bits a byte, least significant first).
 
-use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::entry::{entry_end, put_entry, read_entry, sealed_body, Reader, TAG_INLINE};
 use super::layout::key_hash;
@@ -63,6 +63,12 @@ fn entry_bound(name_len: usize, inline_len: usize) -> usize {
     name_len + inline_len + 32
 }
 
+/// The most bytes [`put_entry`] writes for `meta`: a tag, a length
+/// varint, an expiry, and an inline value or two varints.
+fn entry_most(meta: &Meta) -> usize {
+    1 + 10 + 8 + meta.inline_value().len().max(20)
+}
+
 /// [`record_bytes`] of an entry in record form: a `name_len`-byte name,
 /// then `entry` (tag onwards, as [`put_entry`] wrote it).
 fn raw_record_bytes(name_len: usize, entry: &[u8]) -> usize {
@@ -76,38 +82,28 @@ fn raw_record_bytes(name_len: usize, entry: &[u8]) -> usize {
     entry_bound(name_len, inline.min(super::record::INLINE_BYTES))
 }
 
-/// An arena offset as stored: a bucket's arena stays far below 4 GiB (a
-/// name is at most what the caller can hold in memory, and buckets split
-/// at a few KiB).
-fn arena_u32(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
-}
-
 /// A decoded bucket: its depth and its entries.
 ///
 /// In memory each entry is kept in the arena in its record form (varint
 /// name length, name, then the entry as [`put_entry`] writes it), in no
-/// order; the low 16 bits of the key hashes (tags), the entries' arena
-/// offsets and their last uses ([`Uses`], never stored) are parallel
-/// vectors. A lookup scans the tags (contiguous, in cache) and reads an
-/// entry only where the tag matches; a new entry is appended; a copy
-/// (copy-on-write after a write-back captured the bucket) copies a few
+/// order. Beside the arena, each entry has one 64-bit *head* (see
+/// [`Head`]): its hash tag, changed mark, last use, arena offset and
+/// in-place mark, all in one vector, so a lookup or a new entry touches one
+/// allocation besides the arena. A lookup scans the tags and reads an entry
+/// only where the tag matches; a new entry is appended; a copy
+/// (copy-on-write after a write-back captured the bucket) copies two
 /// buffers. A key costs its record bytes plus 8 bytes, about a third of a
 /// decoded entry. Encoding sorts the entries by name.
 #[derive(Debug, Default)]
 pub(crate) struct Bucket {
     pub(crate) depth: u8,
-    /// Arena offset of each entry; its top bit: the value was last changed
-    /// in place ([`Meta::changed_in_place`]; an arena stays far below
-    /// 2 GiB).
-    offsets: Vec<u32>,
-    /// The low 16 bits of each entry's key hash: what a lookup scans.
-    tags: Vec<u16>,
-    /// When each entry was last used.
-    uses: Uses,
-    /// One bit per entry: changed since the last write-back stored the
-    /// bucket's changes in a delta record (see [`Bucket::changes`]).
-    changed: Vec<u64>,
+    /// The entries' heads. Atomic, so that a read marks a use through a
+    /// bucket shared copy-on-write with a write-back, without copying it;
+    /// every use happens under the bucket's shard lock, and every other
+    /// field of a head changes only through `&mut`.
+    heads: Vec<AtomicU64>,
+    /// The base of the heads' last-use times, Unix seconds (see [`Head`]).
+    uses_base: AtomicU32,
     arena: Vec<u8>,
     /// Arena bytes no entry uses any more (compacted past half).
     garbage: usize,
@@ -118,84 +114,82 @@ pub(crate) struct Bucket {
     removed: Vec<Box<[u8]>>,
 }
 
-const IN_PLACE: u32 = 1 << 31;
+/// The head of one entry of a bucket, 64 bits:
+///
+/// - bits 0-14: the low 15 bits of the key hash (the tag a lookup scans);
+/// - bit 15: changed since the last write-back stored the bucket's changes
+///   in a delta record (see [`Bucket::for_each_change`]);
+/// - bits 16-31: when the entry was last used, in seconds from the
+///   bucket's base (`uses_base`): an entry never used since the bucket was
+///   loaded reads as used at the base. When a use falls more than 2^16
+///   seconds after the base, the base moves to 2^15 seconds before it and
+///   older times are clamped to it (an idle time past about nine hours
+///   reads as at least that);
+/// - bits 32-62: the entry's arena offset (an arena stays far below
+///   2 GiB: a name is at most what the caller can hold in memory, and
+///   buckets split at a few KiB);
+/// - bit 63: the value was last changed in place
+///   ([`Meta::changed_in_place`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Head(u64);
 
-/// An arena offset word: the offset and the in-place mark.
-fn offset_word(at: u32, in_place: bool) -> u32 {
-    (at & !IN_PLACE) | if in_place { IN_PLACE } else { 0 }
+const TAG_MASK: u64 = 0x7FFF;
+const CHANGED: u64 = 1 << 15;
+const USE_SHIFT: u32 = 16;
+const OFFSET_SHIFT: u32 = 32;
+const OFFSET_MASK: u64 = 0x7FFF_FFFF;
+const IN_PLACE: u64 = 1 << 63;
+
+impl Head {
+    fn new(h: u32, at: usize, in_place: bool, changed: bool, used: u16) -> Head {
+        Head(0).with_tag(tag_of(h)).with_offset(at, in_place).with_changed(changed).with_use(used)
+    }
+    fn tag(self) -> u16 {
+        (self.0 & TAG_MASK) as u16
+    }
+    fn with_tag(self, tag: u16) -> Head {
+        Head(self.0 & !TAG_MASK | u64::from(tag) & TAG_MASK)
+    }
+    fn changed(self) -> bool {
+        self.0 & CHANGED != 0
+    }
+    fn with_changed(self, on: bool) -> Head {
+        Head(if on { self.0 | CHANGED } else { self.0 & !CHANGED })
+    }
+    fn used(self) -> u16 {
+        ((self.0 >> USE_SHIFT) & 0xFFFF) as u16
+    }
+    fn with_use(self, d: u16) -> Head {
+        Head(self.0 & !(0xFFFF << USE_SHIFT) | u64::from(d) << USE_SHIFT)
+    }
+    fn offset(self) -> usize {
+        ((self.0 >> OFFSET_SHIFT) & OFFSET_MASK) as usize
+    }
+    fn in_place(self) -> bool {
+        self.0 & IN_PLACE != 0
+    }
+    /// The head with arena offset `at` (clamped: see the type's docs) and
+    /// in-place mark `in_place`.
+    fn with_offset(self, at: usize, in_place: bool) -> Head {
+        let at = u64::try_from(at).unwrap_or(OFFSET_MASK).min(OFFSET_MASK);
+        let rest = self.0 & !(OFFSET_MASK << OFFSET_SHIFT) & !IN_PLACE;
+        Head(rest | at << OFFSET_SHIFT | if in_place { IN_PLACE } else { 0 })
+    }
 }
 
 /// The low bits of a key hash a bucket keeps per entry.
 fn tag_of(h: u32) -> u16 {
-    (h & 0xFFFF) as u16
-}
-
-/// When each entry of a bucket was last used, in seconds from a base (Unix
-/// seconds), 16 bits each: an entry never used since the bucket was loaded
-/// reads as used at the base. When a use falls more than 2^16 seconds
-/// after the base, the base moves to 2^15 seconds before it and older times
-/// are clamped to it (an idle time past about nine hours reads as at least
-/// that). Atomic, so that a read marks a use through a bucket shared
-/// copy-on-write with a write-back, without copying it; every use happens
-/// under the bucket's shard lock.
-#[derive(Debug, Default)]
-struct Uses {
-    base: AtomicU32,
-    at: Vec<AtomicU16>,
-}
-
-impl Uses {
-    fn time(&self, i: usize) -> u32 {
-        self.base.load(Ordering::Relaxed) + u32::from(self.at.get(i).map_or(0, |a| a.load(Ordering::Relaxed)))
-    }
-
-    /// The offset of `now` from the base, moving the base if it is too far.
-    fn offset_of(&self, now: u32) -> u16 {
-        let base = self.base.load(Ordering::Relaxed);
-        if let Ok(d) = u16::try_from(now.saturating_sub(base)) {
-            return d;
-        }
-        let new_base = now - (1 << 15);
-        for a in &self.at {
-            let t = base + u32::from(a.load(Ordering::Relaxed));
-            a.store(u16::try_from(t.saturating_sub(new_base)).unwrap_or(0), Ordering::Relaxed);
-        }
-        self.base.store(new_base, Ordering::Relaxed);
-        1 << 15
-    }
-
-    /// Entry `i` used at `now` (0: not counted).
-    fn touch(&self, i: usize, now: u32) {
-        if now != 0 {
-            let d = self.offset_of(now);
-            if let Some(a) = self.at.get(i) {
-                a.store(d, Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// A new entry, used at `now` (0: at the base).
-    fn push(&mut self, now: u32) {
-        let d = if now == 0 { 0 } else { self.offset_of(now) };
-        self.at.push(AtomicU16::new(d));
-    }
-
-    fn copy(&self) -> Uses {
-        Uses {
-            base: AtomicU32::new(self.base.load(Ordering::Relaxed)),
-            at: self.at.iter().map(|a| AtomicU16::new(a.load(Ordering::Relaxed))).collect(),
-        }
-    }
+    (u64::from(h) & TAG_MASK) as u16
 }
 
 impl Clone for Bucket {
     fn clone(&self) -> Bucket {
+        let mut heads = Vec::with_capacity(self.heads.capacity());
+        heads.extend(self.heads.iter().map(|a| AtomicU64::new(a.load(Ordering::Relaxed))));
         Bucket {
             depth: self.depth,
-            offsets: self.offsets.clone(),
-            tags: self.tags.clone(),
-            uses: self.uses.copy(),
-            changed: self.changed.clone(),
+            heads,
+            uses_base: AtomicU32::new(self.uses_base.load(Ordering::Relaxed)),
             arena: self.arena.clone(),
             garbage: self.garbage,
             bytes: self.bytes,
@@ -240,22 +234,28 @@ impl Bucket {
 
     /// Number of entries.
     pub(crate) fn len(&self) -> usize {
-        self.offsets.len()
+        self.heads.len()
     }
 
     /// Bytes the bucket holds in memory (for the cache's budget).
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.arena.capacity()
-            + self.offsets.capacity() * 4
-            + self.tags.capacity() * 2
-            + self.uses.at.capacity() * 2
-            + self.changed.capacity() * 8
-            + self.removed.iter().map(|n| n.len() + 16).sum::<usize>()
+        self.arena.capacity() + self.heads.capacity() * 8 + self.removed.iter().map(|n| n.len() + 16).sum::<usize>()
+    }
+
+    /// The head of entry `i`.
+    fn head(&self, i: usize) -> Head {
+        Head(self.heads[i].load(Ordering::Relaxed))
+    }
+
+    /// Changes the head of entry `i` with `f`.
+    fn change_head(&mut self, i: usize, f: impl FnOnce(Head) -> Head) {
+        let h = self.heads[i].get_mut();
+        *h = f(Head(*h)).0;
     }
 
     /// The arena offset of entry `i`.
     fn arena_at(&self, i: usize) -> usize {
-        (self.offsets[i] & !IN_PLACE) as usize
+        self.head(i).offset()
     }
 
     /// The name of entry `i`, and the offset of the rest of its entry.
@@ -290,7 +290,7 @@ impl Bucket {
     fn entry(&self, i: usize) -> (&[u8], Meta, usize) {
         let (name, rest) = self.name_at(i);
         let (mut meta, end) = self.meta_at(name, rest);
-        meta.changed_in_place = self.offsets[i] & IN_PLACE != 0;
+        meta.changed_in_place = self.head(i).in_place();
         (name, meta, end)
     }
 
@@ -325,9 +325,10 @@ impl Bucket {
         const BLOCK: usize = 16;
         let h = tag_of(h);
         let matches = |i: usize| self.name_at(i).0 == name;
-        let mut blocks = self.tags.chunks_exact(BLOCK);
+        let tag = |x: &AtomicU64| Head(x.load(Ordering::Relaxed)).tag();
+        let mut blocks = self.heads.chunks_exact(BLOCK);
         for (b, block) in blocks.by_ref().enumerate() {
-            let mut mask = block.iter().enumerate().fold(0u32, |m, (j, &x)| m | u32::from(x == h) << j);
+            let mut mask = block.iter().enumerate().fold(0u32, |m, (j, x)| m | u32::from(tag(x) == h) << j);
             while mask != 0 {
                 let i = b * BLOCK + mask.trailing_zeros() as usize;
                 if matches(i) {
@@ -336,8 +337,8 @@ impl Bucket {
                 mask &= mask - 1;
             }
         }
-        let base = self.tags.len() - blocks.remainder().len();
-        blocks.remainder().iter().enumerate().filter(|&(_, &x)| x == h).map(|(j, _)| base + j).find(|&i| matches(i))
+        let base = self.heads.len() - blocks.remainder().len();
+        blocks.remainder().iter().enumerate().filter(|&(_, x)| tag(x) == h).map(|(j, _)| base + j).find(|&i| matches(i))
     }
 
     /// The index and metadata of the entry of `name` (whose hash is `h`),
@@ -345,9 +346,7 @@ impl Bucket {
     /// for [`Bucket::upsert_known`] while the bucket does not change.
     pub(crate) fn find(&self, name: &[u8], h: u32, now: u32) -> Option<(usize, Meta)> {
         let i = self.position(name, h)?;
-        if now != 0 {
-            self.uses.touch(i, now);
-        }
+        self.touch(i, now);
         Some((i, self.entry(i).1))
     }
 
@@ -356,7 +355,7 @@ impl Bucket {
     /// index found is used if it still holds `name`, an absence is trusted.
     fn position_known(&self, name: &[u8], h: u32, known: Option<Option<usize>>) -> Option<usize> {
         match known {
-            Some(Some(i)) if self.tags.get(i) == Some(&tag_of(h)) && self.name_at(i).0 == name => Some(i),
+            Some(Some(i)) if i < self.len() && self.head(i).tag() == tag_of(h) && self.name_at(i).0 == name => Some(i),
             Some(None) => None,
             _ => self.position(name, h),
         }
@@ -377,42 +376,61 @@ impl Bucket {
     /// it has an entry: from the bucket's load if it was not used since.
     pub(crate) fn idle(&self, name: &[u8], h: u32, now: u32) -> Option<u32> {
         let i = self.position(name, h)?;
-        Some(now.saturating_sub(self.uses.time(i)))
+        Some(now.saturating_sub(self.uses_base.load(Ordering::Relaxed) + u32::from(self.head(i).used())))
     }
 
     /// Sets when the bucket was loaded: every entry counts as used then.
     pub(crate) fn set_loaded(&mut self, now: u32) {
-        self.uses.base.store(now, Ordering::Relaxed);
-        self.uses.at.iter().for_each(|a| a.store(0, Ordering::Relaxed));
+        self.uses_base.store(now, Ordering::Relaxed);
+        for a in &self.heads {
+            a.store(Head(a.load(Ordering::Relaxed)).with_use(0).0, Ordering::Relaxed);
+        }
+    }
+
+    /// The offset of `now` (Unix seconds) from the base of the last uses,
+    /// moving the base if it is too far (see [`Head`]).
+    fn use_of(&self, now: u32) -> u16 {
+        let base = self.uses_base.load(Ordering::Relaxed);
+        if let Ok(d) = u16::try_from(now.saturating_sub(base)) {
+            return d;
+        }
+        let new_base = now - (1 << 15);
+        for a in &self.heads {
+            let h = Head(a.load(Ordering::Relaxed));
+            let t = base + u32::from(h.used());
+            a.store(h.with_use(u16::try_from(t.saturating_sub(new_base)).unwrap_or(0)).0, Ordering::Relaxed);
+        }
+        self.uses_base.store(new_base, Ordering::Relaxed);
+        1 << 15
+    }
+
+    /// Entry `i` used at `now` (Unix seconds; 0: not counted).
+    fn touch(&self, i: usize, now: u32) {
+        if now != 0 {
+            let d = self.use_of(now);
+            if let Some(a) = self.heads.get(i) {
+                a.store(Head(a.load(Ordering::Relaxed)).with_use(d).0, Ordering::Relaxed);
+            }
+        }
     }
 
     fn is_changed(&self, i: usize) -> bool {
-        self.changed.get(i / 64).is_some_and(|w| w >> (i % 64) & 1 == 1)
+        self.head(i).changed()
     }
 
-    fn set_changed(&mut self, i: usize, on: bool) {
-        if self.changed.len() <= i / 64 {
-            self.changed.resize(i / 64 + 1, 0);
-        }
-        let bit = 1u64 << (i % 64);
-        if on {
-            self.changed[i / 64] |= bit;
-        } else {
-            self.changed[i / 64] &= !bit;
+    /// Makes room for `more` arena bytes, growing by a quarter, not double:
+    /// buckets are many and small.
+    fn reserve_arena(&mut self, more: usize) {
+        if self.arena.capacity() - self.arena.len() < more {
+            self.arena.reserve_exact(more.max(self.arena.len() / 4).max(64));
         }
     }
 
     /// Appends the entry of `name` with `meta` to the arena; returns its
     /// offset.
-    fn append(&mut self, name: &[u8], meta: &Meta) -> u32 {
-        let at = arena_u32(self.arena.len());
-        // At most: the name's varint and bytes, a tag, a length varint, an
-        // expiry, and an inline value or two varints.
-        let most = 10 + name.len() + 1 + 10 + 8 + meta.inline_value().len().max(20);
-        if self.arena.capacity() - self.arena.len() < most {
-            // Grow by a quarter, not double: buckets are many and small.
-            self.arena.reserve_exact(most.max(self.arena.len() / 4).max(64));
-        }
+    fn append(&mut self, name: &[u8], meta: &Meta) -> usize {
+        let at = self.arena.len();
+        self.reserve_arena(10 + name.len() + entry_most(meta));
         varint::put(&mut self.arena, name.len() as u64);
         self.arena.extend_from_slice(name);
         put_entry(&mut self.arena, meta);
@@ -468,35 +486,40 @@ impl Bucket {
             let (old, end) = self.meta_at(stored_name, rest);
             let start = self.arena_at(i);
             self.bytes -= record_bytes(name.len(), &old);
-            let mut body = Vec::with_capacity(16 + meta.inline_value().len());
-            put_entry(&mut body, meta);
-            let at = if body.len() == end - rest {
+            // The new entry is written past the arena's end, then moved
+            // where it belongs.
+            self.reserve_arena(entry_most(meta));
+            let tail = self.arena.len();
+            put_entry(&mut self.arena, meta);
+            let len = self.arena.len() - tail;
+            let at = if len == end - rest {
                 // Same size (a bit flipped in an inline value, a new
                 // count of the same width): in place.
-                self.arena[rest..end].copy_from_slice(&body);
-                arena_u32(start)
+                self.arena.copy_within(tail.., rest);
+                self.arena.truncate(tail);
+                start
+            } else if end == tail {
+                // The arena's last entry (a key written again right after
+                // it was added): it ends where it now ends.
+                self.arena.copy_within(tail.., rest);
+                self.arena.truncate(rest + len);
+                start
             } else {
+                self.arena.truncate(tail);
                 self.garbage += end - start;
                 self.append(name, meta)
             };
-            self.offsets[i] = offset_word(at, meta.changed_in_place);
-            if changed {
-                self.set_changed(i, true);
-            }
-            self.uses.touch(i, now);
+            let in_place = meta.changed_in_place;
+            self.change_head(i, |hd| hd.with_offset(at, in_place).with_changed(changed || hd.changed()));
+            self.touch(i, now);
             Some(old)
         } else {
             let at = self.append(name, meta);
-            if self.offsets.len() == self.offsets.capacity() {
-                let more = (self.offsets.len() / 4).max(4);
-                self.offsets.reserve_exact(more);
-                self.tags.reserve_exact(more);
-                self.uses.at.reserve_exact(more);
+            if self.heads.len() == self.heads.capacity() {
+                self.heads.reserve_exact((self.heads.len() / 4).max(4));
             }
-            self.offsets.push(offset_word(at, meta.changed_in_place));
-            self.tags.push(tag_of(h));
-            self.uses.push(now);
-            self.set_changed(self.offsets.len() - 1, changed);
+            let used = if now == 0 { 0 } else { self.use_of(now) };
+            self.heads.push(AtomicU64::new(Head::new(h, at, meta.changed_in_place, changed, used).0));
             None
         };
         self.bytes += record_bytes(name.len(), meta);
@@ -521,17 +544,14 @@ impl Bucket {
     pub(crate) fn remove(&mut self, name: &[u8], h: u32) -> Option<Meta> {
         let i = self.position(name, h)?;
         let (_, meta, end) = self.entry(i);
-        self.garbage += end - self.arena_at(i);
-        // Move the last entry into `i`, its changed mark with it.
-        let last = self.offsets.len() - 1;
-        let last_changed = self.is_changed(last);
-        self.offsets.swap_remove(i);
-        self.tags.swap_remove(i);
-        self.uses.at.swap_remove(i);
-        if i != last {
-            self.set_changed(i, last_changed);
+        let start = self.arena_at(i);
+        if end == self.arena.len() {
+            self.arena.truncate(start);
+        } else {
+            self.garbage += end - start;
         }
-        self.set_changed(last, false);
+        // The last entry's head moves into `i`.
+        self.heads.swap_remove(i);
         self.bytes -= record_bytes(name.len(), &meta);
         self.removed.push(name.into());
         self.compact_if_wasteful();
@@ -541,7 +561,7 @@ impl Bucket {
     /// Whether an entry changed or was removed since the last
     /// [`Bucket::clear_changes`].
     pub(crate) fn has_changes(&self) -> bool {
-        !self.removed.is_empty() || self.changed.iter().any(|&w| w != 0)
+        !self.removed.is_empty() || (0..self.len()).any(|i| self.is_changed(i))
     }
 
     /// Visits every removal (`f(name, None)`) and then every changed entry
@@ -564,43 +584,49 @@ impl Bucket {
     /// Forgets the changes (their delta record is written).
     pub(crate) fn clear_changes(&mut self) {
         self.removed = Vec::new();
-        self.changed.iter_mut().for_each(|w| *w = 0);
+        for a in &mut self.heads {
+            *a.get_mut() &= !CHANGED;
+        }
     }
 
-    /// Rebuilds the bucket (at `depth`) from `self`'s entries that `keep`
-    /// accepts by key hash (computed again from the names: the bucket keeps
-    /// only their low bits), keeping their changed marks, in-place marks
-    /// and last uses, and the removals whose hash it accepts. Entries are
-    /// copied in record form, not decoded.
-    fn rebuilt(&self, depth: u8, keep: impl Fn(u32) -> bool) -> Bucket {
-        let spans: Vec<(usize, usize, usize, usize)> = (0..self.len())
-            .filter_map(|i| {
+    /// Rebuilds `self`'s entries into `parts` (empty buckets): each entry
+    /// and each removal goes to the part `pick` chooses by its name,
+    /// keeping its changed mark, in-place mark and last use. Entries are
+    /// copied in record form, not decoded, and each name is picked once.
+    fn rebuild_into(&self, parts: &mut [Bucket], pick: impl Fn(&[u8]) -> usize) {
+        // (part, entry, name length, offset of the rest, end)
+        let spans: Vec<(usize, usize, usize, usize, usize)> = (0..self.len())
+            .map(|i| {
                 let (name, rest) = self.name_at(i);
-                keep(key_hash(name)).then(|| (i, name.len(), rest, entry_end(&self.arena, rest).min(self.arena.len())))
+                let part = pick(name).min(parts.len() - 1);
+                (part, i, name.len(), rest, entry_end(&self.arena, rest).min(self.arena.len()))
             })
             .collect();
-        let mut b = Bucket::new(depth);
-        b.uses.base.store(self.uses.base.load(Ordering::Relaxed), Ordering::Relaxed);
-        b.offsets.reserve_exact(spans.len());
-        b.tags.reserve_exact(spans.len());
-        b.uses.at.reserve_exact(spans.len());
-        b.arena.reserve_exact(spans.iter().map(|&(i, _, _, end)| end - self.arena_at(i)).sum());
-        for &(i, name_len, rest, end) in &spans {
+        for (p, b) in parts.iter_mut().enumerate() {
+            let mine = spans.iter().filter(|s| s.0 == p);
+            b.heads.reserve_exact(mine.clone().count());
+            b.arena.reserve_exact(mine.map(|&(_, i, _, _, end)| end - self.arena_at(i)).sum());
+            b.uses_base.store(self.uses_base.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        for &(part, i, name_len, rest, end) in &spans {
+            let b = &mut parts[part];
             let start = self.arena_at(i);
-            b.offsets.push(offset_word(arena_u32(b.arena.len()), self.offsets[i] & IN_PLACE != 0));
-            b.tags.push(self.tags[i]);
-            b.uses.at.push(AtomicU16::new(self.uses.at.get(i).map_or(0, |a| a.load(Ordering::Relaxed))));
-            b.set_changed(b.offsets.len() - 1, self.is_changed(i));
+            let head = self.head(i);
+            b.heads.push(AtomicU64::new(head.with_offset(b.arena.len(), head.in_place()).0));
             b.arena.extend_from_slice(&self.arena[start..end]);
             b.bytes += raw_record_bytes(name_len, &self.arena[rest..end]);
         }
-        b.removed = self.removed.iter().filter(|n| keep(key_hash(n))).cloned().collect();
-        b
+        for n in &self.removed {
+            parts[pick(n).min(parts.len() - 1)].removed.push(n.clone());
+        }
     }
 
     /// Rewrites the arena without its garbage.
     fn compact(&mut self) {
-        *self = self.rebuilt(self.depth, |_| true);
+        let mut part = [Bucket::new(self.depth)];
+        self.rebuild_into(&mut part, |_| 0);
+        let [b] = part;
+        *self = b;
     }
 
     /// Whether the bucket should split.
@@ -614,8 +640,11 @@ impl Bucket {
     pub(crate) fn split(self, start: u32) -> (Bucket, u32, Bucket) {
         let depth = self.depth + 1;
         let upper_start = start | (1u32 << (32 - u32::from(depth)));
-        let lo = self.rebuilt(depth, |h| !covers(upper_start, depth, h));
-        let hi = self.rebuilt(depth, |h| covers(upper_start, depth, h));
+        let mut parts = [Bucket::new(depth), Bucket::new(depth)];
+        // Each name's hash is computed again (the bucket keeps only its
+        // low bits), once.
+        self.rebuild_into(&mut parts, |name| usize::from(covers(upper_start, depth, key_hash(name))));
+        let [lo, hi] = parts;
         (lo, upper_start, hi)
     }
 
@@ -682,9 +711,7 @@ impl Bucket {
         let mut bucket = Bucket::new(depth);
         // Each entry takes at least 3 bytes: no allocation from a bad count.
         let n = usize::try_from(count).unwrap_or(0).min(body.len() / 3);
-        bucket.offsets.reserve_exact(n);
-        bucket.tags.reserve_exact(n);
-        bucket.uses.at.reserve_exact(n);
+        bucket.heads.reserve_exact(n);
         bucket.arena.reserve_exact(body.len() + n * 8);
         let mut prev: Vec<u8> = Vec::new();
         for _ in 0..count {

@@ -103,19 +103,48 @@ impl DeltaWriter {
         self.held.push(Held { ks, name, entry });
     }
 
+    /// The indexes of the held changes in (keyspace, name) order, a
+    /// removal before an entry of the same name (the order they were
+    /// added in). The sort compares integers first: the keyspace, then the
+    /// eight bytes of the name that follow the prefix every held name
+    /// shares (zero-padded), so names are compared whole only where those
+    /// tie.
+    fn sorted(&self) -> Vec<usize> {
+        let name = |h: &Held| &self.arena[h.name.0..h.name.1];
+        let first = self.held.first().map_or(&[][..], name);
+        let common = self
+            .held
+            .iter()
+            .fold(first.len(), |c, h| c.min(first[..c].iter().zip(name(h)).take_while(|(a, b)| a == b).count()));
+        let mut order: Vec<(u32, u64, usize)> = (self.held.iter().enumerate())
+            .map(|(i, h)| {
+                let rest = &name(h)[common..];
+                let mut word = [0u8; 8];
+                let n = rest.len().min(8);
+                word[..n].copy_from_slice(&rest[..n]);
+                (h.ks, u64::from_be_bytes(word), i)
+            })
+            .collect();
+        order.sort_unstable_by(|a, b| {
+            (a.0, a.1)
+                .cmp(&(b.0, b.1))
+                .then_with(|| name(&self.held[a.2]).cmp(name(&self.held[b.2])))
+                .then(a.2.cmp(&b.2))
+        });
+        order.into_iter().map(|(_, _, i)| i).collect()
+    }
+
     /// The finished records, part 0 first: the changes in (keyspace, name)
     /// order, a removal before an entry of the same name.
-    pub(crate) fn finish(mut self) -> Vec<Vec<u8>> {
+    pub(crate) fn finish(self) -> Vec<Vec<u8>> {
         let arena = &self.arena;
         let name = |h: &Held| &arena[h.name.0..h.name.1];
-        // Stable, and removals of a name are added before its entry.
-        self.held.sort_by(|a, b| (a.ks, name(a)).cmp(&(b.ks, name(b))));
         let mut done = Vec::new();
         let mut open: Option<(Vec<u8>, u32)> = None;
         let mut prev: &[u8] = &[];
         // Bytes of names the open part decodes to.
         let mut names = 0;
-        for h in &self.held {
+        for h in self.sorted().into_iter().map(|i| &self.held[i]) {
             let n = name(h);
             let mut shared = prev.iter().zip(n).take_while(|(a, b)| a == b).count();
             if let Some((p, _)) = &open {
@@ -320,6 +349,58 @@ mod tests {
         let bytes: usize = parts.iter().map(Vec::len).sum();
         let v1 = encode_v1(&entries).len();
         assert!(bytes * 10 < v1 * 8, "{bytes} bytes against {v1} in version 1");
+    }
+
+    /// The writer's order is (keyspace, name), byte-wise, a removal before
+    /// an entry of the same name, for names that tie in the eight bytes
+    /// the sort compares first: prefixes of one another, zero bytes,
+    /// names shorter than the shared prefix would suggest, the empty name.
+    #[test]
+    fn the_order_is_by_keyspace_and_whole_name() {
+        let names: Vec<&[u8]> = vec![
+            b"user:12345678:a",
+            b"user:12345678",
+            b"user:12345678\0",
+            b"user:12345678\0\0",
+            b"user:1234567",
+            b"user:",
+            b"user:\0",
+            b"user:12345678:b",
+            b"user:\xff",
+            b"",
+        ];
+        let mut entries = Vec::new();
+        for (i, n) in names.iter().enumerate() {
+            for ks in [1u32, 0] {
+                entries.push(DeltaEntry { ks, name: n.to_vec(), meta: None });
+                let meta = Meta::paged(Kind::String, u64::try_from(i).unwrap() + 1, 10, 1, 0);
+                entries.push(DeltaEntry { ks, name: n.to_vec(), meta: Some(meta) });
+            }
+        }
+        // Shards are not checked here: decode each part as it comes.
+        let back: Vec<DeltaEntry> = encode(&entries)
+            .iter()
+            .flat_map(|p| {
+                let body = &p[HEADER..p.len() - 4];
+                let mut r = Reader { b: body, at: 0 };
+                let mut prev: Vec<u8> = Vec::new();
+                let mut out = Vec::new();
+                while r.at < body.len() {
+                    let bad = |m: String| Error::Internal(m);
+                    let ks = u32::try_from(r.len(&bad).unwrap()).unwrap();
+                    let shared = r.len(&bad).unwrap();
+                    let rest = r.len(&bad).unwrap();
+                    let mut name = prev[..shared].to_vec();
+                    name.extend_from_slice(r.take(rest, &bad).unwrap());
+                    let tag = r.take(1, &bad).unwrap()[0];
+                    let meta = (tag != TAG_REMOVED).then(|| read_entry(&mut r, &name, tag, &bad).unwrap());
+                    prev.clone_from(&name);
+                    out.push(DeltaEntry { ks, name, meta });
+                }
+                out
+            })
+            .collect();
+        assert_eq!(back, in_record_order(&entries));
     }
 
     /// Names that share long prefixes round-trip: the writer starts new

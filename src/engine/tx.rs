@@ -26,6 +26,8 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use super::keyspaces::Counts;
 use super::layout::{self, key_hash};
 use super::metas::{shard_of, MetaGuard};
@@ -209,7 +211,7 @@ pub(crate) struct ReadTx<'e> {
     ks: u32,
     counts: Arc<Counts>,
     /// The locked metadata shards of the declared keys, by shard number.
-    locks: Vec<(usize, MetaGuard<'e>)>,
+    locks: SmallVec<[(usize, MetaGuard<'e>); 2]>,
     /// Keys a read transaction found expired, deleted after it ends.
     expired: Vec<Vec<u8>>,
     writing: bool,
@@ -233,7 +235,8 @@ pub(crate) struct ReadTx<'e> {
 
 impl<'e> ReadTx<'e> {
     fn lock(engine: &'e Arc<Engine>, ks: u32, counts: Arc<Counts>, keys: &[&[u8]], writing: bool) -> ReadTx<'e> {
-        let mut shards: Vec<usize> = keys.iter().map(|k| shard_of(key_hash(k))).collect();
+        // Most transactions name one or two keys: no allocation for them.
+        let mut shards: SmallVec<[usize; 4]> = keys.iter().map(|k| shard_of(key_hash(k))).collect();
         shards.sort_unstable();
         shards.dedup();
         let locks = shards.into_iter().map(|s| (s, engine.metas.lock_shard(s))).collect();

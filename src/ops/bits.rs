@@ -1,5 +1,7 @@
 //! Single bits: SETBIT, GETBIT, and the batch form for bulk loading.
 
+use smallvec::SmallVec;
+
 use crate::db::Db;
 use crate::engine::INLINE_MAX;
 use crate::error::{Error, Result};
@@ -92,7 +94,7 @@ impl Db {
         if let Some(&offset) = offsets.iter().find(|&&o| o > MAX_OFFSET) {
             return Err(Error::OffsetOutOfRange { offset });
         }
-        let mut sorted = offsets.to_vec();
+        let mut sorted: SmallVec<[u64; 8]> = offsets.iter().copied().collect();
         sorted.sort_unstable();
         sorted.dedup();
         let mut changed_total = 0u64;
