@@ -86,7 +86,8 @@ fn raw_record_bytes(name_len: usize, entry: &[u8]) -> usize {
 ///
 /// In memory each entry is kept in the arena in its record form (varint
 /// name length, name, then the entry as [`put_entry`] writes it), in no
-/// order. Beside the arena, each entry has one 64-bit *head* (see
+/// order, without the name prefix all entries share, which the bucket keeps
+/// once. Beside the arena, each entry has one 64-bit *head* (see
 /// [`Head`]): its hash tag, changed mark, last use, arena offset and
 /// in-place mark, all in one vector, so a lookup or a new entry touches one
 /// allocation besides the arena. A lookup scans the tags and reads an entry
@@ -104,6 +105,10 @@ pub(crate) struct Bucket {
     heads: Vec<AtomicU64>,
     /// The base of the heads' last-use times, Unix seconds (see [`Head`]).
     uses_base: AtomicU32,
+    /// The bytes every entry's name starts with (keys named
+    /// `kind:<id>:...` share several): kept once here, and the arena holds
+    /// the rest of each name.
+    prefix: Vec<u8>,
     arena: Vec<u8>,
     /// Arena bytes no entry uses any more (compacted past half).
     garbage: usize,
@@ -190,6 +195,7 @@ impl Clone for Bucket {
             depth: self.depth,
             heads,
             uses_base: AtomicU32::new(self.uses_base.load(Ordering::Relaxed)),
+            prefix: self.prefix.clone(),
             arena: self.arena.clone(),
             garbage: self.garbage,
             bytes: self.bytes,
@@ -239,7 +245,10 @@ impl Bucket {
 
     /// Bytes the bucket holds in memory (for the cache's budget).
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.arena.capacity() + self.heads.capacity() * 8 + self.removed.iter().map(|n| n.len() + 16).sum::<usize>()
+        self.arena.capacity()
+            + self.prefix.capacity()
+            + self.heads.capacity() * 8
+            + self.removed.iter().map(|n| n.len() + 16).sum::<usize>()
     }
 
     /// The head of entry `i`.
@@ -258,7 +267,8 @@ impl Bucket {
         self.head(i).offset()
     }
 
-    /// The name of entry `i`, and the offset of the rest of its entry.
+    /// The name of entry `i` past the bucket's prefix, and the offset of
+    /// the rest of its entry.
     fn name_at(&self, i: usize) -> (&[u8], usize) {
         let mut at = self.arena_at(i);
         let len = varint::read(&self.arena, &mut at).ok().and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
@@ -266,52 +276,68 @@ impl Bucket {
         (&self.arena[at.min(end)..end], end)
     }
 
-    /// The metadata of the entry named `name` whose bytes after the name
-    /// start at `rest`, and the arena offset just past the entry.
-    fn meta_at(&self, name: &[u8], rest: usize) -> (Meta, usize) {
+    /// The whole name of entry `i`.
+    fn full_name(&self, i: usize) -> Vec<u8> {
+        let rest = self.name_at(i).0;
+        let mut name = Vec::with_capacity(self.prefix.len() + rest.len());
+        name.extend_from_slice(&self.prefix);
+        name.extend_from_slice(rest);
+        name
+    }
+
+    /// The metadata of the entry whose bytes after the name start at
+    /// `rest`, and the arena offset just past the entry.
+    fn meta_at(&self, rest: usize) -> (Meta, usize) {
         let mut r = Reader { b: &self.arena, at: rest };
         let meta = r
             .take(1, &arena_damage)
-            .and_then(|tag| read_entry(&mut r, name, tag[0], &arena_damage))
+            .and_then(|tag| read_entry(&mut r, b"<bucket in memory>", tag[0], &arena_damage))
             .unwrap_or_else(|_| Meta::empty(Kind::String));
         (meta, r.at)
     }
 
-    /// The name of entry `i` and its bytes in record form (tag onwards, as
-    /// [`put_entry`] wrote them), without decoding them.
+    /// The name of entry `i` past the prefix and its bytes in record form
+    /// (tag onwards, as [`put_entry`] wrote them), without decoding them.
     fn raw_entry(&self, i: usize) -> (&[u8], &[u8]) {
         let (name, rest) = self.name_at(i);
         let end = entry_end(&self.arena, rest).min(self.arena.len());
         (name, &self.arena[rest.min(end)..end])
     }
 
-    /// The name and metadata of entry `i`, and the arena offset just past
-    /// it.
-    fn entry(&self, i: usize) -> (&[u8], Meta, usize) {
-        let (name, rest) = self.name_at(i);
-        let (mut meta, end) = self.meta_at(name, rest);
+    /// The metadata of entry `i`, and the arena offset just past it.
+    fn entry(&self, i: usize) -> (Meta, usize) {
+        let (_, rest) = self.name_at(i);
+        let (mut meta, end) = self.meta_at(rest);
         meta.changed_in_place = self.head(i).in_place();
-        (name, meta, end)
+        (meta, end)
+    }
+
+    /// Every entry's index and metadata, in no particular order; its name
+    /// is [`Bucket::name`] of the index.
+    pub(crate) fn metas(&self) -> impl Iterator<Item = (usize, Meta)> + '_ {
+        (0..self.len()).map(|i| (i, self.entry(i).0))
+    }
+
+    /// The whole name of entry `i` (an index [`Bucket::metas`] gave).
+    pub(crate) fn name(&self, i: usize) -> Vec<u8> {
+        self.full_name(i)
     }
 
     /// Every entry: name and metadata, in no particular order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], Meta)> + '_ {
-        (0..self.len()).map(|i| {
-            let (name, meta, _) = self.entry(i);
-            (name, meta)
-        })
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (Vec<u8>, Meta)> + '_ {
+        (0..self.len()).map(|i| (self.full_name(i), self.entry(i).0))
     }
 
     /// The entries sorted by name.
-    pub(crate) fn sorted(&self) -> Vec<(&[u8], Meta)> {
-        let mut all: Vec<(&[u8], Meta)> = self.iter().collect();
-        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    pub(crate) fn sorted(&self) -> Vec<(Vec<u8>, Meta)> {
+        let mut all: Vec<(Vec<u8>, Meta)> = self.iter().collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         all
     }
 
     /// The bitmap ids of the paged values.
     pub(crate) fn ids(&self) -> impl Iterator<Item = u64> + '_ {
-        self.iter().filter_map(|(_, m)| match m.body {
+        (0..self.len()).filter_map(|i| match self.entry(i).0.body {
             Body::Paged(id) => Some(id),
             Body::Inline => None,
         })
@@ -323,6 +349,8 @@ impl Bucket {
     /// only where the tag matches.
     fn position(&self, name: &[u8], h: u32) -> Option<usize> {
         const BLOCK: usize = 16;
+        // Every name here starts with the prefix; the rest is compared.
+        let name = name.strip_prefix(self.prefix.as_slice())?;
         let h = tag_of(h);
         let matches = |i: usize| self.name_at(i).0 == name;
         let tag = |x: &AtomicU64| Head(x.load(Ordering::Relaxed)).tag();
@@ -347,7 +375,7 @@ impl Bucket {
     pub(crate) fn find(&self, name: &[u8], h: u32, now: u32) -> Option<(usize, Meta)> {
         let i = self.position(name, h)?;
         self.touch(i, now);
-        Some((i, self.entry(i).1))
+        Some((i, self.entry(i).0))
     }
 
     /// Where the entry of `name` is, given what a [`Bucket::find`] since
@@ -355,7 +383,13 @@ impl Bucket {
     /// index found is used if it still holds `name`, an absence is trusted.
     fn position_known(&self, name: &[u8], h: u32, known: Option<Option<usize>>) -> Option<usize> {
         match known {
-            Some(Some(i)) if i < self.len() && self.head(i).tag() == tag_of(h) && self.name_at(i).0 == name => Some(i),
+            Some(Some(i))
+                if i < self.len()
+                    && self.head(i).tag() == tag_of(h)
+                    && name.strip_prefix(self.prefix.as_slice()) == Some(self.name_at(i).0) =>
+            {
+                Some(i)
+            }
             Some(None) => None,
             _ => self.position(name, h),
         }
@@ -426,8 +460,8 @@ impl Bucket {
         }
     }
 
-    /// Appends the entry of `name` with `meta` to the arena; returns its
-    /// offset.
+    /// Appends the entry of a name whose bytes past the prefix are `name`,
+    /// with `meta`, to the arena; returns its offset.
     fn append(&mut self, name: &[u8], meta: &Meta) -> usize {
         let at = self.arena.len();
         self.reserve_arena(10 + name.len() + entry_most(meta));
@@ -482,8 +516,8 @@ impl Bucket {
         now: u32,
     ) -> Option<Meta> {
         let old = if let Some(i) = at {
-            let (stored_name, rest) = self.name_at(i);
-            let (old, end) = self.meta_at(stored_name, rest);
+            let (_, rest) = self.name_at(i);
+            let (old, end) = self.meta_at(rest);
             let start = self.arena_at(i);
             self.bytes -= record_bytes(name.len(), &old);
             // The new entry is written past the arena's end, then moved
@@ -507,24 +541,32 @@ impl Bucket {
             } else {
                 self.arena.truncate(tail);
                 self.garbage += end - start;
-                self.append(name, meta)
+                self.append(&name[self.prefix.len()..], meta)
             };
             let in_place = meta.changed_in_place;
             self.change_head(i, |hd| hd.with_offset(at, in_place).with_changed(changed || hd.changed()));
             self.touch(i, now);
             Some(old)
         } else {
-            let at = self.append(name, meta);
-            if self.heads.len() == self.heads.capacity() {
-                self.heads.reserve_exact((self.heads.len() / 4).max(4));
-            }
-            let used = if now == 0 { 0 } else { self.use_of(now) };
-            self.heads.push(AtomicU64::new(Head::new(h, at, meta.changed_in_place, changed, used).0));
+            self.fit_prefix(name);
+            self.push_new(name, h, meta, changed, now);
             None
         };
         self.bytes += record_bytes(name.len(), meta);
         self.compact_if_wasteful();
         old
+    }
+
+    /// Adds the entry of `name` (whose hash is `h`, and which starts with
+    /// the prefix) with `meta`, its changed mark `changed`, used at `now`
+    /// (0: at the base).
+    fn push_new(&mut self, name: &[u8], h: u32, meta: &Meta, changed: bool, now: u32) {
+        let at = self.append(name.get(self.prefix.len()..).unwrap_or_default(), meta);
+        if self.heads.len() == self.heads.capacity() {
+            self.heads.reserve_exact((self.heads.len() / 4).max(4));
+        }
+        let used = if now == 0 { 0 } else { self.use_of(now) };
+        self.heads.push(AtomicU64::new(Head::new(h, at, meta.changed_in_place, changed, used).0));
     }
 
     /// Compacts the arena once more than half of it is garbage.
@@ -543,7 +585,7 @@ impl Bucket {
     /// metadata.
     pub(crate) fn remove(&mut self, name: &[u8], h: u32) -> Option<Meta> {
         let i = self.position(name, h)?;
-        let (_, meta, end) = self.entry(i);
+        let (meta, end) = self.entry(i);
         let start = self.arena_at(i);
         if end == self.arena.len() {
             self.arena.truncate(start);
@@ -573,10 +615,13 @@ impl Bucket {
         for name in &self.removed {
             f(name, None);
         }
+        let mut name = self.prefix.clone();
         for i in 0..self.len() {
             if self.is_changed(i) {
-                let (name, entry) = self.raw_entry(i);
-                f(name, Some(entry));
+                let (rest, entry) = self.raw_entry(i);
+                name.truncate(self.prefix.len());
+                name.extend_from_slice(rest);
+                f(&name, Some(entry));
             }
         }
     }
@@ -589,41 +634,72 @@ impl Bucket {
         }
     }
 
-    /// Rebuilds `self`'s entries into `parts` (empty buckets): each entry
-    /// and each removal goes to the part `pick` chooses by its name,
-    /// keeping its changed mark, in-place mark and last use. Entries are
-    /// copied in record form, not decoded, and each name is picked once.
+    /// Rebuilds `self`'s entries into `parts` (empty buckets whose
+    /// prefixes are prefixes of `self`'s): each entry and each removal
+    /// goes to the part `pick` chooses by its whole name, keeping its
+    /// changed mark, in-place mark and last use. Entries are copied in
+    /// record form, not decoded, and each name is picked once.
     fn rebuild_into(&self, parts: &mut [Bucket], pick: impl Fn(&[u8]) -> usize) {
-        // (part, entry, name length, offset of the rest, end)
+        let mut name = self.prefix.clone();
+        // (part, entry, offset of the rest of its name, of its entry, end)
         let spans: Vec<(usize, usize, usize, usize, usize)> = (0..self.len())
             .map(|i| {
-                let (name, rest) = self.name_at(i);
-                let part = pick(name).min(parts.len() - 1);
-                (part, i, name.len(), rest, entry_end(&self.arena, rest).min(self.arena.len()))
+                let (rest, after) = self.name_at(i);
+                name.truncate(self.prefix.len());
+                name.extend_from_slice(rest);
+                let part = pick(&name).min(parts.len() - 1);
+                (part, i, after - rest.len(), after, entry_end(&self.arena, after).min(self.arena.len()))
             })
             .collect();
         for (p, b) in parts.iter_mut().enumerate() {
+            let moved = self.prefix.len().saturating_sub(b.prefix.len());
             let mine = spans.iter().filter(|s| s.0 == p);
             b.heads.reserve_exact(mine.clone().count());
-            b.arena.reserve_exact(mine.map(|&(_, i, _, _, end)| end - self.arena_at(i)).sum());
+            b.arena.reserve_exact(mine.map(|&(_, i, _, _, end)| end - self.arena_at(i) + moved + 1).sum());
             b.uses_base.store(self.uses_base.load(Ordering::Relaxed), Ordering::Relaxed);
         }
-        for &(part, i, name_len, rest, end) in &spans {
+        for &(part, i, rest, after, end) in &spans {
             let b = &mut parts[part];
-            let start = self.arena_at(i);
             let head = self.head(i);
             b.heads.push(AtomicU64::new(head.with_offset(b.arena.len(), head.in_place()).0));
-            b.arena.extend_from_slice(&self.arena[start..end]);
-            b.bytes += raw_record_bytes(name_len, &self.arena[rest..end]);
+            // The bytes of `self`'s prefix the part does not share move into
+            // the name's rest.
+            let moved = self.prefix.get(b.prefix.len()..).unwrap_or_default();
+            varint::put(&mut b.arena, (moved.len() + after - rest) as u64);
+            b.arena.extend_from_slice(moved);
+            b.arena.extend_from_slice(&self.arena[rest..end]);
+            b.bytes += raw_record_bytes(self.prefix.len() + after - rest, &self.arena[after..end]);
         }
         for n in &self.removed {
             parts[pick(n).min(parts.len() - 1)].removed.push(n.clone());
         }
     }
 
+    /// Shortens the prefix, if need be, to what it shares with `name` (a
+    /// name about to be added): the first entry of an empty bucket makes its
+    /// whole name the prefix.
+    fn fit_prefix(&mut self, name: &[u8]) {
+        if self.len() == 0 {
+            self.arena.clear();
+            self.garbage = 0;
+            self.prefix.clear();
+            self.prefix.extend_from_slice(name);
+            return;
+        }
+        let shared = self.prefix.iter().zip(name).take_while(|(a, b)| a == b).count();
+        if shared < self.prefix.len() {
+            let mut part = [Bucket::new(self.depth)];
+            part[0].prefix = self.prefix[..shared].to_vec();
+            self.rebuild_into(&mut part, |_| 0);
+            let [b] = part;
+            *self = b;
+        }
+    }
+
     /// Rewrites the arena without its garbage.
     fn compact(&mut self) {
         let mut part = [Bucket::new(self.depth)];
+        part[0].prefix.clone_from(&self.prefix);
         self.rebuild_into(&mut part, |_| 0);
         let [b] = part;
         *self = b;
@@ -641,6 +717,9 @@ impl Bucket {
         let depth = self.depth + 1;
         let upper_start = start | (1u32 << (32 - u32::from(depth)));
         let mut parts = [Bucket::new(depth), Bucket::new(depth)];
+        for p in &mut parts {
+            p.prefix.clone_from(&self.prefix);
+        }
         // Each name's hash is computed again (the bucket keeps only its
         // low bits), once.
         self.rebuild_into(&mut parts, |name| usize::from(covers(upper_start, depth, key_hash(name))));
@@ -671,18 +750,24 @@ impl Bucket {
         b.push(VERSION);
         b.push(self.depth);
         b.extend_from_slice(&u32::try_from(self.len()).unwrap_or(u32::MAX).to_le_bytes());
-        // The entries are copied in record form, in name order, without
-        // being decoded.
+        // The entries are copied in record form, in name order (the order
+        // of the names past the prefix they all share), without being
+        // decoded. The first name is written whole; each next one shares
+        // the prefix and what its rest shares with the one before.
         let mut all: Vec<(&[u8], &[u8])> = (0..self.len()).map(|i| self.raw_entry(i)).collect();
         all.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let mut prev: &[u8] = &[];
-        for (name, entry) in all {
-            let shared = prev.iter().zip(name.iter()).take_while(|(a, b)| a == b).count();
+        let p = self.prefix.len();
+        let mut prev: Option<&[u8]> = None;
+        for (rest, entry) in all {
+            let shared = prev.map_or(0, |prev| p + prev.iter().zip(rest).take_while(|(a, b)| a == b).count());
             varint::put(&mut b, shared as u64);
-            varint::put(&mut b, (name.len() - shared) as u64);
-            b.extend_from_slice(&name[shared..]);
+            varint::put(&mut b, (p + rest.len() - shared) as u64);
+            if shared < p {
+                b.extend_from_slice(&self.prefix[shared..]);
+            }
+            b.extend_from_slice(&rest[shared.saturating_sub(p)..]);
             b.extend_from_slice(entry);
-            prev = name;
+            prev = Some(rest);
         }
         let crc = crc32fast::hash(&b);
         b.extend_from_slice(&crc.to_le_bytes());
@@ -714,6 +799,7 @@ impl Bucket {
         bucket.heads.reserve_exact(n);
         bucket.arena.reserve_exact(body.len() + n * 8);
         let mut prev: Vec<u8> = Vec::new();
+        let mut entries: Vec<(Vec<u8>, Meta)> = Vec::with_capacity(n);
         for _ in 0..count {
             let shared = r.len(&bad)?;
             let rest = r.len(&bad)?;
@@ -722,7 +808,7 @@ impl Bucket {
             }
             let mut name = prev[..shared].to_vec();
             name.extend_from_slice(r.take(rest, &bad)?);
-            if bucket.len() > 0 && name <= prev {
+            if !entries.is_empty() && name <= prev {
                 return Err(bad("names not in increasing order".into()));
             }
             if !covers(start, depth, key_hash(&name)) {
@@ -733,9 +819,18 @@ impl Bucket {
             }
             let tag = r.take(1, &bad)?[0];
             let meta = read_entry(&mut r, &name, tag, &bad)?;
+            prev.clone_from(&name);
+            entries.push((name, meta));
+        }
+        // Sorted names: what the first and the last share, all share.
+        if let (Some((first, _)), Some((last, _))) = (entries.first(), entries.last()) {
+            let shared = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+            bucket.prefix = first[..shared].to_vec();
+        }
+        for (name, meta) in &entries {
             // Names are strictly increasing (checked above): always new.
-            bucket.upsert_with(&name, key_hash(&name), None, &meta, false, 0);
-            prev = name;
+            bucket.bytes += record_bytes(name.len(), meta);
+            bucket.push_new(name, key_hash(name), meta, false, 0);
         }
         if r.at != body.len() {
             return Err(bad(format!("{} bytes after the last entry", body.len() - r.at)));
@@ -855,9 +950,72 @@ mod tests {
         let (lo, upper, hi) = b.split(start);
         assert_eq!((lo.depth, hi.depth), (MIN_DEPTH + 1, MIN_DEPTH + 1));
         assert_eq!(lo.len() + hi.len(), all);
-        assert!(lo.iter().all(|(name, _)| covers(start, lo.depth, key_hash(name))));
-        assert!(hi.iter().all(|(name, _)| covers(upper, hi.depth, key_hash(name))));
+        assert!(lo.iter().all(|(name, _)| covers(start, lo.depth, key_hash(&name))));
+        assert!(hi.iter().all(|(name, _)| covers(upper, hi.depth, key_hash(&name))));
         assert_eq!(Bucket::decode(0, upper, &hi.encode()).unwrap(), hi);
+    }
+
+    /// The shared name prefix: names that share long prefixes, are
+    /// prefixes of one another, or share nothing; a bucket emptied and
+    /// refilled. After every step the bucket holds what a map holds, its
+    /// record decodes to an equal bucket, its changes name whole names, and
+    /// its halves after a split hold the same entries.
+    #[test]
+    fn the_name_prefix_follows_every_name() {
+        use std::collections::BTreeMap;
+        let mut b = Bucket::new(MIN_DEPTH);
+        let mut model: BTreeMap<Vec<u8>, Meta> = BTreeMap::new();
+        let region = bucket_start(key_hash(b"user:1"), MIN_DEPTH);
+        let mut x = 99u64;
+        for step in 0..3000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Mostly `user:1...` names of varied lengths; now and then
+            // one that shares nothing or little. All in one hash region
+            // (a record holds one region's names): a name outside it is
+            // replaced by the first of its extensions inside it.
+            let base = match x % 16 {
+                0 => "z".to_string(),
+                1 => "user:".to_string(),
+                2 => String::new(),
+                _ => format!("user:1{}", x % (1 + step % 500)),
+            };
+            let name = std::iter::once(base.clone())
+                .chain((0..).map(|i| format!("{base}{i}")))
+                .map(String::into_bytes)
+                .find(|n| bucket_start(key_hash(n), MIN_DEPTH) == region)
+                .unwrap();
+            let h = key_hash(&name);
+            if x % 5 == 0 || step % 700 > 650 {
+                assert_eq!(b.remove(&name, h), model.remove(&name), "step {step}");
+            } else {
+                let meta = Meta::paged(Kind::String, x % 1000 + 1, x % 5000, 0, 0);
+                b.upsert(&name, h, &meta);
+                model.insert(name, meta);
+            }
+            assert!(b.iter().all(|(n, _)| n.starts_with(&b.prefix)));
+            if step % 50 == 0 {
+                let want: Vec<(Vec<u8>, Meta)> = model.iter().map(|(k, m)| (k.clone(), m.clone())).collect();
+                assert_eq!(b.sorted(), want, "step {step}");
+                let start = region;
+                assert_eq!(Bucket::decode(0, start, &b.encode()).unwrap(), b, "step {step}");
+                let mut changed = Vec::new();
+                b.for_each_change(|n, e| {
+                    if e.is_some() {
+                        changed.push(n.to_vec());
+                    }
+                });
+                assert!(changed.iter().all(|n| model.contains_key(n)), "changes name whole names");
+                b.clear_changes();
+                let (lo, _, hi) = b.clone().split(start);
+                let mut halves: Vec<(Vec<u8>, Meta)> = lo.sorted();
+                halves.extend(hi.sorted());
+                halves.sort_by(|a, b| a.0.cmp(&b.0));
+                assert_eq!(halves, want, "step {step}");
+            }
+        }
+        assert!(!b.prefix.is_empty() || model.keys().any(|k| !k.starts_with(b"user:")));
     }
 
     /// Updates in place, growing inline values, removals and the arena's
@@ -897,7 +1055,7 @@ mod tests {
             }
             assert!(b.garbage * 2 <= b.arena.len().max(512), "the arena stays compact");
         }
-        let want: Vec<(&[u8], Meta)> = model.iter().map(|(k, m)| (k.as_slice(), m.clone())).collect();
+        let want: Vec<(Vec<u8>, Meta)> = model.iter().map(|(k, m)| (k.clone(), m.clone())).collect();
         assert_eq!(b.sorted(), want);
     }
 
@@ -915,7 +1073,7 @@ mod tests {
         let (start, mut b) = sample();
         assert_eq!(drain(&mut b).len(), 12, "a new bucket's entries are all changed");
         assert!(drain(&mut b).is_empty() && !b.has_changes(), "drained");
-        let names: Vec<Vec<u8>> = b.sorted().iter().map(|(n, _)| n.to_vec()).collect();
+        let names: Vec<Vec<u8>> = b.sorted().into_iter().map(|(n, _)| n).collect();
         let meta = Meta::paged(Kind::String, 5, 100, 3, 0);
         b.upsert(&names[3], key_hash(&names[3]), &meta);
         b.remove(&names[0], key_hash(&names[0]));
@@ -939,7 +1097,7 @@ mod tests {
     #[test]
     fn a_key_deleted_and_restored_after_a_drain_stays() {
         let (_, mut live) = sample();
-        let names: Vec<Vec<u8>> = live.sorted().iter().map(|(n, _)| n.to_vec()).collect();
+        let names: Vec<Vec<u8>> = live.sorted().into_iter().map(|(n, _)| n).collect();
         let k = &names[2];
         let meta = live.get(k, key_hash(k)).unwrap();
         live.clear_changes();
@@ -958,7 +1116,7 @@ mod tests {
         use std::collections::BTreeMap;
         let (_, mut live) = sample();
         live.clear_changes();
-        let names: Vec<Vec<u8>> = live.sorted().iter().map(|(n, _)| n.to_vec()).collect();
+        let names: Vec<Vec<u8>> = live.sorted().into_iter().map(|(n, _)| n).collect();
         let h = |n: &[u8]| key_hash(n);
         let (m1, m2) = (Meta::paged(Kind::String, 5, 100, 3, 0), Meta::paged(Kind::String, 6, 100, 4, 0));
         live.upsert(&names[1], h(&names[1]), &m1);

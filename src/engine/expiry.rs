@@ -115,15 +115,16 @@ impl Engine {
             let Some(located) = g.get(ks, start) else { break };
             first.get_or_insert(start);
             buckets += 1;
-            for (name, meta) in located.bucket.iter() {
+            for (i, meta) in located.bucket.metas() {
                 if meta.expire_at_ms == 0 {
                     continue;
                 }
+                let name = located.bucket.name(i);
                 if meta.expire_at_ms <= now {
-                    expired.push(name.to_vec());
+                    expired.push(name);
                     continue;
                 }
-                let region = region_of(key_hash(name));
+                let region = region_of(key_hash(&name));
                 match left.iter_mut().find(|(x, _)| *x == region) {
                     Some((_, t)) => *t = (*t).min(meta.expire_at_ms),
                     None => left.push((region, meta.expire_at_ms)),

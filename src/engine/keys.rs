@@ -82,9 +82,9 @@ impl Engine {
             let (n, end) = self.with_bucket_at(ks, h, |b, start| {
                 let mut n = 0;
                 for (name, meta) in b.iter() {
-                    if (start == h || key_hash(name) >= h) && live(&meta, now) {
+                    if (start == h || key_hash(&name) >= h) && live(&meta, now) {
                         n += 1;
-                        visit(name, &meta);
+                        visit(&name, &meta);
                     }
                 }
                 n
@@ -132,9 +132,9 @@ impl Engine {
             let pos = u32::try_from(next() >> 32).unwrap_or(0);
             let r = next();
             let (pick, _) = self.with_bucket_at(ks, pos, |b, _| {
-                let live: Vec<&[u8]> = b.iter().filter(|(_, m)| live(m, now)).map(|(name, _)| name).collect();
+                let live: Vec<usize> = b.metas().filter(|(_, m)| live(m, now)).map(|(i, _)| i).collect();
                 let n = u64::try_from(live.len()).unwrap_or(u64::MAX);
-                (n > 0).then(|| live[usize::try_from(r % n).unwrap_or(0)].to_vec())
+                (n > 0).then(|| b.name(live[usize::try_from(r % n).unwrap_or(0)]))
             })?;
             if pick.is_some() {
                 return Ok(pick);

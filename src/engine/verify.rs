@@ -281,13 +281,13 @@ impl Engine {
                 let Some(id) = meta.id() else {
                     if meta.kind == Kind::Bloom {
                         if let Some(reason) = crate::bloom::check_small(meta.inline_value()) {
-                            report.problems.push(problem(Some(name), None, reason));
+                            report.problems.push(problem(Some(&name), None, reason));
                         }
                     }
                     continue;
                 };
                 let tally = Tally {
-                    name: name.to_vec(),
+                    name: name.clone(),
                     kind: meta.kind,
                     len: meta.len,
                     meta_ones: meta.ones,
@@ -297,7 +297,7 @@ impl Engine {
                 };
                 if let Some(other) = by_id.insert(id, tally) {
                     report.problems.push(problem(
-                        Some(name),
+                        Some(&name),
                         None,
                         format!("shares bitmap id {id} with key {:?}", String::from_utf8_lossy(&other.name)),
                     ));
