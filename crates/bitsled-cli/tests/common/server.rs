@@ -21,11 +21,17 @@ impl Served {
     /// Starts `bitsled --db dir serve --port 0 EXTRA...` and waits until it
     /// listens (it prints the address on stderr).
     pub fn start(dir: &Path, extra: &[&str]) -> Served {
+        Served::start_with_env(dir, extra, &[])
+    }
+
+    /// [`Served::start`] with `env` (name, value) added to its environment.
+    pub fn start_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Served {
         let mut child = Command::new(env!("CARGO_BIN_EXE_bitsled"))
             .arg("--db")
             .arg(dir)
             .args(["serve", "--port", "0"])
             .args(extra)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
