@@ -282,6 +282,7 @@ impl Conn<'_> {
                             self.kill = true;
                         }
                     }
+                    self.parser.recycle(args);
                 }
             }
         }

@@ -97,7 +97,19 @@ struct Multibulk {
 #[derive(Debug, Default)]
 pub struct Parser {
     partial: Option<Multibulk>,
+    /// Argument buffers of requests handed back ([`Parser::recycle`]),
+    /// reused for the next ones: a pipeline of small commands then
+    /// allocates nothing per argument.
+    spare: Vec<Vec<u8>>,
+    /// The vector of a request handed back, reused likewise.
+    spare_list: Vec<Vec<u8>>,
 }
+
+/// Spare argument buffers a parser keeps at most, and the largest one it
+/// keeps: what a pipeline of ordinary commands reuses, and no more memory
+/// held idle than that.
+const SPARE_ARGS: usize = 16;
+const SPARE_ARG_BYTES: usize = 256;
 
 /// What one call of [`Parser::parse`] found.
 #[derive(Debug, PartialEq, Eq)]
@@ -114,6 +126,31 @@ impl Parser {
     #[must_use]
     pub fn new() -> Parser {
         Parser::default()
+    }
+
+    /// Hands back a request [`Parser::parse`] returned, once it has run:
+    /// its buffers serve the next requests.
+    pub fn recycle(&mut self, mut args: Vec<Vec<u8>>) {
+        for mut a in args.drain(..) {
+            if self.spare.len() < SPARE_ARGS && a.capacity() <= SPARE_ARG_BYTES {
+                a.clear();
+                self.spare.push(a);
+            }
+        }
+        if args.capacity() <= SPARE_ARGS {
+            self.spare_list = args;
+        }
+    }
+
+    /// A copy of `bytes` in a spare buffer if there is one.
+    fn arg(&mut self, bytes: &[u8]) -> Vec<u8> {
+        match self.spare.pop() {
+            Some(mut a) => {
+                a.extend_from_slice(bytes);
+                a
+            }
+            None => bytes.to_vec(),
+        }
     }
 
     /// Whether the parser holds part of a request.
@@ -164,7 +201,9 @@ impl Parser {
                 return Err(ProtocolError::UnauthenticatedMultibulkLength);
             }
             // The count is only a claim: reserve for a few arguments.
-            Multibulk { left: n, args: Vec::with_capacity(n.min(16)), bulk_len: None }
+            let mut args = std::mem::take(&mut self.spare_list);
+            args.reserve(n.min(16));
+            Multibulk { left: n, args, bulk_len: None }
         };
         while mb.left > 0 {
             let rest = &buf[pos..];
@@ -193,7 +232,8 @@ impl Parser {
             if rest.len() < len + 2 {
                 break;
             }
-            mb.args.push(rest[..len].to_vec());
+            let arg = self.arg(&rest[..len]);
+            mb.args.push(arg);
             pos += len + 2;
             mb.bulk_len = None;
             mb.left -= 1;
@@ -275,7 +315,10 @@ fn parse_all(data: &[u8], chunks: &[usize], authenticated: bool) -> (Vec<Vec<Vec
                 Err(e) => return (requests, Some(e)),
                 Ok((used, Parsed::Request(args))) => {
                     lo += used;
-                    requests.push(args);
+                    // Handed back as a connection does, so every request
+                    // after the first is parsed into reused buffers.
+                    requests.push(args.clone());
+                    parser.recycle(args);
                 }
                 Ok((used, Parsed::Incomplete)) => {
                     lo += used;
@@ -352,6 +395,22 @@ mod tests {
                 vec![]
             ]
         );
+    }
+
+    /// Reused argument buffers hold only their new bytes: requests after
+    /// longer and shorter ones (one too large to keep, an empty argument)
+    /// parse to exactly their arguments.
+    #[test]
+    fn reused_buffers_hold_only_the_new_request() {
+        let long = "x".repeat(300);
+        let data = format!(
+            "*3\r\n$3\r\nSET\r\n$6\r\nabcdef\r\n$300\r\n{long}\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n\
+             *3\r\n$3\r\nSET\r\n$2\r\nkk\r\n$0\r\n\r\n*1\r\n$4\r\nPING\r\n"
+        );
+        let (reqs, err) = all(data.as_bytes());
+        assert_eq!(err, None);
+        let first = vec![b"SET".to_vec(), b"abcdef".to_vec(), long.into_bytes()];
+        assert_eq!(reqs, vec![first, v(&["GET", "k"]), v(&["SET", "kk", ""]), v(&["PING"])]);
     }
 
     /// Byte-at-a-time delivery gives the same requests, and a bulk's data
