@@ -33,7 +33,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use super::entry::{entry_end, put_entry, read_entry, sealed_body, Reader, TAG_INLINE};
+use super::entry::{entry_end, put_entry, read_entry, sealed_body, shared_len, Reader, TAG_INLINE};
 use super::layout::key_hash;
 use super::record::{bad_meta, Body, Kind, Meta};
 use crate::error::{Error, Result};
@@ -276,8 +276,8 @@ impl Bucket {
         (&self.arena[at.min(end)..end], end)
     }
 
-    /// The whole name of entry `i`.
-    fn full_name(&self, i: usize) -> Vec<u8> {
+    /// The whole name of entry `i` (an index [`Bucket::metas`] gave).
+    pub(crate) fn name(&self, i: usize) -> Vec<u8> {
         let rest = self.name_at(i).0;
         let mut name = Vec::with_capacity(self.prefix.len() + rest.len());
         name.extend_from_slice(&self.prefix);
@@ -318,14 +318,9 @@ impl Bucket {
         (0..self.len()).map(|i| (i, self.entry(i).0))
     }
 
-    /// The whole name of entry `i` (an index [`Bucket::metas`] gave).
-    pub(crate) fn name(&self, i: usize) -> Vec<u8> {
-        self.full_name(i)
-    }
-
     /// Every entry: name and metadata, in no particular order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (Vec<u8>, Meta)> + '_ {
-        (0..self.len()).map(|i| (self.full_name(i), self.entry(i).0))
+        (0..self.len()).map(|i| (self.name(i), self.entry(i).0))
     }
 
     /// The entries sorted by name.
@@ -343,30 +338,14 @@ impl Bucket {
         })
     }
 
-    /// The index of `name` (whose hash is `h`), if it has an entry. The
-    /// hash tags are compared a block at a time into a bit mask, without a
-    /// branch per entry, so the comparison vectorises; names are compared
-    /// only where the tag matches.
+    /// The index of `name` (whose hash is `h`), if it has an entry: the
+    /// heads' tags are scanned, and names compared only where the tag
+    /// matches. Every name here starts with the prefix; the rest is
+    /// compared.
     fn position(&self, name: &[u8], h: u32) -> Option<usize> {
-        const BLOCK: usize = 16;
-        // Every name here starts with the prefix; the rest is compared.
         let name = name.strip_prefix(self.prefix.as_slice())?;
-        let h = tag_of(h);
-        let matches = |i: usize| self.name_at(i).0 == name;
-        let tag = |x: &AtomicU64| Head(x.load(Ordering::Relaxed)).tag();
-        let mut blocks = self.heads.chunks_exact(BLOCK);
-        for (b, block) in blocks.by_ref().enumerate() {
-            let mut mask = block.iter().enumerate().fold(0u32, |m, (j, x)| m | u32::from(tag(x) == h) << j);
-            while mask != 0 {
-                let i = b * BLOCK + mask.trailing_zeros() as usize;
-                if matches(i) {
-                    return Some(i);
-                }
-                mask &= mask - 1;
-            }
-        }
-        let base = self.heads.len() - blocks.remainder().len();
-        blocks.remainder().iter().enumerate().filter(|&(_, x)| tag(x) == h).map(|(j, _)| base + j).find(|&i| matches(i))
+        let tag = tag_of(h);
+        (0..self.len()).find(|&i| self.head(i).tag() == tag && self.name_at(i).0 == name)
     }
 
     /// The index and metadata of the entry of `name` (whose hash is `h`),
@@ -686,23 +665,24 @@ impl Bucket {
             self.prefix.extend_from_slice(name);
             return;
         }
-        let shared = self.prefix.iter().zip(name).take_while(|(a, b)| a == b).count();
+        let shared = shared_len(&self.prefix, name);
         if shared < self.prefix.len() {
-            let mut part = [Bucket::new(self.depth)];
-            part[0].prefix = self.prefix[..shared].to_vec();
-            self.rebuild_into(&mut part, |_| 0);
-            let [b] = part;
-            *self = b;
+            self.rewrite(self.prefix[..shared].to_vec());
         }
+    }
+
+    /// Rewrites the arena without its garbage, the names' shared prefix
+    /// being `prefix` (a prefix of the present one).
+    fn rewrite(&mut self, prefix: Vec<u8>) {
+        let mut part = [Bucket { prefix, ..Bucket::new(self.depth) }];
+        self.rebuild_into(&mut part, |_| 0);
+        let [b] = part;
+        *self = b;
     }
 
     /// Rewrites the arena without its garbage.
     fn compact(&mut self) {
-        let mut part = [Bucket::new(self.depth)];
-        part[0].prefix.clone_from(&self.prefix);
-        self.rebuild_into(&mut part, |_| 0);
-        let [b] = part;
-        *self = b;
+        self.rewrite(self.prefix.clone());
     }
 
     /// Whether the bucket should split.
@@ -759,7 +739,7 @@ impl Bucket {
         let p = self.prefix.len();
         let mut prev: Option<&[u8]> = None;
         for (rest, entry) in all {
-            let shared = prev.map_or(0, |prev| p + prev.iter().zip(rest).take_while(|(a, b)| a == b).count());
+            let shared = prev.map_or(0, |prev| p + shared_len(prev, rest));
             varint::put(&mut b, shared as u64);
             varint::put(&mut b, (p + rest.len() - shared) as u64);
             if shared < p {
@@ -798,17 +778,17 @@ impl Bucket {
         let n = usize::try_from(count).unwrap_or(0).min(body.len() / 3);
         bucket.heads.reserve_exact(n);
         bucket.arena.reserve_exact(body.len() + n * 8);
-        let mut prev: Vec<u8> = Vec::new();
         let mut entries: Vec<(Vec<u8>, Meta)> = Vec::with_capacity(n);
         for _ in 0..count {
             let shared = r.len(&bad)?;
             let rest = r.len(&bad)?;
+            let prev: &[u8] = entries.last().map_or(&[], |(n, _)| n);
             if shared > prev.len() {
                 return Err(bad(format!("name shares {shared} bytes with a {}-byte name", prev.len())));
             }
             let mut name = prev[..shared].to_vec();
             name.extend_from_slice(r.take(rest, &bad)?);
-            if !entries.is_empty() && name <= prev {
+            if !entries.is_empty() && name.as_slice() <= prev {
                 return Err(bad("names not in increasing order".into()));
             }
             if !covers(start, depth, key_hash(&name)) {
@@ -819,13 +799,11 @@ impl Bucket {
             }
             let tag = r.take(1, &bad)?[0];
             let meta = read_entry(&mut r, &name, tag, &bad)?;
-            prev.clone_from(&name);
             entries.push((name, meta));
         }
         // Sorted names: what the first and the last share, all share.
         if let (Some((first, _)), Some((last, _))) = (entries.first(), entries.last()) {
-            let shared = first.iter().zip(last).take_while(|(a, b)| a == b).count();
-            bucket.prefix = first[..shared].to_vec();
+            bucket.prefix = first[..shared_len(first, last)].to_vec();
         }
         for (name, meta) in &entries {
             // Names are strictly increasing (checked above): always new.
@@ -987,7 +965,13 @@ mod tests {
                 .find(|n| bucket_start(key_hash(n), MIN_DEPTH) == region)
                 .unwrap();
             let h = key_hash(&name);
-            if x % 5 == 0 || step % 700 > 650 {
+            if step % 700 == 650 {
+                // Emptied; the names that follow start a prefix afresh.
+                for (n, m) in std::mem::take(&mut model) {
+                    assert_eq!(b.remove(&n, key_hash(&n)), Some(m), "step {step}");
+                }
+                assert_eq!(b.len(), 0);
+            } else if x % 5 == 0 {
                 assert_eq!(b.remove(&name, h), model.remove(&name), "step {step}");
             } else {
                 let meta = Meta::paged(Kind::String, x % 1000 + 1, x % 5000, 0, 0);
@@ -1015,7 +999,30 @@ mod tests {
                 assert_eq!(halves, want, "step {step}");
             }
         }
-        assert!(!b.prefix.is_empty() || model.keys().any(|k| !k.starts_with(b"user:")));
+    }
+
+    /// The prefix is kept once: names sharing `uid:sign:` keep it as the
+    /// bucket's prefix; a name sharing nothing shortens it to nothing and
+    /// every name is still found; an emptied bucket takes its next name's.
+    #[test]
+    fn a_bucket_keeps_the_shared_prefix_once() {
+        let mut b = Bucket::new(MIN_DEPTH);
+        let names: Vec<&[u8]> = vec![b"uid:sign:1:202611", b"uid:sign:2:202611", b"uid:sign:30:202611"];
+        let meta = Meta::paged(Kind::String, 1, 4, 1, 0);
+        for n in &names {
+            b.upsert(n, key_hash(n), &meta);
+        }
+        assert_eq!(b.prefix, b"uid:sign:");
+        b.upsert(b"other", key_hash(b"other"), &meta);
+        assert!(b.prefix.is_empty());
+        for n in names.iter().chain([&&b"other"[..]]) {
+            assert_eq!(b.get(n, key_hash(n)), Some(meta.clone()), "{n:?}");
+        }
+        for n in names.iter().chain([&&b"other"[..]]) {
+            b.remove(n, key_hash(n));
+        }
+        b.upsert(b"abc", key_hash(b"abc"), &meta);
+        assert_eq!((b.prefix.as_slice(), b.get(b"abc", key_hash(b"abc"))), (&b"abc"[..], Some(meta)));
     }
 
     /// Updates in place, growing inline values, removals and the arena's
@@ -1167,9 +1174,8 @@ mod tests {
         }
     }
 
-    /// Lookups compare hashes a block of 16 at a time: names sharing one
-    /// hash, in the same block, across blocks and in the last partial
-    /// block, are each found, and a name not stored is not.
+    /// Lookups compare hash tags first: names sharing one hash, near one
+    /// another and far apart, are each found, and a name not stored is not.
     #[test]
     fn lookups_with_shared_hashes_find_each_name() {
         let mut b = Bucket::new(MIN_DEPTH);

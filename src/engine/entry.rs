@@ -15,6 +15,12 @@ pub(super) const TAG_INLINE: u8 = 0b100;
 /// An entry tag's bit: an expiry follows the length.
 const TAG_EXPIRY: u8 = 0b1000;
 
+/// How many leading bytes `a` and `b` share: how names share prefixes in
+/// buckets and delta records.
+pub(crate) fn shared_len(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
 /// The bytes of a record (`header` bytes, at least one, starting with the
 /// version, then a body, then a CRC-32 of everything before it) before its
 /// checksum, once its length, checksum and version (`version`) are

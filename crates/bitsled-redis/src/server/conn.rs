@@ -476,9 +476,7 @@ impl Conn<'_> {
         if self.session.close == Some(Close::Silently) {
             self.close = true;
         } else {
-            if self.session.reply_mode == crate::command::ReplyMode::On {
-                reply.write(self.session.proto(), &mut self.out);
-            } else if let Some(reply) = self.session.reply_to_send(reply) {
+            if let Some(reply) = self.session.reply_to_send(reply) {
                 reply.write(self.session.proto(), &mut self.out);
             }
             if self.session.tracking.is_some() {
