@@ -153,7 +153,7 @@ impl Reply {
         match self {
             Reply::Status(s) => line(out, b'+', s.as_bytes()),
             Reply::Error(e) => write_error(e, out),
-            Reply::Integer(n) => line(out, b':', n.to_string().as_bytes()),
+            Reply::Integer(n) => line(out, b':', itoa::Buffer::new().format(*n).as_bytes()),
             Reply::Bool(b) if resp3 => line(out, b'#', if *b { b"t" } else { b"f" }),
             Reply::Bool(b) => line(out, b':', if *b { b"1" } else { b"0" }),
             Reply::Bulk(Some(b)) => write_bulk(b, out),
@@ -162,13 +162,13 @@ impl Reply {
             Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
             Reply::Array(items) | Reply::Set(items) => {
                 let tag = if resp3 && matches!(self, Reply::Set(_)) { b'~' } else { b'*' };
-                line(out, tag, items.len().to_string().as_bytes());
+                line(out, tag, itoa::Buffer::new().format(items.len()).as_bytes());
                 for i in items {
                     i.write(proto, out);
                 }
             }
             Reply::Push(items) => {
-                line(out, if resp3 { b'>' } else { b'*' }, items.len().to_string().as_bytes());
+                line(out, if resp3 { b'>' } else { b'*' }, itoa::Buffer::new().format(items.len()).as_bytes());
                 for i in items {
                     i.write(proto, out);
                 }
@@ -180,9 +180,9 @@ impl Reply {
             }
             Reply::Map(pairs) => {
                 if resp3 {
-                    line(out, b'%', pairs.len().to_string().as_bytes());
+                    line(out, b'%', itoa::Buffer::new().format(pairs.len()).as_bytes());
                 } else {
-                    line(out, b'*', (2 * pairs.len()).to_string().as_bytes());
+                    line(out, b'*', itoa::Buffer::new().format(2 * pairs.len()).as_bytes());
                 }
                 for (k, v) in pairs {
                     k.write(proto, out);
@@ -202,7 +202,7 @@ fn line(out: &mut Vec<u8>, tag: u8, body: &[u8]) {
 /// Appends the RESP bulk string `b` (the same in RESP2 and RESP3; requests
 /// are arrays of them).
 pub(crate) fn write_bulk(b: &[u8], out: &mut Vec<u8>) {
-    line(out, b'$', b.len().to_string().as_bytes());
+    line(out, b'$', itoa::Buffer::new().format(b.len()).as_bytes());
     out.extend_from_slice(b);
     out.extend_from_slice(b"\r\n");
 }

@@ -2092,12 +2092,66 @@ pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
     type Index = HashMap<&'static [u8], &'static Spec, std::hash::BuildHasherDefault<super::session::NameHasher>>;
     static INDEX: OnceLock<Index> = OnceLock::new();
     let index = INDEX.get_or_init(|| COMMANDS.iter().map(|s| (s.name.as_bytes(), s)).collect());
-    if name.len() > 32 {
+    if name.len() > NAME_MAX {
         return None;
     }
-    let mut buf = [0u8; 32];
+    // A pipeline names the same command again and again: the last name
+    // looked up on this thread, byte for byte, skips the hash.
+    if let Some(spec) = LAST_LOOKUP.with(|last| last.get().filter(|l| l.name() == name).map(|l| l.spec)) {
+        return Some(spec);
+    }
+    let mut buf = [0u8; NAME_MAX];
     let lower = &mut buf[..name.len()];
     lower.copy_from_slice(name);
     lower.make_ascii_lowercase();
-    index.get(&*lower).copied()
+    let spec = index.get(&*lower).copied()?;
+    let mut last = LastLookup { len: 0, bytes: [0; NAME_MAX], spec };
+    last.bytes[..name.len()].copy_from_slice(name);
+    last.len = name.len();
+    LAST_LOOKUP.with(|l| l.set(Some(last)));
+    Some(spec)
+}
+
+/// The longest command name [`lookup`] looks up (longer ones are unknown).
+const NAME_MAX: usize = 32;
+
+/// A name [`lookup`] found, as it was given (any case), and its command.
+#[derive(Clone, Copy)]
+struct LastLookup {
+    len: usize,
+    bytes: [u8; NAME_MAX],
+    spec: &'static Spec,
+}
+
+impl LastLookup {
+    fn name(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+thread_local! {
+    static LAST_LOOKUP: std::cell::Cell<Option<LastLookup>> = const { std::cell::Cell::new(None) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lookup;
+
+    /// Invariant: the last-name memo never changes an answer: a name in any
+    /// case finds its command, a different name right after finds its own,
+    /// an unknown name after a known one is unknown, and names past the
+    /// longest are unknown.
+    #[test]
+    fn lookups_in_a_row_answer_as_single_ones() {
+        let names: [&[u8]; 9] =
+            [b"SETBIT", b"setbit", b"SetBit", b"GET", b"get", b"nosuch", b"SETBIT", b"setbi", b"SETBITX"];
+        for (i, name) in names.iter().enumerate() {
+            let want = std::str::from_utf8(name).unwrap().to_ascii_lowercase();
+            match lookup(name) {
+                Some(spec) => assert_eq!(spec.name, want, "lookup {i}"),
+                None => assert!(matches!(&name[..], b"nosuch" | b"setbi" | b"SETBITX"), "lookup {i}: {want}"),
+            }
+        }
+        assert!(lookup(&[b'a'; 40]).is_none());
+    }
 }

@@ -275,6 +275,29 @@ fn parse_inline(buf: &[u8]) -> Result<(usize, Parsed), ProtocolError> {
 /// is not complete yet. Like Redis, the line ends at the first `\r`, and
 /// the byte after it is taken as the `\n`.
 fn count_line(buf: &[u8], too_big: ProtocolError) -> Result<Option<(Option<i64>, usize)>, ProtocolError> {
+    // What clients send: a short count without sign or leading zero, read
+    // in the same pass that finds the `\r`. Anything else takes the general
+    // path below, which reads such a count the same way.
+    let digits = buf.get(1..).unwrap_or_default();
+    if let Some((&first @ b'1'..=b'9', rest)) = digits.split_first() {
+        let mut n = i64::from(first - b'0');
+        for (i, &c) in rest.iter().take(FAST_COUNT_DIGITS).enumerate() {
+            if c.is_ascii_digit() {
+                n = n * 10 + i64::from(c - b'0');
+            } else if c == b'\r' {
+                // `*`, the first digit, `i` more, then `\r\n`.
+                let used = i + 4;
+                return Ok((used <= buf.len()).then_some((Some(n), used)));
+            } else {
+                break;
+            }
+        }
+    }
+    count_line_general(buf, too_big)
+}
+
+/// [`count_line`] for any line: finds the `\r`, then reads the count.
+fn count_line_general(buf: &[u8], too_big: ProtocolError) -> Result<Option<(Option<i64>, usize)>, ProtocolError> {
     let Some(cr) = buf.iter().take(MAX_INLINE_LEN + 1).position(|&c| c == b'\r') else {
         if buf.len() > MAX_INLINE_LEN {
             return Err(too_big);
@@ -286,6 +309,10 @@ fn count_line(buf: &[u8], too_big: ProtocolError) -> Result<Option<(Option<i64>,
     }
     Ok(Some((bitsled::parse_integer(&buf[1..cr]), cr + 2)))
 }
+
+/// Digits after the first of a count [`count_line`] reads in its first
+/// pass (below 10^17, far from overflowing).
+const FAST_COUNT_DIGITS: usize = 17;
 
 /// `args` as a RESP multibulk request.
 #[must_use]
@@ -368,6 +395,44 @@ pub fn check_parse(data: &[u8]) {
 
 #[cfg(test)]
 mod tests {
+    /// Invariant: the first pass of `count_line` reads every header line
+    /// exactly as the general path does: counts of every length, signs,
+    /// leading zeros, junk, lines cut before their `\n` or their `\r`.
+    #[test]
+    fn count_line_fast_pass_matches_the_general_path() {
+        let mut lines: Vec<Vec<u8>> = Vec::new();
+        for body in [
+            "",
+            "0",
+            "00",
+            "01",
+            "7",
+            "10",
+            "-1",
+            "-0",
+            "+5",
+            "12a",
+            " 3",
+            "99999999999999999",
+            "123456789012345678",
+            "9223372036854775807",
+            "9223372036854775808",
+            "18446744073709551616",
+        ] {
+            for end in ["", "\r", "\r\n", "\r\nrest", "\n", "x\r\n"] {
+                lines.push(format!("${body}{end}").into_bytes());
+            }
+        }
+        for n in 0..2000u64 {
+            lines.push(format!("*{n}\r\n").into_bytes());
+        }
+        for line in &lines {
+            let fast = count_line(line, ProtocolError::TooBigBulkCount);
+            let general = count_line_general(line, ProtocolError::TooBigBulkCount);
+            assert_eq!(fast, general, "{:?}", String::from_utf8_lossy(line));
+        }
+    }
+
     use super::*;
 
     fn v(s: &[&str]) -> Vec<Vec<u8>> {
