@@ -311,7 +311,8 @@ fn count_line_general(buf: &[u8], too_big: ProtocolError) -> Result<Option<(Opti
 }
 
 /// Digits after the first of a count [`count_line`] reads in its first
-/// pass (below 10^17, far from overflowing).
+/// pass: at most 18 digits in all, below 10^18, so the count cannot
+/// overflow an `i64`.
 const FAST_COUNT_DIGITS: usize = 17;
 
 /// `args` as a RESP multibulk request.
