@@ -33,7 +33,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use super::entry::{entry_end, put_entry, read_entry, sealed_body, shared_len, Reader, TAG_INLINE};
+use super::entry::{entry_end, entry_expiry_end, put_entry, read_entry, sealed_body, shared_len, Reader, TAG_INLINE};
 use super::layout::key_hash;
 use super::record::{bad_meta, Body, Kind, Meta};
 use crate::error::{Error, Result};
@@ -90,8 +90,10 @@ fn raw_record_bytes(name_len: usize, entry: &[u8]) -> usize {
 /// once. Beside the arena, each entry has one 64-bit *head* (see
 /// [`Head`]): its hash tag, changed mark, last use, arena offset and
 /// in-place mark, all in one vector, so a lookup or a new entry touches one
-/// allocation besides the arena. A lookup scans the tags and reads an entry
-/// only where the tag matches; a new entry is appended; a copy
+/// allocation besides the arena. The heads are kept in tag order: a lookup
+/// binary-searches the tags and reads an entry only where the tag matches;
+/// a new entry's bytes are appended to the arena and its head inserted
+/// where its tag belongs; a copy
 /// (copy-on-write after a write-back captured the bucket) copies two
 /// buffers. A key costs its record bytes plus 8 bytes, about a third of a
 /// decoded entry. Encoding sorts the entries by name.
@@ -338,14 +340,21 @@ impl Bucket {
         })
     }
 
-    /// The index of `name` (whose hash is `h`), if it has an entry: the
-    /// heads' tags are scanned, and names compared only where the tag
-    /// matches. Every name here starts with the prefix; the rest is
-    /// compared.
+    /// The index of `name` (whose hash is `h`), if it has an entry: a
+    /// binary search of the heads (kept in tag order) finds the first with
+    /// its tag, and names are compared only where the tag matches. Every
+    /// name here starts with the prefix; the rest is compared.
     fn position(&self, name: &[u8], h: u32) -> Option<usize> {
         let name = name.strip_prefix(self.prefix.as_slice())?;
         let tag = tag_of(h);
-        (0..self.len()).find(|&i| self.head(i).tag() == tag && self.name_at(i).0 == name)
+        let first = self.first_at_least(tag);
+        (first..self.len()).take_while(|&i| self.head(i).tag() == tag).find(|&i| self.name_at(i).0 == name)
+    }
+
+    /// The index of the first head whose tag is at least `tag` (the heads'
+    /// count if none is).
+    fn first_at_least(&self, tag: u16) -> usize {
+        self.heads.partition_point(|a| Head(a.load(Ordering::Relaxed)).tag() < tag)
     }
 
     /// The index and metadata of the entry of `name` (whose hash is `h`),
@@ -451,14 +460,16 @@ impl Bucket {
     }
 
     /// Sets the metadata of `name` (whose hash is `h`), adding an entry if
-    /// it has none, and marks it changed; returns the metadata it replaced.
-    pub(crate) fn upsert(&mut self, name: &[u8], h: u32, meta: &Meta) -> Option<Meta> {
+    /// it has none, and marks it changed; returns the expiry (0: none) of
+    /// the entry it replaced, if there was one (the old entry is not
+    /// decoded: its expiry is all a write needs of it).
+    pub(crate) fn upsert(&mut self, name: &[u8], h: u32, meta: &Meta) -> Option<u64> {
         self.upsert_at(name, h, meta, 0)
     }
 
     /// [`Bucket::upsert`], the entry used at `now` (Unix seconds; 0: not
     /// counted as a use).
-    pub(crate) fn upsert_at(&mut self, name: &[u8], h: u32, meta: &Meta, now: u32) -> Option<Meta> {
+    pub(crate) fn upsert_at(&mut self, name: &[u8], h: u32, meta: &Meta, now: u32) -> Option<u64> {
         self.upsert_known(name, h, meta, now, None)
     }
 
@@ -471,7 +482,7 @@ impl Bucket {
         meta: &Meta,
         now: u32,
         known: Option<Option<usize>>,
-    ) -> Option<Meta> {
+    ) -> Option<u64> {
         // The entry is a whole state: a removal of the same name waiting
         // for a delta record is void (the record would apply it before the
         // entry; dropping it saves its bytes and keeps a removal list from
@@ -493,12 +504,13 @@ impl Bucket {
         meta: &Meta,
         changed: bool,
         now: u32,
-    ) -> Option<Meta> {
+    ) -> Option<u64> {
         let old = if let Some(i) = at {
             let (_, rest) = self.name_at(i);
-            let (old, end) = self.meta_at(rest);
+            let (old_expiry, end) = entry_expiry_end(&self.arena, rest);
+            let end = end.min(self.arena.len());
             let start = self.arena_at(i);
-            self.bytes -= record_bytes(name.len(), &old);
+            self.bytes -= raw_record_bytes(name.len(), &self.arena[rest.min(end)..end]);
             // The new entry is written past the arena's end, then moved
             // where it belongs.
             self.reserve_arena(entry_most(meta));
@@ -525,7 +537,7 @@ impl Bucket {
             let in_place = meta.changed_in_place;
             self.change_head(i, |hd| hd.with_offset(at, in_place).with_changed(changed || hd.changed()));
             self.touch(i, now);
-            Some(old)
+            Some(old_expiry)
         } else {
             self.fit_prefix(name);
             self.push_new(name, h, meta, changed, now);
@@ -545,7 +557,9 @@ impl Bucket {
             self.heads.reserve_exact((self.heads.len() / 4).max(4));
         }
         let used = if now == 0 { 0 } else { self.use_of(now) };
-        self.heads.push(AtomicU64::new(Head::new(h, at, meta.changed_in_place, changed, used).0));
+        // After the heads of the same tag: where the tag order puts it.
+        let i = self.first_at_least(tag_of(h).saturating_add(1));
+        self.heads.insert(i, AtomicU64::new(Head::new(h, at, meta.changed_in_place, changed, used).0));
     }
 
     /// Compacts the arena once more than half of it is garbage.
@@ -571,8 +585,8 @@ impl Bucket {
         } else {
             self.garbage += end - start;
         }
-        // The last entry's head moves into `i`.
-        self.heads.swap_remove(i);
+        // The heads after it move down one: the tag order stays.
+        self.heads.remove(i);
         self.bytes -= record_bytes(name.len(), &meta);
         self.removed.push(name.into());
         self.compact_if_wasteful();
@@ -821,6 +835,11 @@ impl Bucket {
 mod tests {
     use super::*;
 
+    /// Whether `b`'s heads are in tag order, which its lookups rely on.
+    fn in_tag_order(b: &Bucket) -> bool {
+        (1..b.len()).all(|i| b.head(i - 1).tag() <= b.head(i).tag())
+    }
+
     /// A bucket's changes by name: `None` for a removal.
     fn changed(b: &Bucket) -> std::collections::BTreeMap<Vec<u8>, Option<Meta>> {
         let mut out = std::collections::BTreeMap::new();
@@ -930,7 +949,10 @@ mod tests {
         assert_eq!(lo.len() + hi.len(), all);
         assert!(lo.iter().all(|(name, _)| covers(start, lo.depth, key_hash(&name))));
         assert!(hi.iter().all(|(name, _)| covers(upper, hi.depth, key_hash(&name))));
-        assert_eq!(Bucket::decode(0, upper, &hi.encode()).unwrap(), hi);
+        assert!(in_tag_order(&lo) && in_tag_order(&hi), "a split keeps the tag order");
+        let decoded = Bucket::decode(0, upper, &hi.encode()).unwrap();
+        assert!(in_tag_order(&decoded), "a decode builds the tag order");
+        assert_eq!(decoded, hi);
     }
 
     /// The shared name prefix: names that share long prefixes, are
@@ -1061,6 +1083,7 @@ mod tests {
                 }
             }
             assert!(b.garbage * 2 <= b.arena.len().max(512), "the arena stays compact");
+            assert!(in_tag_order(&b), "lookups binary-search the heads' tags");
         }
         let want: Vec<(Vec<u8>, Meta)> = model.iter().map(|(k, m)| (k.clone(), m.clone())).collect();
         assert_eq!(b.sorted(), want);

@@ -77,22 +77,32 @@ pub(crate) fn put_entry(b: &mut Vec<u8>, m: &Meta) {
 /// bucket's own arena: its entries were validated when they came in). A
 /// damaged entry ends at the end of `b`.
 pub(super) fn entry_end(b: &[u8], at: usize) -> usize {
+    entry_expiry_end(b, at).1
+}
+
+/// The expiry (0: none) of the entry [`put_entry`] wrote at `at` of `b`
+/// and the offset just past it, read without decoding the rest: what
+/// replacing an entry needs to know of the old one. As [`entry_end`] for
+/// a damaged entry, whose expiry reads as 0.
+pub(super) fn entry_expiry_end(b: &[u8], at: usize) -> (u64, usize) {
     let mut r = at;
-    let Some(&tag) = b.get(r) else { return b.len() };
+    let Some(&tag) = b.get(r) else { return (0, b.len()) };
     r += 1;
-    let Ok(len) = varint::read(b, &mut r) else { return b.len() };
+    let Ok(len) = varint::read(b, &mut r) else { return (0, b.len()) };
+    let mut expiry = 0;
     if tag & TAG_EXPIRY != 0 {
+        expiry = b.get(r..r + 8).and_then(|e| e.try_into().ok()).map_or(0, u64::from_le_bytes);
         r += 8;
     }
     if tag & TAG_INLINE != 0 {
-        return r.saturating_add(usize::try_from(len).unwrap_or(usize::MAX));
+        return (expiry, r.saturating_add(usize::try_from(len).unwrap_or(usize::MAX)));
     }
     for _ in 0..2 {
         if varint::read(b, &mut r).is_err() {
-            return b.len();
+            return (expiry, b.len());
         }
     }
-    r
+    (expiry, r)
 }
 
 /// Reads what [`put_entry`] wrote after the tag `tag` (already read) of

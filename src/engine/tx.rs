@@ -235,11 +235,19 @@ pub(crate) struct ReadTx<'e> {
 
 impl<'e> ReadTx<'e> {
     fn lock(engine: &'e Arc<Engine>, ks: u32, counts: Arc<Counts>, keys: &[&[u8]], writing: bool) -> ReadTx<'e> {
-        // Most transactions name one or two keys: no allocation for them.
-        let mut shards: SmallVec<[usize; 4]> = keys.iter().map(|k| shard_of(key_hash(k))).collect();
-        shards.sort_unstable();
-        shards.dedup();
-        let locks = shards.into_iter().map(|s| (s, engine.metas.lock_shard(s))).collect();
+        // Most transactions name one or two keys: no allocation for them,
+        // and no sorting for one.
+        let locks = if let [key] = keys {
+            let shard = shard_of(key_hash(key));
+            let mut one = SmallVec::new();
+            one.push((shard, engine.metas.lock_shard(shard)));
+            one
+        } else {
+            let mut shards: SmallVec<[usize; 4]> = keys.iter().map(|k| shard_of(key_hash(k))).collect();
+            shards.sort_unstable();
+            shards.dedup();
+            shards.into_iter().map(|s| (s, engine.metas.lock_shard(s))).collect()
+        };
         ReadTx { engine, ks, counts, locks, expired: Vec::new(), writing, located: None, found: None, touch: true }
     }
 
@@ -466,9 +474,9 @@ impl<'e> ReadTx<'e> {
             other => other,
         };
         let (engine, ks, h) = (self.engine, self.ks, key_hash(key));
-        // One lookup in the bucket: the upsert returns the entry it
-        // replaced.
-        let old = if let Some(m) = meta {
+        // One lookup in the bucket: the upsert returns the expiry of the
+        // entry it replaced (all the counts need of it).
+        let old_expiry = if let Some(m) = meta {
             let start = self.bucket_of(key, h)?;
             self.located = None;
             let known = self.found.take().filter(|f| (f.0, f.1, f.2) == (ks, h, start)).map(|f| f.3);
@@ -483,11 +491,11 @@ impl<'e> ReadTx<'e> {
             self.located = None;
             self.found = None;
             self.guard(key, h)?.update(ks, start, |b| b.remove(key, h));
-            old
+            old.map(|o| o.expire_at_ms)
         };
-        self.counts.change(old.as_ref().map(|m| m.expire_at_ms), meta.map(|m| m.expire_at_ms));
+        self.counts.change(old_expiry, meta.map(|m| m.expire_at_ms));
         if let Some(at) = meta.map(|m| m.expire_at_ms).filter(|&at| at != 0) {
-            if old.is_none_or(|o| o.expire_at_ms != at) {
+            if old_expiry != Some(at) {
                 self.counts.due.note(h, at);
             }
         }

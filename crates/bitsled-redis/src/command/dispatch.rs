@@ -148,7 +148,7 @@ impl Session {
         if let Some(host) = self.host.as_ref().filter(|_| !spec.flags.contains(Flags::SKIP_SLOWLOG)) {
             host.log_command(args, usec, self.name.as_deref().unwrap_or_default());
         }
-        let st = self.stats.entry(spec.name).or_default();
+        let st = self.stats.entry(super::session::StatKey(spec.name)).or_default();
         st.calls += 1;
         st.usec += usec;
         st.failed += u64::from(matches!(reply, Reply::Error(_)));

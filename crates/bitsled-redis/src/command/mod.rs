@@ -60,8 +60,8 @@ pub(crate) use notify::{
     KEYSPACE,
 };
 pub(crate) use pubsub::unsubscribe_all;
-pub(crate) use session::CommandStat;
 pub(crate) use session::{Close, ReplyMode};
+pub(crate) use session::{CommandStat, StatKey};
 pub use session::{Proto, Session};
 pub use spec::{Flags, Spec};
 pub use values::{parse_memory, POLICIES};

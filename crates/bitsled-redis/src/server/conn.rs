@@ -356,7 +356,7 @@ impl Conn<'_> {
             }
         }
         let mut all = s.commands.lock();
-        for (name, st) in self.session.stats.drain() {
+        for (crate::command::StatKey(name), st) in self.session.stats.drain() {
             s.commands_processed.fetch_add(st.calls, Ordering::Relaxed);
             let e = all.entry(name).or_default();
             e.calls += st.calls;
