@@ -15,6 +15,8 @@
 //!   bytes per key on disk for bitsled after a graceful stop;
 //! - DBSIZE and default INFO round trips at that size (median of 50);
 //! - SIGTERM to exit at that size;
+//! - random GETBITs of the loaded keys from 50 clients, no pipelining
+//!   (bitsled freshly restarted, so its caches are cold): ops/s, p50, p99;
 //! - SETBIT latency from `redis-benchmark` with 50 clients, no pipelining,
 //!   on up to 10^6 other keys (one 4 KiB page each) of database 1;
 //! - FLUSHALL time, and how many keys a kill -9 two seconds after
@@ -123,6 +125,50 @@ fn round_trip(con: &mut redis::Connection, cmd: &str) -> Res<f64> {
     Ok(v[v.len() / 2])
 }
 
+/// Random GETBITs of the loaded sign-in keys (`keys` of them) from 50
+/// clients, one request in flight each, `requests` in all: (requests/s,
+/// p50 ms, p99 ms), every reply checked to be an integer. A client of our
+/// own: `redis-benchmark` pads its random numbers to 12 digits, which names
+/// no loaded key.
+fn random_reads(port: u16, keys: u64, requests: u64) -> Res<(f64, f64, f64)> {
+    const CLIENTS: u64 = 50;
+    let per_client = requests.div_ceil(CLIENTS);
+    let start = Instant::now();
+    let workers: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            std::thread::spawn(move || -> Result<Vec<f64>, String> {
+                let mut con = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+                con.set_nodelay(true).map_err(|e| e.to_string())?;
+                let mut r = rand::rngs::StdRng::seed_from_u64(1000 + c);
+                let mut times = Vec::with_capacity(usize::try_from(per_client).unwrap_or(0));
+                let mut reply = [0u8; 4];
+                for _ in 0..per_client {
+                    let k = format!("uid:sign:{}:202611", r.gen_range(0..keys));
+                    let d = r.gen_range(0..30).to_string();
+                    let req = format!("*3\r\n$6\r\nGETBIT\r\n${}\r\n{k}\r\n${}\r\n{d}\r\n", k.len(), d.len());
+                    let t = Instant::now();
+                    con.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+                    // `:0` or `:1` and the line end.
+                    con.read_exact(&mut reply).map_err(|e| e.to_string())?;
+                    times.push(t.elapsed().as_secs_f64() * 1e3);
+                    if !matches!(&reply, b":0\r\n" | b":1\r\n") {
+                        return Err(format!("GETBIT replied {:?}", String::from_utf8_lossy(&reply)));
+                    }
+                }
+                Ok(times)
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for w in workers {
+        all.extend(w.join().map_err(|_| "a reader thread panicked")??);
+    }
+    let secs = start.elapsed().as_secs_f64();
+    all.sort_by(f64::total_cmp);
+    let at = |q: f64| all[((all.len() as f64 * q) as usize).min(all.len() - 1)];
+    Ok((all.len() as f64 / secs, at(0.5), at(0.99)))
+}
+
 /// `redis-benchmark` SETBIT with 50 clients: (requests/s, p50 ms, p99 ms).
 fn setbit_latency(port: u16, requests: u64) -> Res<(f64, f64, f64)> {
     benchmark(port, 1, requests, 1_000_000, &["SETBIT", "bench:__rand_int__", "100000", "1"])
@@ -210,6 +256,7 @@ fn main() -> Res<()> {
     let r_rss = redis.rss();
     let r_dbsize = round_trip(&mut rc, "DBSIZE")?;
     let r_info = round_trip(&mut rc, "INFO")?;
+    let r_reads = random_reads(redis.port, n, o.requests / 5)?;
     let r_bench = setbit_latency(redis.port, o.requests)?;
     let t = Instant::now();
     redis::cmd("FLUSHALL").query::<()>(&mut rc)?;
@@ -231,6 +278,7 @@ fn main() -> Res<()> {
     let b_stop = b.signal_and_wait("-TERM")?;
     let disk = du(&bdir);
     let mut b = start_bitsled(&bdir, &[])?;
+    let b_reads = random_reads(b.port, n, o.requests / 5)?;
     let b_bench = setbit_latency(b.port, o.requests)?;
     let mut bc = b.con()?;
     let t = Instant::now();
@@ -275,6 +323,15 @@ fn main() -> Res<()> {
         ratio(b_info, r_info),
     ));
     let bench = |x: (f64, f64, f64)| format!("{:.0} req/s, p50 {:.3} ms, p99 {:.3} ms", x.0, x.1, x.2);
+    rows.push(Row(
+        format!(
+            "GETBIT of random loaded keys, 50 clients, {} requests (bitsled restarted: cold caches)",
+            o.requests / 5
+        ),
+        bench(b_reads),
+        bench(r_reads),
+        format!("p99 {}", ratio(b_reads.2, r_reads.2)),
+    ));
     rows.push(Row(
         format!("SETBIT, 50 clients, {} requests on paged keys (redis-benchmark)", o.requests),
         bench(b_bench),
