@@ -88,48 +88,88 @@ impl Small {
         encode(&self.header, &self.bits)
     }
 
-    /// Parses and validates a small form: version, flags, a valid sizing
-    /// for the capacity and rate, the expansion range (a scaling chain has
-    /// a non-zero one), items at most the capacity, and exactly the bytes
-    /// of bits the sizing gives.
+    /// Parses and validates a small form (see [`peek`]).
     ///
     /// # Errors
-    /// A description of the first check that failed; never panics.
+    /// As [`peek`].
     pub(crate) fn decode(b: &[u8]) -> Result<Small, String> {
-        if b.len() < FIXED {
-            return Err(format!("{} bytes are too few for a small filter", b.len()));
-        }
-        if b[0] != VERSION {
-            return Err(format!("unknown small filter version {}", b[0]));
-        }
-        if b[1] & !FLAG_NONSCALING != 0 {
-            return Err(format!("unknown flags {:#04x}", b[1]));
-        }
-        let nonscaling = b[1] & FLAG_NONSCALING != 0;
-        let error = f64::from_bits(u64::from_le_bytes(b[2..FIXED].try_into().unwrap_or_default()));
-        let mut at = FIXED;
-        let mut next = |what: &str| varint::read(b, &mut at).map_err(|e| format!("{what}: {e}"));
-        let capacity = next("capacity")?;
-        let expansion = next("expansion")?;
-        let items = next("items")?;
-        let expansion = u32::try_from(expansion)
-            .ok()
-            .filter(|&x| x <= MAX_EXPANSION)
-            .ok_or_else(|| format!("expansion {expansion} is above {MAX_EXPANSION}"))?;
-        if !nonscaling && expansion == 0 {
-            return Err("a scaling filter with expansion 0".into());
-        }
-        let mut f = SubFilter::new(capacity, error, HEADER_PAGE + 1)?;
-        if items > capacity {
-            return Err(format!("{items} items exceed the capacity {capacity}"));
-        }
-        f.items = items;
-        let bits = &b[at..];
-        if bits.len() as u64 * 8 != f.bits {
-            return Err(format!("{} bytes of bits, the sizing gives {}", bits.len(), f.bits / 8));
-        }
-        Ok(Small { header: Header { expansion, nonscaling, filters: vec![f] }, bits: bits.to_vec() })
+        let p = peek(b)?;
+        let header = Header { expansion: p.expansion, nonscaling: p.nonscaling, filters: vec![p.filter] };
+        Ok(Small { header, bits: b[p.bits_at..].to_vec() })
     }
+}
+
+/// A small form read where it lies, without copying it: what one BF.ADD or
+/// BF.EXISTS needs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Peeked {
+    /// The one sub-filter, with its item count.
+    pub(crate) filter: SubFilter,
+    pub(crate) expansion: u32,
+    pub(crate) nonscaling: bool,
+    /// Where the bits start in the small form's bytes.
+    pub(crate) bits_at: usize,
+}
+
+/// Parses and validates a small form: version, flags, a valid sizing for
+/// the capacity and rate, the expansion range (a scaling chain has a
+/// non-zero one), items at most the capacity, and exactly the bytes of
+/// bits the sizing gives.
+///
+/// # Errors
+/// A description of the first check that failed; never panics.
+pub(crate) fn peek(b: &[u8]) -> Result<Peeked, String> {
+    if b.len() < FIXED {
+        return Err(format!("{} bytes are too few for a small filter", b.len()));
+    }
+    if b[0] != VERSION {
+        return Err(format!("unknown small filter version {}", b[0]));
+    }
+    if b[1] & !FLAG_NONSCALING != 0 {
+        return Err(format!("unknown flags {:#04x}", b[1]));
+    }
+    let nonscaling = b[1] & FLAG_NONSCALING != 0;
+    let error = f64::from_bits(u64::from_le_bytes(b[2..FIXED].try_into().unwrap_or_default()));
+    let mut at = FIXED;
+    let mut next = |what: &str| varint::read(b, &mut at).map_err(|e| format!("{what}: {e}"));
+    let capacity = next("capacity")?;
+    let expansion = next("expansion")?;
+    let items = next("items")?;
+    let expansion = u32::try_from(expansion)
+        .ok()
+        .filter(|&x| x <= MAX_EXPANSION)
+        .ok_or_else(|| format!("expansion {expansion} is above {MAX_EXPANSION}"))?;
+    if !nonscaling && expansion == 0 {
+        return Err("a scaling filter with expansion 0".into());
+    }
+    let mut f = SubFilter::new(capacity, error, HEADER_PAGE + 1)?;
+    if items > capacity {
+        return Err(format!("{items} items exceed the capacity {capacity}"));
+    }
+    f.items = items;
+    let bits = &b[at..];
+    if bits.len() as u64 * 8 != f.bits {
+        return Err(format!("{} bytes of bits, the sizing gives {}", bits.len(), f.bits / 8));
+    }
+    Ok(Peeked { filter: f, expansion, nonscaling, bits_at: at })
+}
+
+/// The small form `b` (read by `p`) after one more item, whose bits are
+/// at `positions` of the array, was added: the item count goes up by one
+/// and the bits are set. The same bytes as [`encode`] of the grown header
+/// and bits, made in one pass.
+pub(crate) fn with_item_added(b: &[u8], p: &Peeked, positions: impl Iterator<Item = u64>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(b.len() + 1);
+    out.extend_from_slice(&b[..FIXED]);
+    varint::put(&mut out, p.filter.capacity);
+    varint::put(&mut out, u64::from(p.expansion));
+    varint::put(&mut out, p.filter.items + 1);
+    let start = out.len();
+    out.extend_from_slice(&b[p.bits_at..]);
+    for pos in positions {
+        set_bit(&mut out[start..], pos);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -94,15 +94,73 @@ impl Filter {
     /// The stored filter `meta` describes, small or in pages.
     fn load(tx: &ReadTx<'_>, key: &[u8], meta: &Meta) -> Result<Filter> {
         if meta.is_inline() {
-            let s = Small::decode(meta.inline_value()).map_err(|r| Error::Corrupted {
-                key: String::from_utf8_lossy(key).into_owned(),
-                page: None,
-                reason: format!("small Bloom filter: {r}"),
-            })?;
+            let s = Small::decode(meta.inline_value()).map_err(|r| small_damage(key, &r))?;
             return Ok(Filter { meta: meta.clone(), header: s.header, small: Some(s.bits), created: false });
         }
         Ok(Filter { header: read_header(tx, key, meta)?, meta: meta.clone(), small: None, created: false })
     }
+}
+
+/// The error for the small filter of `key` whose bytes do not decode
+/// (`reason` says why).
+fn small_damage(key: &[u8], reason: &str) -> Error {
+    Error::Corrupted {
+        key: String::from_utf8_lossy(key).into_owned(),
+        page: None,
+        reason: format!("small Bloom filter: {reason}"),
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests turn the one-item fast paths off to compare them with the
+    /// general path.
+    static GENERAL_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the one-item fast paths may run (always, outside tests).
+fn fast_paths() -> bool {
+    #[cfg(test)]
+    if GENERAL_ONLY.with(std::cell::Cell::get) {
+        return false;
+    }
+    true
+}
+
+/// One item's BF.ADD to the small filter `meta` describes, worked on its
+/// bytes where they lie (no header or bits decoded into buffers): the
+/// answer, or `None` where the general path must run (a filter in pages;
+/// a new item for a filter at its capacity, which grows the chain or is
+/// refused). Answers and stored bytes are the general path's.
+fn add_one_small(tx: &mut WriteTx<'_>, key: &[u8], meta: &Meta, item: &[u8]) -> Result<Option<BloomAdd>> {
+    if !meta.is_inline() || !fast_paths() {
+        return Ok(None);
+    }
+    let b = meta.inline_value();
+    let p = small::peek(b).map_err(|r| small_damage(key, &r))?;
+    let (f, h) = (p.filter, ItemHash::of(item));
+    let bits = &b[p.bits_at..];
+    if (0..f.hashes).all(|i| small::bit(bits, h.position(i, f.bits))) {
+        return Ok(Some(BloomAdd::Exists));
+    }
+    if f.items >= f.capacity {
+        return Ok(None);
+    }
+    let value = small::with_item_added(b, &p, (0..f.hashes).map(|i| h.position(i, f.bits)));
+    tx.rewrite_inline(key, meta, &value)?;
+    Ok(Some(BloomAdd::Added))
+}
+
+/// One item's BF.EXISTS in the small filter `meta` describes, read where
+/// it lies; `None` for a filter in pages.
+fn contains_one_small(key: &[u8], meta: &Meta, item: &[u8]) -> Result<Option<bool>> {
+    if !meta.is_inline() || !fast_paths() {
+        return Ok(None);
+    }
+    let b = meta.inline_value();
+    let p = small::peek(b).map_err(|r| small_damage(key, &r))?;
+    let (f, h, bits) = (p.filter, ItemHash::of(item), &b[p.bits_at..]);
+    Ok(Some((0..f.hashes).all(|i| small::bit(bits, h.position(i, f.bits)))))
 }
 
 /// For each item `j` and stored sub-filter `f`, at index `j * filters + f`,
@@ -301,7 +359,13 @@ impl Db {
         create: Option<&dyn Fn() -> Result<Header>>,
     ) -> Result<Vec<BloomAdd>> {
         self.engine.write(self.index, &[key], |tx| {
-            let mut filter = match tx.typed(key, Kind::Bloom)? {
+            let stored = tx.typed(key, Kind::Bloom)?;
+            if let (Some(meta), [item]) = (&stored, items) {
+                if let Some(answer) = add_one_small(tx, key, meta, item.as_ref())? {
+                    return Ok(vec![answer]);
+                }
+            }
+            let mut filter = match stored {
                 Some(meta) => Filter::load(tx, key, &meta)?,
                 None => match create {
                     Some(make) => Filter::create(tx, make()?)?,
@@ -340,6 +404,11 @@ impl Db {
         // be replaced (and its pages discarded) meanwhile.
         self.engine.read(self.index, &[key], |tx| {
             let Some(meta) = tx.typed(key, Kind::Bloom)? else { return Ok(vec![false; items.len()]) };
+            if let [item] = items {
+                if let Some(found) = contains_one_small(key, &meta, item.as_ref())? {
+                    return Ok(vec![found]);
+                }
+            }
             let filter = Filter::load(tx, key, &meta)?;
             let nf = filter.header.filters.len();
             let mut out = Vec::with_capacity(items.len());
@@ -647,6 +716,54 @@ mod tests {
             assert_ne!(f.add(&item).unwrap(), BloomAdd::Full);
         }
         assert!(f.contains_many(&items(0, 300)).unwrap().iter().all(|&x| x));
+    }
+
+    /// Invariant: the one-item fast paths of BF.ADD and BF.EXISTS on small
+    /// filters answer and store exactly what the general path does: the
+    /// same random sequence of single adds, batches and probes (filters of
+    /// capacity 20, so they fill, grow into pages and refuse when
+    /// non-scaling) gives the same answers and the same stored filters
+    /// (metadata entry with the small form's bytes, BF.INFO, membership of
+    /// every item) with and without them.
+    #[test]
+    fn one_item_fast_paths_match_the_general_path() {
+        use rand::{Rng, SeedableRng};
+        let run = |general_only: bool| {
+            super::GENERAL_ONLY.with(|g| g.set(general_only));
+            let dir = tempfile::tempdir().unwrap();
+            let db = Db::open(dir.path()).unwrap();
+            let mut r = rand::rngs::StdRng::seed_from_u64(7);
+            let mut answers = Vec::new();
+            let keys = [&b"a"[..], b"b", b"c"];
+            db.bloom(b"c").reserve(0.05, 20, BloomOptions::default().nonscaling()).unwrap();
+            db.bloom(b"b").reserve(0.01, 20, BloomOptions::default()).unwrap();
+            for _ in 0..600 {
+                let key = keys[r.gen_range(0..keys.len())];
+                let item = format!("i{}", r.gen_range(0..80));
+                let f = db.bloom(key);
+                match r.gen_range(0..4) {
+                    0 | 1 => answers.push(format!("{:?}", f.add(&item))),
+                    2 => answers.push(format!("{:?}", f.contains(&item))),
+                    _ => answers.push(format!("{:?}", f.add_many(&[item.clone(), format!("{item}x")]))),
+                }
+            }
+            let probe: Vec<String> = (0..80).flat_map(|i| [format!("i{i}"), format!("i{i}x")]).collect();
+            let dumps: Vec<_> = keys
+                .iter()
+                .map(|&k| {
+                    let meta = db.engine.read(db.index, &[k], |tx| tx.meta(k)).unwrap();
+                    let f = db.bloom(k);
+                    (meta, format!("{:?}", f.info().unwrap()), f.contains_many(&probe).unwrap())
+                })
+                .collect();
+            super::GENERAL_ONLY.with(|g| g.set(false));
+            assert!(db.verify().unwrap().problems.is_empty());
+            (answers, dumps)
+        };
+        let (fast, general) = (run(false), run(true));
+        assert_eq!(fast.0, general.0, "answers");
+        assert_eq!(fast.1, general.1, "stored values");
+        assert!(fast.0.iter().any(|a| a.contains("Full")), "the sequence fills the non-scaling filter");
     }
 
     /// Invariant: a small filter whose bytes do not decode (a bug, or a
