@@ -737,6 +737,8 @@ mod tests {
             let keys = [&b"a"[..], b"b", b"c"];
             db.bloom(b"c").reserve(0.05, 20, BloomOptions::default().nonscaling()).unwrap();
             db.bloom(b"b").reserve(0.01, 20, BloomOptions::default()).unwrap();
+            // An expiry the rewrites must keep.
+            assert!(db.expire_at(b"b", 4_000_000_000_000, ExpireCondition::Always).unwrap());
             for _ in 0..600 {
                 let key = keys[r.gen_range(0..keys.len())];
                 let item = format!("i{}", r.gen_range(0..80));
@@ -753,7 +755,10 @@ mod tests {
                 .map(|&k| {
                     let meta = db.engine.read(db.index, &[k], |tx| tx.meta(k)).unwrap();
                     let f = db.bloom(k);
-                    (meta, format!("{:?}", f.info().unwrap()), f.contains_many(&probe).unwrap())
+                    // One at a time (the fast path while the filter is
+                    // small) and as one batch (the general path).
+                    let one_by_one: Vec<bool> = probe.iter().map(|p| f.contains(p).unwrap()).collect();
+                    (meta, format!("{:?}", f.info().unwrap()), one_by_one, f.contains_many(&probe).unwrap())
                 })
                 .collect();
             super::GENERAL_ONLY.with(|g| g.set(false));
@@ -763,6 +768,8 @@ mod tests {
         let (fast, general) = (run(false), run(true));
         assert_eq!(fast.0, general.0, "answers");
         assert_eq!(fast.1, general.1, "stored values");
+        assert!(fast.1.iter().all(|d| d.2 == d.3), "single probes answer as batches");
+        assert!(fast.1.iter().any(|d| d.2.contains(&false)), "some probed items are absent");
         assert!(fast.0.iter().any(|a| a.contains("Full")), "the sequence fills the non-scaling filter");
     }
 
