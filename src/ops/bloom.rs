@@ -7,7 +7,7 @@
 //! disk, and each command is one atomic change under the key's lock.
 
 use crate::bloom::hash::ItemHash;
-use crate::bloom::small::{self, Small};
+use crate::bloom::small::{self, Peeked, Small};
 use crate::bloom::{
     BloomAdd, BloomInfo, BloomOptions, Header, DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, ERROR_RATE_CAP, HEADER_PAGE,
     MAX_CAPACITY, MAX_EXPANSION,
@@ -127,20 +127,41 @@ fn fast_paths() -> bool {
     true
 }
 
+/// A small filter read where it lies, probed for one item.
+struct SmallProbe<'m> {
+    /// The small form's bytes.
+    bytes: &'m [u8],
+    peeked: Peeked,
+    hash: ItemHash,
+    /// All the item's bits are set.
+    held: bool,
+}
+
+/// The small filter `meta` describes, probed for `item`; `None` for a
+/// filter in pages (or with the fast paths off).
+fn probe_small<'m>(key: &[u8], meta: &'m Meta, item: &[u8]) -> Result<Option<SmallProbe<'m>>> {
+    if !meta.is_inline() || !fast_paths() {
+        return Ok(None);
+    }
+    let b = meta.inline_value();
+    let p = small::peek(b).map_err(|r| small_damage(key, &r))?;
+    let h = ItemHash::of(item);
+    let f = p.filter;
+    let held = (0..f.hashes).all(|i| small::bit(&b[p.bits_at..], h.position(i, f.bits)));
+    Ok(Some(SmallProbe { bytes: b, peeked: p, hash: h, held }))
+}
+
 /// One item's BF.ADD to the small filter `meta` describes, worked on its
 /// bytes where they lie (no header or bits decoded into buffers): the
 /// answer, or `None` where the general path must run (a filter in pages;
 /// a new item for a filter at its capacity, which grows the chain or is
 /// refused). Answers and stored bytes are the general path's.
 fn add_one_small(tx: &mut WriteTx<'_>, key: &[u8], meta: &Meta, item: &[u8]) -> Result<Option<BloomAdd>> {
-    if !meta.is_inline() || !fast_paths() {
+    let Some(SmallProbe { bytes: b, peeked: p, hash: h, held }) = probe_small(key, meta, item)? else {
         return Ok(None);
-    }
-    let b = meta.inline_value();
-    let p = small::peek(b).map_err(|r| small_damage(key, &r))?;
-    let (f, h) = (p.filter, ItemHash::of(item));
-    let bits = &b[p.bits_at..];
-    if (0..f.hashes).all(|i| small::bit(bits, h.position(i, f.bits))) {
+    };
+    let f = p.filter;
+    if held {
         return Ok(Some(BloomAdd::Exists));
     }
     if f.items >= f.capacity {
@@ -149,18 +170,6 @@ fn add_one_small(tx: &mut WriteTx<'_>, key: &[u8], meta: &Meta, item: &[u8]) -> 
     let value = small::with_item_added(b, &p, (0..f.hashes).map(|i| h.position(i, f.bits)));
     tx.rewrite_inline(key, meta, &value)?;
     Ok(Some(BloomAdd::Added))
-}
-
-/// One item's BF.EXISTS in the small filter `meta` describes, read where
-/// it lies; `None` for a filter in pages.
-fn contains_one_small(key: &[u8], meta: &Meta, item: &[u8]) -> Result<Option<bool>> {
-    if !meta.is_inline() || !fast_paths() {
-        return Ok(None);
-    }
-    let b = meta.inline_value();
-    let p = small::peek(b).map_err(|r| small_damage(key, &r))?;
-    let (f, h, bits) = (p.filter, ItemHash::of(item), &b[p.bits_at..]);
-    Ok(Some((0..f.hashes).all(|i| small::bit(bits, h.position(i, f.bits)))))
 }
 
 /// For each item `j` and stored sub-filter `f`, at index `j * filters + f`,
@@ -405,8 +414,8 @@ impl Db {
         self.engine.read(self.index, &[key], |tx| {
             let Some(meta) = tx.typed(key, Kind::Bloom)? else { return Ok(vec![false; items.len()]) };
             if let [item] = items {
-                if let Some(found) = contains_one_small(key, &meta, item.as_ref())? {
-                    return Ok(vec![found]);
+                if let Some(probe) = probe_small(key, &meta, item.as_ref())? {
+                    return Ok(vec![probe.held]);
                 }
             }
             let filter = Filter::load(tx, key, &meta)?;
