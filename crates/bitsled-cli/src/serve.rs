@@ -13,8 +13,8 @@ use bitsled::Config;
 #[derive(clap::Args, Debug, Default)]
 pub(crate) struct ServeArgs {
     /// A configuration file in redis.conf syntax (one `directive value`
-    /// per line, `#` comments): bind, port, requirepass, maxclients,
-    /// appendfsync, timeout, protected-mode, maxmemory, databases,
+    /// per line, `#` comments): bind, port, tcp-backlog, requirepass,
+    /// maxclients, appendfsync, timeout, protected-mode, maxmemory, databases,
     /// slowlog-log-slower-than, slowlog-max-len, disk-reserve; `save`, `appendonly`,
     /// `daemonize no` and `loglevel` are accepted and ignored.
     #[arg(long)]
@@ -25,6 +25,10 @@ pub(crate) struct ServeArgs {
     /// TCP port (0: any free port, printed at start) [default: 6380].
     #[arg(long)]
     port: Option<u16>,
+    /// Connections the kernel queues for the server to accept, as Redis's
+    /// `tcp-backlog` (capped by `net.core.somaxconn`) [default: 511].
+    #[arg(long)]
+    tcp_backlog: Option<u32>,
     /// Password clients must give with AUTH (or HELLO ... AUTH).
     #[arg(long)]
     requirepass: Option<OsString>,
@@ -89,6 +93,7 @@ impl ServeArgs {
         let file = parse_config(&text).with_context(|| format!("in {}", path.display()))?;
         self.bind = self.bind.or(file.bind);
         self.port = self.port.or(file.port);
+        self.tcp_backlog = self.tcp_backlog.or(file.tcp_backlog);
         self.requirepass = self.requirepass.or(file.requirepass);
         self.maxclients = self.maxclients.or(file.maxclients);
         self.fsync = self.fsync.or(file.fsync);
@@ -137,6 +142,7 @@ fn parse_config(text: &[u8]) -> Result<ServeArgs> {
                 out.bind = Some(first.parse().map_err(|e| bad(&e))?);
             }
             "port" => out.port = Some(one()?.parse().map_err(|e| bad(&e))?),
+            "tcp-backlog" => out.tcp_backlog = Some(one()?.parse().map_err(|e| bad(&e))?),
             "requirepass" => out.requirepass = Some(OsString::from(one()?)),
             "maxclients" => out.maxclients = Some(one()?.parse().map_err(|e| bad(&e))?),
             "appendfsync" => out.fsync = Some(one()?.parse().map_err(|e: String| bad(&e))?),
@@ -216,6 +222,7 @@ pub(crate) fn serve(dir: &PathBuf, args: ServeArgs) -> Result<()> {
     let config = ServerConfig::new()
         .bind(args.bind.unwrap_or(std::net::IpAddr::from([127, 0, 0, 1])))
         .port(args.port.unwrap_or(6380))
+        .tcp_backlog(args.tcp_backlog.unwrap_or(bitsled_redis::server::DEFAULT_TCP_BACKLOG))
         .requirepass(args.requirepass.map(OsString::into_encoded_bytes))
         .max_clients(args.maxclients.unwrap_or(bitsled_redis::server::DEFAULT_MAX_CLIENTS))
         .fsync(fsync)
@@ -272,7 +279,7 @@ mod tests {
     fn config_files_set_options_and_refuse_unknown_directives() {
         let conf = b"# a comment\nport 7000\nbind 127.0.0.1 ::1\nmaxmemory 256mb\nappendfsync always\n\
                      requirepass \"s3cret pw\"\nsave \"\"\ndatabases 4\nprotected-mode no\n\
-                     slowlog-log-slower-than -1\nslowlog-max-len 1024\n";
+                     slowlog-log-slower-than -1\nslowlog-max-len 1024\ntcp-backlog 2048\n";
         let a = parse_config(conf).unwrap();
         assert_eq!(a.port, Some(7000));
         assert_eq!(a.bind, Some(std::net::IpAddr::from([127, 0, 0, 1])));
@@ -281,12 +288,14 @@ mod tests {
         assert_eq!(a.requirepass, Some(OsString::from("s3cret pw")));
         assert_eq!((a.databases, a.protected_mode.as_deref()), (Some(4), Some("no")));
         assert_eq!((a.slowlog_log_slower_than, a.slowlog_max_len), (Some(-1), Some(1024)));
+        assert_eq!(a.tcp_backlog, Some(2048));
         let err = parse_config(b"port 1\ncluster-enabled yes\n").unwrap_err();
         assert!(format!("{err:#}").contains("line 2: unsupported directive \"cluster-enabled\""), "{err:#}");
         assert!(parse_config(b"port x\n").is_err());
         assert!(parse_config(b"slowlog-max-len -1\n").is_err());
         assert!(parse_config(b"slowlog-max-len 9223372036854775808\n").is_err());
         assert!(parse_config(b"port 1 2\n").is_err());
+        assert!(parse_config(b"tcp-backlog -1\n").is_err());
     }
 
     /// Invariant: `--maxmemory` reaches the database as its budgets.

@@ -80,6 +80,8 @@ fn config_set_answers_as_redis() {
             "CONFIG GET appendfsync",
             "CONFIG SET appendfsync everysec",
             "CONFIG SET databases 3",
+            "CONFIG GET tcp-backlog",
+            "CONFIG SET tcp-backlog 100",
             "CONFIG SET nosuch 1",
             "CONFIG SET timeout 1 timeout 2",
             "CONFIG SET timeout 5 maxclients 0",

@@ -214,6 +214,7 @@ const PARAMETERS: &[(&str, Kind)] = &[
     ("save", Kind::Fixed("bitsled takes no snapshots: its store is written continuously (see appendfsync)")),
     ("slowlog-log-slower-than", Kind::Int(-1, i64::MAX)),
     ("slowlog-max-len", Kind::Int(0, i64::MAX)),
+    ("tcp-backlog", Kind::Immutable),
     ("timeout", Kind::Int(0, i32::MAX as i64)),
     ("tracking-table-max-keys", Kind::Int(0, i64::MAX)),
 ];

@@ -121,7 +121,9 @@ pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, id: u64) {
         info,
         session,
         parser: Parser::new(),
-        buf: vec![0; READ_CHUNK],
+        // Taken when the first request arrives (`read_some`): a client
+        // that connects and waits holds no input buffer.
+        buf: Vec::new(),
         lo: 0,
         hi: 0,
         out: Vec::new(),

@@ -134,6 +134,7 @@ pub(super) fn config(shared: &Shared) -> Vec<(&'static str, String)> {
         ("save", String::new()),
         ("slowlog-log-slower-than", shared.slowlog.slower_than_usec().to_string()),
         ("slowlog-max-len", shared.slowlog.max_len().to_string()),
+        ("tcp-backlog", cfg.tcp_backlog.to_string()),
         ("timeout", shared.settings.timeout().map_or(0, |t| t.as_secs()).to_string()),
         ("tracking-table-max-keys", shared.tracking.max_keys().to_string()),
     ]

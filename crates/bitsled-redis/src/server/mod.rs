@@ -136,6 +136,10 @@ impl std::str::FromStr for Fsync {
     }
 }
 
+/// Default length of the queue of connections waiting to be accepted, as
+/// Redis's `tcp-backlog` (511).
+pub const DEFAULT_TCP_BACKLOG: u32 = 511;
+
 /// Default number of simultaneous clients (Redis's `maxclients`).
 pub const DEFAULT_MAX_CLIENTS: usize = 10_000;
 
@@ -161,6 +165,7 @@ pub struct ServerConfig {
     slowlog_slower_than_usec: i64,
     slowlog_max_len: u64,
     auth_limits: auth::AuthLimits,
+    tcp_backlog: u32,
 }
 
 impl Default for ServerConfig {
@@ -191,7 +196,18 @@ impl ServerConfig {
             slowlog_slower_than_usec: slowlog::DEFAULT_SLOWER_THAN_USEC,
             slowlog_max_len: slowlog::DEFAULT_MAX_LEN,
             auth_limits: auth::AuthLimits::default(),
+            tcp_backlog: DEFAULT_TCP_BACKLOG,
         }
+    }
+
+    /// Redis's `tcp-backlog`: how many connections the kernel queues for
+    /// the server to accept (capped by the kernel's
+    /// `net.core.somaxconn`). A full queue drops new connection attempts,
+    /// which clients see as a connect taking a second or more (the SYN
+    /// is retried). Default [`DEFAULT_TCP_BACKLOG`].
+    pub fn tcp_backlog(mut self, backlog: u32) -> ServerConfig {
+        self.tcp_backlog = backlog;
+        self
     }
 
     /// The slow log's settings, as Redis's `slowlog-log-slower-than`
@@ -589,6 +605,20 @@ impl std::fmt::Debug for Server {
     }
 }
 
+/// A listening socket on `addr` whose accept queue holds `backlog`
+/// connections (the standard library's `TcpListener::bind` fixes 128).
+fn listen(addr: SocketAddr, backlog: i32) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    // As the standard library does on Unix: a restarted server rebinds
+    // its port while old connections linger in TIME_WAIT.
+    #[cfg(unix)]
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(backlog)?;
+    Ok(socket.into())
+}
+
 impl Server {
     /// Binds the listening socket.
     ///
@@ -604,7 +634,8 @@ impl Server {
                 config.bind
             )));
         }
-        let listener = TcpListener::bind((config.bind, config.port))?;
+        let backlog = i32::try_from(config.tcp_backlog).unwrap_or(i32::MAX);
+        let listener = listen(SocketAddr::new(config.bind, config.port), backlog)?;
         let local_addr = listener.local_addr()?;
         let slowlog = slowlog::SlowLog::new(config.slowlog_slower_than_usec, config.slowlog_max_len);
         let auth_budget = auth::FailureBudget::new(&config.auth_limits);
