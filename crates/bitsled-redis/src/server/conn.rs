@@ -2,7 +2,10 @@
 //! through the connection's [`Session`], and writing replies without ever
 //! blocking on a client that does not read.
 //!
-//! The thread blocks in `read` while nothing is pending. After a read it
+//! A connection runs on a pool thread (`park.rs`), which blocks in `read`
+//! while nothing is pending; after a tick with nothing received, nothing
+//! pending and nothing that could push to the client, the connection is
+//! parked and the thread goes back to the pool. After a read it
 //! runs every complete request in its buffer and appends the replies to one
 //! output buffer (under `fsync always`, after one group commit), then tries
 //! to write it without blocking. If the client does not take it all, the
@@ -23,6 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::link::Link;
+use super::park::ActiveSlot;
 use super::resp::{Parsed, Parser};
 use super::{ClientInfo, Shared};
 use crate::command::{Close, Reply, Session};
@@ -43,7 +47,7 @@ const RESIZE_THRESHOLD: usize = 32 * 1024;
 /// A connection blocked in `read` wakes this often to look at its idle
 /// time: the `timeout` setting (which CONFIG SET may have changed) and the
 /// release of an idle input buffer (Redis's `clientsCron` does both).
-const TICK: Duration = Duration::from_secs(1);
+pub(super) const TICK: Duration = Duration::from_secs(1);
 
 /// The same while the client is subscribed: messages its socket did not
 /// take when they were published are sent at the latest this much later.
@@ -60,8 +64,8 @@ const SHUTDOWN_DRAIN: Duration = Duration::from_secs(5);
 /// whether the server is shutting down or the client was killed.
 const AUTH_HOLD_CHECK: Duration = Duration::from_millis(100);
 
-struct Conn<'a> {
-    shared: &'a Shared,
+pub(super) struct Conn {
+    shared: Arc<Shared>,
     stream: TcpStream,
     info: Arc<ClientInfo>,
     session: Session,
@@ -85,11 +89,24 @@ struct Conn<'a> {
     published_mem: usize,
     /// The read timeout set now.
     tick: Duration,
+    /// Its place in the server's count of connections (dropped last).
+    _active: ActiveSlot,
 }
 
-/// Serves the connection `stream` with client id `id` until it ends.
-pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, id: u64) {
-    let (Ok(addr), Ok(laddr), Ok(clone)) = (stream.peer_addr(), stream.local_addr(), stream.try_clone()) else {
+/// Why [`Conn::run`] returned.
+enum Ended {
+    /// The connection is over.
+    Closed,
+    /// Idle for a tick, with nothing pending: it may be parked.
+    Idle,
+}
+
+/// Serves the new connection `stream` with client id `id` until it ends or
+/// is parked.
+pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, id: u64, slot: ActiveSlot) {
+    let (Ok(addr), Ok(laddr), Ok(clone), Ok(())) =
+        (stream.peer_addr(), stream.local_addr(), stream.try_clone(), stream.set_read_timeout(Some(TICK)))
+    else {
         return;
     };
     let info = Arc::new(ClientInfo {
@@ -115,8 +132,8 @@ pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, id: u64) {
     }
     let link = Link { shared: Arc::clone(shared), info: Arc::clone(&info) };
     let session = Session::for_client(shared.db.clone(), Arc::new(link));
-    let mut conn = Conn {
-        shared,
+    let mut conn = Box::new(Conn {
+        shared: Arc::clone(shared),
         stream,
         info,
         session,
@@ -133,12 +150,43 @@ pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, id: u64) {
         auth_failures: 0,
         published_mem: 0,
         tick: TICK,
-    };
-    conn.run();
-    let _ = conn.stream.shutdown(std::net::Shutdown::Both);
+        _active: slot,
+    });
+    conn.publish_buffers();
+    drive(conn);
 }
 
-impl Drop for Conn<'_> {
+/// Serves a parked connection whose socket became readable.
+pub(super) fn resume(conn: Box<Conn>) {
+    drive(conn);
+}
+
+/// Runs `conn` on this thread until it ends or is parked.
+fn drive(mut conn: Box<Conn>) {
+    loop {
+        match conn.run() {
+            Ended::Closed => return close(conn),
+            Ended::Idle => {
+                conn.release_buffers();
+                let shared = Arc::clone(&conn.shared);
+                match shared.parking.park(conn) {
+                    Ok(()) => return,
+                    // Not parked (the parking thread is not running): this
+                    // thread keeps it.
+                    Err(back) => conn = back,
+                }
+            }
+        }
+    }
+}
+
+/// Ends the connection: its socket shut, then its state dropped.
+pub(super) fn close(conn: Box<Conn>) {
+    let _ = conn.stream.shutdown(std::net::Shutdown::Both);
+    drop(conn);
+}
+
+impl Drop for Conn {
     /// However the connection ends (a panic included): out of the client
     /// list, its memory out of the server's count.
     fn drop(&mut self) {
@@ -148,25 +196,64 @@ impl Drop for Conn<'_> {
     }
 }
 
-impl Conn<'_> {
-    fn run(&mut self) {
-        if self.stream.set_read_timeout(Some(TICK)).is_err() {
-            return;
-        }
-        self.info.outbox.lock().set_owner();
+impl Conn {
+    /// The client's id.
+    pub(super) fn id(&self) -> u64 {
+        self.info.id
+    }
+
+    /// The client's socket.
+    pub(super) fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    /// The idle checks of a parked connection, once a tick: false if it
+    /// has been idle past the timeout (it is to be closed).
+    pub(super) fn idle_tick(&mut self) -> bool {
+        self.tick()
+    }
+
+    /// Whether nothing is pending in or out and nothing may be pushed to
+    /// the client, so that it can wait without a thread.
+    fn parkable(&self) -> bool {
+        !self.session.subscribed()
+            && self.session.tracking.is_none()
+            && self.lo == self.hi
+            && !(self.close || self.kill || self.eof)
+            && !self.shared.shutting_down.load(Ordering::SeqCst)
+            && self.info.outbox.lock().pending() == 0
+    }
+
+    /// Gives back the input and output buffers of a connection about to
+    /// be parked.
+    fn release_buffers(&mut self) {
+        self.buf = Vec::new();
+        self.out = Vec::new();
+        self.lo = 0;
+        self.hi = 0;
         self.publish_buffers();
+    }
+
+    /// Serves requests on this thread until the connection ends or has
+    /// been idle for a tick and can be parked.
+    fn run(&mut self) -> Ended {
+        // The connection may have moved to this thread since it last ran.
+        self.info.outbox.lock().set_owner();
         loop {
             match self.read_some() {
-                Ok(0) => return,
+                Ok(0) => return Ended::Closed,
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    if self.tick() && self.send() {
-                        continue;
+                    if !(self.tick() && self.send()) {
+                        return Ended::Closed;
                     }
-                    return;
+                    if self.parkable() {
+                        return Ended::Idle;
+                    }
+                    continue;
                 }
-                Err(_) => return,
+                Err(_) => return Ended::Closed,
             }
             self.process();
             if self.close {
@@ -176,7 +263,7 @@ impl Conn<'_> {
                 self.shared.clients.lock().remove(&self.info.id);
             }
             if !self.send() || self.close || self.eof || !self.set_tick() {
-                return;
+                return Ended::Closed;
             }
         }
     }
@@ -311,7 +398,7 @@ impl Conn<'_> {
         // after its replies.
         if self.shared.tracking.active() {
             self.info.outbox.lock().append(&mut self.out);
-            self.shared.tracking.broadcast(self.shared);
+            self.shared.tracking.broadcast(&self.shared);
         }
         super::pubsub::send_deliveries();
     }
@@ -499,7 +586,8 @@ impl Conn<'_> {
     /// replies so far.
     fn auth_failed(&mut self, n: u32) {
         self.shared.stats.auth_failures.fetch_add(u64::from(n), Ordering::Relaxed);
-        let limits = &self.shared.config.auth_limits;
+        let shared = Arc::clone(&self.shared);
+        let limits = &shared.config.auth_limits;
         let before = self.auth_failures;
         self.auth_failures = before.saturating_add(n);
         let now = Instant::now();

@@ -37,10 +37,13 @@ pub(super) fn section(shared: &Shared, name: &str) -> Option<String> {
         ),
         "clients" => write!(
             out,
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\ntracking_clients:{}\r\n",
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\ntracking_clients:{}\r\n\
+             bitsled_parked_clients:{}\r\nbitsled_client_threads:{}\r\n",
             shared.clients.lock().len(),
             shared.settings.max_clients(),
             shared.tracking.counts()[0],
+            shared.parking.count(),
+            shared.pool.threads(),
         ),
         "persistence" => write!(
             out,

@@ -36,6 +36,7 @@ mod conn;
 mod info;
 mod link;
 mod outbox;
+mod park;
 mod pubsub;
 pub mod resp;
 mod save;
@@ -539,8 +540,13 @@ struct Shared {
     /// The sum of the connections' `tot-mem`s, kept by each as it
     /// publishes its own (so the memory check costs no walk of the list).
     clients_mem: AtomicUsize,
-    /// Connection threads running; `run` waits for zero at shutdown.
+    /// Connections open (running or parked); `run` waits for zero at
+    /// shutdown.
     active: Mutex<usize>,
+    /// The threads connections run on.
+    pool: park::Pool,
+    /// Idle connections, waiting without a thread.
+    parking: park::Parking,
     idle: Condvar,
     next_id: AtomicU64,
     shutting_down: AtomicBool,
@@ -658,6 +664,8 @@ impl Server {
             clients: Mutex::new(HashMap::new()),
             clients_mem: AtomicUsize::new(0),
             active: Mutex::new(0),
+            pool: park::Pool::default(),
+            parking: park::Parking::new()?,
             idle: Condvar::new(),
             next_id: AtomicU64::new(1),
             shutting_down: AtomicBool::new(false),
@@ -704,6 +712,7 @@ impl Server {
     /// own trouble; the final flush's error.
     pub fn run(self) -> Result<()> {
         let shared = &self.shared;
+        let parking = park::start(shared);
         for stream in self.listener.incoming() {
             if shared.shutting_down.load(Ordering::SeqCst) {
                 break;
@@ -734,6 +743,11 @@ impl Server {
             }
         }
         drop(active);
+        // Closes what is still parked.
+        shared.parking.stop();
+        if let Some(thread) = parking {
+            let _ = thread.join();
+        }
         final_flush(&shared.db)
     }
 
@@ -753,24 +767,9 @@ impl Server {
             *active += 1;
         }
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-        let shared2 = Arc::clone(shared);
-        let spawned = std::thread::Builder::new().name(format!("bitsled-client-{id}")).spawn(move || {
-            // Frees the client's slot however the connection ends, a panic
-            // included.
-            struct Slot(Arc<Shared>);
-            impl Drop for Slot {
-                fn drop(&mut self) {
-                    let mut active = self.0.active.lock();
-                    *active -= 1;
-                    self.0.idle.notify_all();
-                }
-            }
-            let slot = Slot(shared2);
-            conn::serve(&slot.0, stream, id);
-        });
-        if spawned.is_err() {
-            let mut active = shared.active.lock();
-            *active -= 1;
-        }
+        let job = park::Job::New(stream, id, park::ActiveSlot(Arc::clone(shared)));
+        // Without a thread for it the connection is dropped (closed, its
+        // slot given back).
+        let _ = park::submit(shared, job);
     }
 }
