@@ -219,12 +219,21 @@ pub(crate) fn serve(dir: &PathBuf, args: ServeArgs) -> Result<()> {
     if slower_than < -1 {
         anyhow::bail!("slowlog-log-slower-than {slower_than}: at least -1 (-1 logs nothing)");
     }
+    // Each client holds a descriptor: raise the open-file limit to fit
+    // them, or serve fewer (as Redis does at start).
+    let files =
+        bitsled_redis::server::fit_open_files(args.maxclients.unwrap_or(bitsled_redis::server::DEFAULT_MAX_CLIENTS))
+            .map_err(|why| anyhow::anyhow!("maxclients: {why}"))?;
+    if let Some(warning) = &files.warning {
+        eprintln!("bitsled serve: {warning}");
+    }
+    let max_clients = files.max_clients;
     let config = ServerConfig::new()
         .bind(args.bind.unwrap_or(std::net::IpAddr::from([127, 0, 0, 1])))
         .port(args.port.unwrap_or(6380))
         .tcp_backlog(args.tcp_backlog.unwrap_or(bitsled_redis::server::DEFAULT_TCP_BACKLOG))
         .requirepass(args.requirepass.map(OsString::into_encoded_bytes))
-        .max_clients(args.maxclients.unwrap_or(bitsled_redis::server::DEFAULT_MAX_CLIENTS))
+        .max_clients(max_clients)
         .fsync(fsync)
         .maxmemory(args.maxmemory.unwrap_or(0))
         .timeout(Some(Duration::from_secs(args.timeout.unwrap_or(0))))

@@ -3,7 +3,7 @@
 //! blocking on a client that does not read.
 //!
 //! A connection runs on a pool thread (`park.rs`), which blocks in `read`
-//! while nothing is pending; after a tick with nothing received, nothing
+//! while nothing is pending; after 100 ms with nothing received, nothing
 //! pending and nothing that could push to the client, the connection is
 //! parked and the thread goes back to the pool. After a read it
 //! runs every complete request in its buffer and appends the replies to one
@@ -46,8 +46,15 @@ const RESIZE_THRESHOLD: usize = 32 * 1024;
 
 /// A connection blocked in `read` wakes this often to look at its idle
 /// time: the `timeout` setting (which CONFIG SET may have changed) and the
-/// release of an idle input buffer (Redis's `clientsCron` does both).
+/// release of an idle input buffer (Redis's `clientsCron` does both); the
+/// parking thread checks parked connections as often.
 pub(super) const TICK: Duration = Duration::from_secs(1);
+
+/// A connection that received nothing for this long is parked if it can
+/// be (and otherwise looks at its idle time, as each [`TICK`]): short, so
+/// that a burst of new clients needs few threads at once, and long enough
+/// that a client sending request after request keeps its thread.
+const PARK_AFTER: Duration = Duration::from_millis(100);
 
 /// The same while the client is subscribed: messages its socket did not
 /// take when they were published are sent at the latest this much later.
@@ -66,7 +73,6 @@ const AUTH_HOLD_CHECK: Duration = Duration::from_millis(100);
 
 pub(super) struct Conn {
     shared: Arc<Shared>,
-    stream: TcpStream,
     info: Arc<ClientInfo>,
     session: Session,
     parser: Parser,
@@ -97,17 +103,17 @@ pub(super) struct Conn {
 enum Ended {
     /// The connection is over.
     Closed,
-    /// Idle for a tick, with nothing pending: it may be parked.
+    /// Nothing received for a while, nothing pending: it may be parked.
     Idle,
 }
 
-/// Serves the new connection `stream` with client id `id` until it ends or
-/// is parked.
-pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, id: u64, slot: ActiveSlot) {
-    let (Ok(addr), Ok(laddr), Ok(clone), Ok(())) =
-        (stream.peer_addr(), stream.local_addr(), stream.try_clone(), stream.set_read_timeout(Some(TICK)))
+/// The new connection `stream` with client id `id`, in the client list;
+/// `None` if its socket fails at once.
+pub(super) fn open(shared: &Arc<Shared>, stream: TcpStream, id: u64, slot: ActiveSlot) -> Option<Box<Conn>> {
+    let (Ok(addr), Ok(laddr), Ok(())) =
+        (stream.peer_addr(), stream.local_addr(), stream.set_read_timeout(Some(PARK_AFTER)))
     else {
-        return;
+        return None;
     };
     let info = Arc::new(ClientInfo {
         id,
@@ -120,7 +126,7 @@ pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, id: u64, slot: Acti
         resp: std::sync::atomic::AtomicUsize::new(2),
         db: std::sync::atomic::AtomicU32::new(0),
         buffers: super::ClientBuffers::default(),
-        stream: clone,
+        stream,
         outbox: parking_lot::Mutex::default(),
         subs: Default::default(),
     });
@@ -128,13 +134,12 @@ pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, id: u64, slot: Acti
     // A shutdown that began before this connection was registered did not
     // see it.
     if shared.shutting_down.load(Ordering::SeqCst) {
-        let _ = stream.shutdown(std::net::Shutdown::Read);
+        let _ = info.stream.shutdown(std::net::Shutdown::Read);
     }
     let link = Link { shared: Arc::clone(shared), info: Arc::clone(&info) };
     let session = Session::for_client(shared.db.clone(), Arc::new(link));
     let mut conn = Box::new(Conn {
         shared: Arc::clone(shared),
-        stream,
         info,
         session,
         parser: Parser::new(),
@@ -149,20 +154,15 @@ pub(super) fn serve(shared: &Arc<Shared>, stream: TcpStream, id: u64, slot: Acti
         eof: false,
         auth_failures: 0,
         published_mem: 0,
-        tick: TICK,
+        tick: PARK_AFTER,
         _active: slot,
     });
     conn.publish_buffers();
-    drive(conn);
+    Some(conn)
 }
 
-/// Serves a parked connection whose socket became readable.
-pub(super) fn resume(conn: Box<Conn>) {
-    drive(conn);
-}
-
-/// Runs `conn` on this thread until it ends or is parked.
-fn drive(mut conn: Box<Conn>) {
+/// Serves `conn` on this thread until it ends or is parked.
+pub(super) fn resume(mut conn: Box<Conn>) {
     loop {
         match conn.run() {
             Ended::Closed => return close(conn),
@@ -182,7 +182,7 @@ fn drive(mut conn: Box<Conn>) {
 
 /// Ends the connection: its socket shut, then its state dropped.
 pub(super) fn close(conn: Box<Conn>) {
-    let _ = conn.stream.shutdown(std::net::Shutdown::Both);
+    let _ = conn.info.stream.shutdown(std::net::Shutdown::Both);
     drop(conn);
 }
 
@@ -204,7 +204,7 @@ impl Conn {
 
     /// The client's socket.
     pub(super) fn stream(&self) -> &TcpStream {
-        &self.stream
+        &self.info.stream
     }
 
     /// The idle checks of a parked connection, once a tick: false if it
@@ -235,7 +235,7 @@ impl Conn {
     }
 
     /// Serves requests on this thread until the connection ends or has
-    /// been idle for a tick and can be parked.
+    /// been idle for a while and can be parked.
     fn run(&mut self) -> Ended {
         // The connection may have moved to this thread since it last ran.
         self.info.outbox.lock().set_owner();
@@ -271,10 +271,10 @@ impl Conn {
     /// Sets the read timeout for the session's state (shorter while it is
     /// subscribed); false if the socket refuses.
     fn set_tick(&mut self) -> bool {
-        let tick = if self.session.subscribed() { SUBSCRIBED_TICK } else { TICK };
+        let tick = if self.session.subscribed() { SUBSCRIBED_TICK } else { PARK_AFTER };
         if tick != self.tick {
             self.tick = tick;
-            return self.stream.set_read_timeout(Some(tick)).is_ok();
+            return self.info.stream.set_read_timeout(Some(tick)).is_ok();
         }
         true
     }
@@ -311,7 +311,7 @@ impl Conn {
         }
         if self.buf.is_empty() {
             // Given back while idle: wait for data without holding one.
-            if self.stream.peek(&mut [0u8; 1])? == 0 {
+            if self.info.stream.peek(&mut [0u8; 1])? == 0 {
                 return Ok(0);
             }
             self.buf = vec![0; READ_CHUNK];
@@ -331,7 +331,7 @@ impl Conn {
                 self.buf.resize(self.buf.len() + grow, 0);
             }
         }
-        let n = self.stream.read(&mut self.buf[self.hi..])?;
+        let n = (&self.info.stream).read(&mut self.buf[self.hi..])?;
         self.hi += n;
         if n > 0 {
             self.shared.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
@@ -477,7 +477,7 @@ impl Conn {
         if out.pending() == 0 {
             return Some((0, 0));
         }
-        let n = out.flush(&self.stream).ok()?;
+        let n = out.flush(&self.info.stream).ok()?;
         let pending = out.pending();
         drop(out);
         self.count_output(n);
@@ -493,11 +493,11 @@ impl Conn {
             None => false,
             Some((_, 0)) => true,
             Some(_) => {
-                if self.stream.set_nonblocking(true).is_err() {
+                if self.info.stream.set_nonblocking(true).is_err() {
                     return false;
                 }
                 let ok = self.drain_output();
-                ok && self.stream.set_nonblocking(false).is_ok()
+                ok && self.info.stream.set_nonblocking(false).is_ok()
             }
         }
     }

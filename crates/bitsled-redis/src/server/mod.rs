@@ -34,6 +34,7 @@
 mod auth;
 mod conn;
 mod info;
+mod limits;
 mod link;
 mod outbox;
 mod park;
@@ -49,6 +50,7 @@ pub use auth::{
     DEFAULT_AUTH_FAILURE_DELAY, DEFAULT_AUTH_FREE_FAILURES, DEFAULT_AUTH_MAX_FAILURES, DEFAULT_AUTH_SERVER_BURST,
     DEFAULT_AUTH_SERVER_INTERVAL,
 };
+pub use limits::{fit_open_files, OpenFiles, RESERVED_FDS};
 pub use settings::{budgets_for, LEAST_BUDGET_BYTES};
 pub use slowlog::{
     DEFAULT_MAX_LEN as DEFAULT_SLOWLOG_MAX_LEN, DEFAULT_SLOWER_THAN_USEC as DEFAULT_SLOWLOG_SLOWER_THAN_USEC,
@@ -388,8 +390,9 @@ struct ClientInfo {
     db: AtomicU32,
     /// Its buffers, as its thread last published them.
     buffers: ClientBuffers,
-    /// A clone of the connection's socket, to shut it down from outside
-    /// and to send on (through the outbox).
+    /// The connection's socket: its connection reads and writes it, and
+    /// others shut it down (CLIENT KILL, shutdown) or send on it (through
+    /// the outbox). One descriptor per client, as in Redis.
     stream: TcpStream,
     /// What waits to be sent on the connection: its replies and the
     /// messages publishers deliver.
@@ -767,9 +770,14 @@ impl Server {
             *active += 1;
         }
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-        let job = park::Job::New(stream, id, park::ActiveSlot(Arc::clone(shared)));
-        // Without a thread for it the connection is dropped (closed, its
-        // slot given back).
-        let _ = park::submit(shared, job);
+        let Some(conn) = conn::open(shared, stream, id, park::ActiveSlot(Arc::clone(shared))) else { return };
+        // Parked until its first request, so that accepting never waits for
+        // a thread; without the parking thread, a pool thread takes it, and
+        // without a thread it is closed.
+        if let Err(conn) = shared.parking.park(conn) {
+            if let Err(conn) = park::submit(shared, conn) {
+                conn::close(conn);
+            }
+        }
     }
 }

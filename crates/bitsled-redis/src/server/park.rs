@@ -1,8 +1,9 @@
 //! Threads for connections that are doing something, none for idle ones.
 //!
-//! A connection runs on a thread of the pool ([`Pool`]) while it has
-//! requests: blocking reads, a batch at a time (`conn.rs`). A connection
-//! idle for a tick (nothing received for 1 s, nothing pending in or out,
+//! A new connection starts parked (below), so the accept loop only
+//! accepts. A connection runs on a thread of the pool ([`Pool`]) while it
+//! has requests: blocking reads, a batch at a time (`conn.rs`). A connection
+//! idle for 100 ms (nothing received, nothing pending in or out,
 //! no subscription or tracking that could push to it) is *parked*: its
 //! state goes into [`Parking`]'s table, its socket into an epoll set, and
 //! its thread goes back to the pool. The parking thread waits on the
@@ -17,7 +18,6 @@
 //! exits.
 
 use std::collections::HashMap;
-use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -37,13 +37,8 @@ const THREAD_IDLE_EXIT: Duration = Duration::from_secs(2);
 /// never reach it).
 const WAKE: Token = Token(usize::MAX);
 
-/// Work for a pool thread.
-pub(super) enum Job {
-    /// A new connection: its socket, client id and slot.
-    New(TcpStream, u64, ActiveSlot),
-    /// A parked connection whose socket became readable.
-    Resume(Box<Conn>),
-}
+/// Work for a pool thread: a connection to serve until it ends or parks.
+pub(super) type Job = Box<Conn>;
 
 /// A connection counted in the server's `active` total; dropping it (the
 /// connection ended, however) takes it out and wakes a shutdown waiting
@@ -123,10 +118,7 @@ pub(super) fn submit(shared: &Arc<Shared>, job: Job) -> Result<(), Job> {
 fn work(shared: &Arc<Shared>, job: Job) {
     let mut next = Some(job);
     while let Some(job) = next.take() {
-        match job {
-            Job::New(stream, id, slot) => conn::serve(shared, stream, id, slot),
-            Job::Resume(c) => conn::resume(c),
-        }
+        conn::resume(job);
         next = wait_for_job(&shared.pool);
     }
 }
@@ -263,7 +255,7 @@ fn watch(shared: &Arc<Shared>, mut poll: Poll) {
             }
             let Ok(id) = u64::try_from(event.token().0) else { continue };
             let Some(c) = parking.unpark(&mut parking.parked.lock(), id) else { continue };
-            if let Err(Job::Resume(c)) = submit(shared, Job::Resume(c)) {
+            if let Err(c) = submit(shared, c) {
                 // No thread for it now (the system refused one): it stays
                 // parked, its socket reported again at once.
                 std::thread::sleep(Duration::from_millis(10));
