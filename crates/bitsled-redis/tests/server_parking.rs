@@ -133,3 +133,51 @@ fn subscribers_are_not_parked() {
     sub.write_all(b"UNSUBSCRIBE\r\n").unwrap();
     s.stop();
 }
+
+/// Invariant: a parked client that others redirect their invalidations to
+/// (CLIENT TRACKING ... REDIRECT, RESP3) receives every invalidation even
+/// when they are more than its socket takes at once, without sending
+/// anything itself: the rest is sent by a thread the parked client is
+/// resumed on.
+#[test]
+fn a_parked_redirect_target_receives_every_invalidation() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let s = server::start(dir.path(), ServerConfig::new());
+    let port = s.addr.port();
+    let mut target = s.raw();
+    target.write_all(b"HELLO 3\r\nCLIENT ID\r\n").unwrap();
+    // HELLO's map, then the id.
+    let mut seen = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !seen.ends_with(b"\r\n") || !seen.windows(3).any(|w| w == b"\r\n:") {
+        let n = target.read(&mut chunk).unwrap();
+        assert!(n > 0, "the target was closed");
+        seen.extend_from_slice(&chunk[..n]);
+    }
+    let text = String::from_utf8_lossy(&seen).to_string();
+    let id: u64 = text.rsplit("\r\n:").next().and_then(|t| t.trim_end().parse().ok()).expect("CLIENT ID");
+    assert!(eventually(|| clients_field(port, "bitsled_parked_clients") >= 1));
+
+    let mut writer = wire::Client::connect(port);
+    assert_eq!(writer.call(&words(&format!("CLIENT TRACKING on REDIRECT {id} BCAST"))), b"+OK\r\n");
+    let keys: Vec<String> = (0..1700).map(|i| format!("{i:04}{}", "k".repeat(3996))).collect();
+    let mut want = 0usize;
+    for k in &keys {
+        assert_eq!(writer.call(&[b"SET".to_vec(), k.as_bytes().to_vec(), b"v".to_vec()]), b"+OK\r\n");
+        want += format!(">2\r\n$10\r\ninvalidate\r\n*1\r\n${}\r\n{k}\r\n", k.len()).len();
+    }
+    // The target only reads.
+    target.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut got = 0usize;
+    let mut buf = vec![0u8; 1 << 16];
+    while got < want {
+        match target.read(&mut buf) {
+            Ok(0) => panic!("the target was closed after {got} of {want} bytes"),
+            Ok(n) => got += n,
+            Err(e) => panic!("after {got} of {want} bytes: {e}"),
+        }
+    }
+    assert_eq!(got, want);
+    s.stop();
+}

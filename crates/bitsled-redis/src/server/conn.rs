@@ -213,12 +213,21 @@ impl Conn {
         self.tick()
     }
 
+    /// Whether output waits to be sent (pushes made while it was parked).
+    pub(super) fn has_output(&self) -> bool {
+        self.info.outbox.lock().pending() > 0
+    }
+
     /// Whether nothing is pending in or out and nothing may be pushed to
-    /// the client, so that it can wait without a thread.
+    /// the client, so that it can wait without a thread. (A push to a
+    /// parked client, as an invalidation for a client that others
+    /// redirect theirs to, sends what the socket takes; the parking
+    /// thread resumes the client for the rest.)
     fn parkable(&self) -> bool {
         !self.session.subscribed()
             && self.session.tracking.is_none()
             && self.lo == self.hi
+            && !self.parser.in_request()
             && !(self.close || self.kill || self.eof)
             && !self.shared.shutting_down.load(Ordering::SeqCst)
             && self.info.outbox.lock().pending() == 0

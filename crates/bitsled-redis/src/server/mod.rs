@@ -547,7 +547,7 @@ struct Shared {
     /// shutdown.
     active: Mutex<usize>,
     /// The threads connections run on.
-    pool: park::Pool,
+    pool: Arc<park::Pool>,
     /// Idle connections, waiting without a thread.
     parking: park::Parking,
     idle: Condvar,
@@ -667,7 +667,7 @@ impl Server {
             clients: Mutex::new(HashMap::new()),
             clients_mem: AtomicUsize::new(0),
             active: Mutex::new(0),
-            pool: park::Pool::default(),
+            pool: Arc::default(),
             parking: park::Parking::new()?,
             idle: Condvar::new(),
             next_id: AtomicU64::new(1),

@@ -11,11 +11,13 @@
 //! closing, a CLIENT KILL or a shutdown shutting the socket), the
 //! connection leaves the table and a pool thread resumes it. Every tick
 //! the parking thread also runs each parked connection's idle checks (the
-//! `timeout` setting), closing those past it.
+//! `timeout` setting), closing those past it, and resumes those that a
+//! push (an invalidation redirected to them) left output for.
 //!
 //! So an idle client costs its state and its (released) buffers, not a
 //! thread. A pool thread left with nothing to do for [`THREAD_IDLE_EXIT`]
-//! exits.
+//! exits; a waiting thread holds the pool, not the server, so nothing of
+//! the database outlives the server's last connection.
 
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
@@ -86,8 +88,9 @@ impl Pool {
 
 /// Gives `job` to the thread that waited least, or to a new one; the job
 /// back if no thread could be started for it.
-pub(super) fn submit(shared: &Arc<Shared>, job: Job) -> Result<(), Job> {
-    let mut st = shared.pool.state.lock();
+pub(super) fn submit(shared: &Shared, job: Job) -> Result<(), Job> {
+    let pool = &shared.pool;
+    let mut st = pool.state.lock();
     if let Some(waiting) = st.idle.pop() {
         drop(st);
         *waiting.job.lock() = Some(job);
@@ -99,32 +102,45 @@ pub(super) fn submit(shared: &Arc<Shared>, job: Job) -> Result<(), Job> {
     // Shared with the thread, so that a thread that cannot start gives
     // the job back.
     let first = Arc::new(Mutex::new(Some(job)));
-    let (for_thread, first_for_thread) = (Arc::clone(shared), Arc::clone(&first));
+    let (for_thread, first_for_thread) = (Arc::clone(pool), Arc::clone(&first));
+    // A waiting thread holds the pool only, not the server: once its
+    // connections are gone, nothing of the database stays with it.
     let spawned = std::thread::Builder::new().name("bitsled-client".into()).spawn(move || {
+        let counted = Counted(for_thread);
         if let Some(job) = first_for_thread.lock().take() {
-            work(&for_thread, job);
+            work(&counted.0, job);
         }
     });
     if spawned.is_ok() {
         return Ok(());
     }
-    shared.pool.state.lock().threads -= 1;
+    pool.state.lock().threads -= 1;
     let job = first.lock().take();
     job.map_or(Ok(()), Err)
 }
 
+/// A pool thread's place in the count, given back however it ends (a
+/// panic included).
+struct Counted(Arc<Pool>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.state.lock().threads -= 1;
+    }
+}
+
 /// A pool thread: runs `job`, then the jobs handed to it, until none comes
 /// for [`THREAD_IDLE_EXIT`].
-fn work(shared: &Arc<Shared>, job: Job) {
+fn work(pool: &Pool, job: Job) {
     let mut next = Some(job);
     while let Some(job) = next.take() {
         conn::resume(job);
-        next = wait_for_job(&shared.pool);
+        next = wait_for_job(pool);
     }
 }
 
 /// Waits on the pool's stack for a job; `None` if none came in time (the
-/// thread is then off the stack and out of the count).
+/// thread is then off the stack).
 fn wait_for_job(pool: &Pool) -> Option<Job> {
     let handoff = Arc::new(Handoff::default());
     pool.state.lock().idle.push(Arc::clone(&handoff));
@@ -137,7 +153,6 @@ fn wait_for_job(pool: &Pool) -> Option<Job> {
     let mut st = pool.state.lock();
     if let Some(i) = st.idle.iter().position(|h| Arc::ptr_eq(h, &handoff)) {
         st.idle.remove(i);
-        st.threads -= 1;
         return None;
     }
     drop(st);
@@ -237,9 +252,11 @@ pub(super) fn start(shared: &Arc<Shared>) -> Option<std::thread::JoinHandle<()>>
 
 /// The parking thread: resumes parked connections whose sockets became
 /// readable, runs their idle checks every tick, and closes those left
-/// when it stops.
+/// when it stops (or fails).
 fn watch(shared: &Arc<Shared>, mut poll: Poll) {
     let parking = &shared.parking;
+    // However this thread ends, nothing parks any more.
+    let _running = Running(parking);
     let mut events = Events::with_capacity(1024);
     let mut last_tick = Instant::now();
     while parking.running.load(Ordering::SeqCst) {
@@ -247,6 +264,7 @@ fn watch(shared: &Arc<Shared>, mut poll: Poll) {
             if e.kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
+            eprintln!("bitsled serve: waiting on idle connections failed ({e}); they are closed");
             break;
         }
         for event in &events {
@@ -255,31 +273,69 @@ fn watch(shared: &Arc<Shared>, mut poll: Poll) {
             }
             let Ok(id) = u64::try_from(event.token().0) else { continue };
             let Some(c) = parking.unpark(&mut parking.parked.lock(), id) else { continue };
-            if let Err(c) = submit(shared, c) {
-                // No thread for it now (the system refused one): it stays
-                // parked, its socket reported again at once.
-                std::thread::sleep(Duration::from_millis(10));
-                if let Err(c) = parking.park(c) {
-                    conn::close(c);
-                }
-            }
+            hand_over(shared, c);
         }
         if last_tick.elapsed() >= TICK {
             last_tick = Instant::now();
-            close_parked(parking, |c| !c.idle_tick());
+            tick(shared);
         }
     }
-    // Stopped (the server is done): close what is left.
-    close_parked(parking, |_| true);
+    // Stopped (the server is done) or failed: no more parking, and what
+    // is parked is closed.
+    parking.running.store(false, Ordering::SeqCst);
+    let mut parked = parking.parked.lock();
+    let ids: Vec<u64> = parked.keys().copied().collect();
+    let left: Vec<Box<Conn>> = ids.into_iter().filter_map(|id| parking.unpark(&mut parked, id)).collect();
+    drop(parked);
+    for c in left {
+        conn::close(c);
+    }
 }
 
-/// Closes the parked connections `over` picks (outside the table's lock).
-fn close_parked(parking: &Parking, mut over: impl FnMut(&mut Conn) -> bool) {
+/// Clears [`Parking::running`] when the parking thread ends.
+struct Running<'a>(&'a Parking);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.running.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Gives a connection taken out of the table to a pool thread.
+fn hand_over(shared: &Shared, c: Box<Conn>) {
+    if let Err(c) = submit(shared, c) {
+        // No thread for it now (the system refused one): it stays parked,
+        // its socket reported again at once.
+        std::thread::sleep(Duration::from_millis(10));
+        if let Err(c) = shared.parking.park(c) {
+            conn::close(c);
+        }
+    }
+}
+
+/// The parked connections' checks, once a tick: those idle past the
+/// timeout are closed; those that pushes left output for (a publisher or
+/// an invalidation sends what the socket takes at once, never waiting) are
+/// resumed, so that a thread sends the rest.
+fn tick(shared: &Shared) {
+    let parking = &shared.parking;
     let mut parked = parking.parked.lock();
-    let ids: Vec<u64> = parked.iter_mut().filter_map(|(&id, c)| over(c).then_some(id)).collect();
-    let closing: Vec<Box<Conn>> = ids.into_iter().filter_map(|id| parking.unpark(&mut parked, id)).collect();
+    let mut over = Vec::new();
+    let mut pending = Vec::new();
+    for (&id, c) in parked.iter_mut() {
+        if !c.idle_tick() {
+            over.push(id);
+        } else if c.has_output() {
+            pending.push(id);
+        }
+    }
+    let over: Vec<Box<Conn>> = over.into_iter().filter_map(|id| parking.unpark(&mut parked, id)).collect();
+    let pending: Vec<Box<Conn>> = pending.into_iter().filter_map(|id| parking.unpark(&mut parked, id)).collect();
     drop(parked);
-    for c in closing {
+    for c in over {
         conn::close(c);
+    }
+    for c in pending {
+        hand_over(shared, c);
     }
 }
