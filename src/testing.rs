@@ -17,7 +17,7 @@ pub use crate::page::{Encoding, PageError};
 
 /// A database over a store that fails on command (see
 /// `crates/bitsled-testkit`'s `fault_check`).
-pub use crate::engine::fault::{open_faulty, Faults};
+pub use crate::engine::fault::{open_faulty, open_with_faults, Faults};
 
 /// Opens the sled database of a closed store directly (to damage or
 /// inspect its records), waiting up to 2 s for a handle just dropped to let

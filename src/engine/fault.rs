@@ -20,10 +20,14 @@ pub struct Faults {
     fail_sync: AtomicBool,
     /// Free bytes the store reports (negative: the real disk's).
     free_bytes: AtomicI64,
+    /// Scans panic.
+    scans_panic: AtomicBool,
 }
 
 impl Faults {
-    fn new() -> Arc<Faults> {
+    /// No faults.
+    #[must_use]
+    pub fn new() -> Arc<Faults> {
         let f = Faults::default();
         f.fail_apply_after.store(-1, Ordering::SeqCst);
         f.free_bytes.store(-1, Ordering::SeqCst);
@@ -45,6 +49,12 @@ impl Faults {
     /// Every `sync` fails while `on`.
     pub fn fail_sync(&self, on: bool) {
         self.fail_sync.store(on, Ordering::SeqCst);
+    }
+
+    /// Scans panic while `on` (as sled does on some damage it meets while
+    /// reading).
+    pub fn panic_on_scan(&self, on: bool) {
+        self.scans_panic.store(on, Ordering::SeqCst);
     }
 
     /// The store reports `bytes` free on its disk (`None`: what the disk
@@ -71,9 +81,11 @@ impl Store for FaultStore {
         self.inner.get(key)
     }
     fn scan(&self, from: &[u8], to: &[u8]) -> Scan {
+        assert!(!self.faults.scans_panic.load(Ordering::SeqCst), "injected fault: a panic in a scan");
         self.inner.scan(from, to)
     }
     fn scan_prefix(&self, prefix: &[u8]) -> Scan {
+        assert!(!self.faults.scans_panic.load(Ordering::SeqCst), "injected fault: a panic in a scan");
         self.inner.scan_prefix(prefix)
     }
     fn last_at_or_before(&self, key: &[u8]) -> Result<Option<(Bytes, Bytes)>> {
@@ -123,10 +135,20 @@ impl Store for FaultStore {
 /// As [`crate::Config::open`].
 pub fn open_faulty(config: crate::Config) -> Result<(crate::Db, Arc<Faults>)> {
     let faults = Faults::new();
+    let db = open_with_faults(config, Arc::clone(&faults))?;
+    Ok((db, faults))
+}
+
+/// Opens a database over a FaultStore whose faults are set beforehand (so
+/// that the open itself meets them).
+///
+/// # Errors
+/// As [`crate::Config::open`], and the faults' errors.
+pub fn open_with_faults(config: crate::Config, faults: Arc<Faults>) -> Result<crate::Db> {
     let inner = SledStore::open(&config.path, config.store_cache_bytes)?;
-    let store = FaultStore { inner: Box::new(inner), faults: Arc::clone(&faults) };
-    let engine = super::Engine::open_on(config, Box::new(store))?;
-    Ok((crate::Db::handle(engine, 0), faults))
+    let store = FaultStore { inner: Box::new(inner), faults };
+    let engine = super::Engine::open_caught(config, Box::new(store))?;
+    Ok(crate::Db::handle(engine, 0))
 }
 
 #[cfg(test)]
@@ -139,6 +161,30 @@ mod tests {
 
     fn config(dir: &Path) -> Config {
         Config::new(dir).flush_interval(None)
+    }
+
+    /// Invariant: a store that panics while the open reads it (as sled
+    /// does on some damage) makes the open fail with `Corrupted` naming
+    /// the store, never a panic through the caller; the same store opens
+    /// once the fault is gone.
+    #[test]
+    fn a_panic_of_the_store_at_open_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path()).unwrap();
+        db.set(b"k", b"v").unwrap();
+        drop(db);
+        let faults = Faults::new();
+        faults.panic_on_scan(true);
+        match open_with_faults(config(dir.path()), Arc::clone(&faults)) {
+            Err(Error::Corrupted { key, reason, .. }) => {
+                assert_eq!(key, "<store>");
+                assert!(reason.contains("injected fault: a panic in a scan"), "{reason}");
+            }
+            other => panic!("expected Corrupted, got {:?}", other.map(|_| ())),
+        }
+        faults.panic_on_scan(false);
+        let db = open_with_faults(config(dir.path()), faults).unwrap();
+        assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
     }
 
     /// Invariant: a write-back whose batch the store refuses poisons the

@@ -170,7 +170,17 @@ impl Engine {
     /// Opens (or creates) the database `config` describes, on sled.
     pub(crate) fn open(config: Config) -> Result<Arc<Engine>> {
         let store = SledStore::open(&config.path, config.store_cache_bytes)?;
-        Engine::open_on(config, Box::new(store))
+        Engine::open_caught(config, Box::new(store))
+    }
+
+    /// [`Engine::open_on`], with a panic of the store turned into an error:
+    /// the reads at open (superblock, catalog, delta records, reclaim
+    /// markers) can meet damage sled only notices by panicking, and that is
+    /// an error naming the store, as a panic in sled's own open is.
+    fn open_caught(config: Config, store: Box<dyn Store>) -> Result<Arc<Engine>> {
+        let dir = config.path.clone();
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Engine::open_on(config, store)))
+            .unwrap_or_else(|payload| Err(store::panicked(&dir, &*payload)))
     }
 
     /// Opens the engine over `store`: checks (or writes) the superblock and

@@ -127,8 +127,13 @@ impl SledStore {
 /// threads replacing or using it (a library cannot know who else does), so
 /// the binary, which owns the process, is the one that may silence it.
 fn open_sled(config: &sled::Config, dir: &Path) -> Result<sled::Result<sled::Db>> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| config.open()))
-        .map_err(|payload| damaged(dir, &format!("sled panicked while reading them: {}", panic_text(&*payload))))
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| config.open())).map_err(|payload| panicked(dir, &*payload))
+}
+
+/// The error for sled panicking (with `payload`) while reading the store
+/// in `dir`.
+pub(super) fn panicked(dir: &Path, payload: &(dyn std::any::Any + Send)) -> Error {
+    damaged(dir, &format!("sled panicked while reading them: {}", panic_text(payload)))
 }
 
 /// The message of a panic's payload (a `&str` or a `String` for every
