@@ -26,9 +26,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::link::Link;
-use super::park::ActiveSlot;
 use super::resp::{Parsed, Parser};
-use super::{ClientInfo, Shared};
+use super::{ActiveSlot, ClientInfo, Shared};
 use crate::command::{Close, Reply, Session};
 use bitsled::Durability;
 

@@ -555,6 +555,19 @@ struct Shared {
     shutting_down: AtomicBool,
 }
 
+/// A connection counted in the server's `active` total; dropping it (the
+/// connection ended, however) takes it out and wakes a shutdown waiting
+/// for zero.
+struct ActiveSlot(Arc<Shared>);
+
+impl Drop for ActiveSlot {
+    fn drop(&mut self) {
+        let mut active = self.0.active.lock();
+        *active -= 1;
+        self.0.idle.notify_all();
+    }
+}
+
 impl Shared {
     /// The memory of every connection (the sum of their `tot-mem`s).
     fn clients_bytes(&self) -> u64 {
@@ -770,7 +783,7 @@ impl Server {
             *active += 1;
         }
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-        let Some(conn) = conn::open(shared, stream, id, park::ActiveSlot(Arc::clone(shared))) else { return };
+        let Some(conn) = conn::open(shared, stream, id, ActiveSlot(Arc::clone(shared))) else { return };
         // Parked until its first request, so that accepting never waits for
         // a thread; without the parking thread, a pool thread takes it, and
         // without a thread it is closed.

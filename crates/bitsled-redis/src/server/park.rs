@@ -42,19 +42,6 @@ const WAKE: Token = Token(usize::MAX);
 /// Work for a pool thread: a connection to serve until it ends or parks.
 pub(super) type Job = Box<Conn>;
 
-/// A connection counted in the server's `active` total; dropping it (the
-/// connection ended, however) takes it out and wakes a shutdown waiting
-/// for zero.
-pub(super) struct ActiveSlot(pub(super) Arc<Shared>);
-
-impl Drop for ActiveSlot {
-    fn drop(&mut self) {
-        let mut active = self.0.active.lock();
-        *active -= 1;
-        self.0.idle.notify_all();
-    }
-}
-
 /// The connection threads. A thread that finishes a job waits for the
 /// next one on a stack: the one that waited least takes the next job, so
 /// under a light load the same few threads serve it and the others run out
