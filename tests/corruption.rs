@@ -185,39 +185,3 @@ fn damaged_delta_record_refuses_the_open() {
         );
     }
 }
-
-/// Invariant: a string whose page record holds another value's page (each
-/// page sound on its own, as a store that mixed its records up would
-/// return) is not read as that other value: GET reports the key as
-/// corrupted, because the pages' set bits do not add up to its metadata's
-/// count.
-#[test]
-fn a_page_of_another_value_is_reported_by_get() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path());
-    let a: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
-    let b: Vec<u8> = (0..3000u32).map(|i| (i % 7) as u8 | 0x80).collect();
-    db.set(b"a", &a).unwrap();
-    db.set(b"b", &b).unwrap();
-    db.flush().unwrap();
-    drop(db);
-    // Both values are one page record each; give `a`'s key `b`'s page.
-    let store = bitsled::testing::open_raw_store(dir.path()).unwrap();
-    let pages: Vec<(Vec<u8>, Vec<u8>)> =
-        store.scan_prefix([PAGE_NS]).map(|r| r.unwrap()).map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
-    assert_eq!(pages.len(), 2, "each value is one page record");
-    store.insert(&pages[0].0, pages[1].1.clone()).unwrap();
-    store.insert(&pages[1].0, pages[0].1.clone()).unwrap();
-    store.flush().unwrap();
-    drop(store);
-    let db = open(dir.path());
-    for key in [&b"a"[..], b"b"] {
-        match db.get(key) {
-            Err(Error::Corrupted { key: k, reason, .. }) => {
-                assert_eq!(k.as_bytes(), key);
-                assert!(reason.contains("set bits"), "{reason}");
-            }
-            other => panic!("GET {key:?} gave {other:?}, not an error"),
-        }
-    }
-}

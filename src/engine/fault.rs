@@ -20,8 +20,9 @@ pub struct Faults {
     fail_sync: AtomicBool,
     /// Free bytes the store reports (negative: the real disk's).
     free_bytes: AtomicI64,
-    /// Scans panic.
-    scans_panic: AtomicBool,
+    /// Scans still made normally before every further one panics
+    /// (negative: none panics).
+    scans_before_panic: AtomicI64,
 }
 
 impl Faults {
@@ -31,6 +32,7 @@ impl Faults {
         let f = Faults::default();
         f.fail_apply_after.store(-1, Ordering::SeqCst);
         f.free_bytes.store(-1, Ordering::SeqCst);
+        f.scans_before_panic.store(-1, Ordering::SeqCst);
         Arc::new(f)
     }
 
@@ -51,10 +53,19 @@ impl Faults {
         self.fail_sync.store(on, Ordering::SeqCst);
     }
 
-    /// Scans panic while `on` (as sled does on some damage it meets while
-    /// reading).
-    pub fn panic_on_scan(&self, on: bool) {
-        self.scans_panic.store(on, Ordering::SeqCst);
+    /// After `n` more scans every scan panics (as sled does on some damage
+    /// it meets while reading); `None`: none does.
+    pub fn panic_on_scan_after(&self, n: Option<u32>) {
+        self.scans_before_panic.store(n.map_or(-1, i64::from), Ordering::SeqCst);
+    }
+
+    /// Counts a scan; panics if scans are to panic by now.
+    fn scan_or_panic(&self) {
+        let left = self.scans_before_panic.load(Ordering::SeqCst);
+        assert!(left != 0, "injected fault: a panic in a scan");
+        if left > 0 {
+            self.scans_before_panic.store(left - 1, Ordering::SeqCst);
+        }
     }
 
     /// The store reports `bytes` free on its disk (`None`: what the disk
@@ -81,11 +92,11 @@ impl Store for FaultStore {
         self.inner.get(key)
     }
     fn scan(&self, from: &[u8], to: &[u8]) -> Scan {
-        assert!(!self.faults.scans_panic.load(Ordering::SeqCst), "injected fault: a panic in a scan");
+        self.faults.scan_or_panic();
         self.inner.scan(from, to)
     }
     fn scan_prefix(&self, prefix: &[u8]) -> Scan {
-        assert!(!self.faults.scans_panic.load(Ordering::SeqCst), "injected fault: a panic in a scan");
+        self.faults.scan_or_panic();
         self.inner.scan_prefix(prefix)
     }
     fn last_at_or_before(&self, key: &[u8]) -> Result<Option<(Bytes, Bytes)>> {
@@ -164,33 +175,41 @@ mod tests {
     }
 
     /// Invariant: a store that panics while the open reads it (as sled
-    /// does on some damage) makes the open fail with `Corrupted` naming
-    /// the store, never a panic through the caller; the same store opens
-    /// once the fault is gone.
+    /// does on some damage), before or after the engine exists, makes the
+    /// open fail with `Corrupted` naming the store: never a panic through
+    /// the caller, never an abort (the engine dropped while unwinding does
+    /// not write); the same store opens, whole, once the fault is gone.
     #[test]
     fn a_panic_of_the_store_at_open_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(dir.path()).unwrap();
         db.set(b"k", b"v").unwrap();
+        db.flush().unwrap();
+        // A change left in a delta record, so that the open replays it.
+        db.set(b"k2", b"w").unwrap();
         drop(db);
-        let faults = Faults::new();
-        faults.panic_on_scan(true);
-        match open_with_faults(config(dir.path()), Arc::clone(&faults)) {
-            Err(Error::Corrupted { key, reason, .. }) => {
-                assert_eq!(key, "<store>");
-                assert!(reason.contains("injected fault: a panic in a scan"), "{reason}");
+        let mut refused = Vec::new();
+        for n in 0..12 {
+            let faults = Faults::new();
+            faults.panic_on_scan_after(Some(n));
+            match open_with_faults(config(dir.path()), faults) {
+                Err(Error::Corrupted { key, reason, .. }) => {
+                    assert_eq!(key, "<store>");
+                    assert!(reason.contains("injected fault: a panic in a scan"), "{reason}");
+                    refused.push(n);
+                }
+                Ok(db) => drop(db),
+                Err(e) => panic!("after {n} scans: expected Corrupted, got {e}"),
             }
-            other => panic!("expected Corrupted, got {:?}", other.map(|_| ())),
         }
-        faults.panic_on_scan(false);
-        let db = open_with_faults(config(dir.path()), faults).unwrap();
+        // Panics both before the engine exists (the first scan) and after
+        // (the delta records' replay).
+        assert!(refused.contains(&0) && refused.iter().any(|&n| n >= 3), "{refused:?}");
+        let db = open_with_faults(config(dir.path()), Faults::new()).unwrap();
         assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+        assert_eq!(db.get(b"k2").unwrap().as_deref(), Some(&b"w"[..]));
     }
 
-    /// Invariant: a write-back whose batch the store refuses poisons the
-    /// handle: the flush reports the store's error, every later write is
-    /// refused with `Poisoned`, reads keep working, and a reopen finds
-    /// exactly what the last successful flush acknowledged.
     #[test]
     fn failed_write_back_poisons_and_reopen_keeps_the_acknowledged_state() {
         let dir = tempfile::tempdir().unwrap();

@@ -524,6 +524,12 @@ impl Engine {
 impl Drop for Engine {
     fn drop(&mut self) {
         self.stop_background();
+        // Dropped while a panic unwinds (the store panicked during the
+        // open, say): writing would read the same store again, and a
+        // second panic there would abort the process.
+        if std::thread::panicking() {
+            return;
+        }
         // Best effort: a failure here has no caller to report to, and what
         // the last flush acknowledged is safe either way.
         let _ = self.flush();

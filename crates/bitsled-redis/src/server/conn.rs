@@ -279,7 +279,14 @@ impl Conn {
     /// Sets the read timeout for the session's state (shorter while it is
     /// subscribed); false if the socket refuses.
     fn set_tick(&mut self) -> bool {
-        let tick = if self.session.subscribed() { SUBSCRIBED_TICK } else { PARK_AFTER };
+        let tick = if self.session.subscribed() {
+            SUBSCRIBED_TICK
+        } else if self.session.tracking.is_some() {
+            // Never parked: it wakes only for its idle checks.
+            TICK
+        } else {
+            PARK_AFTER
+        };
         if tick != self.tick {
             self.tick = tick;
             return self.info.stream.set_read_timeout(Some(tick)).is_ok();

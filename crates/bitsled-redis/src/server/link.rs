@@ -163,7 +163,19 @@ impl Host for Link {
         let sh = &self.shared;
         match (name, value) {
             ("appendfsync", Setting::Name(n)) => sh.db.set_durability(n.parse::<Fsync>()?.into()),
-            ("maxclients", Setting::Int(n)) => sh.settings.set_max_clients(usize::try_from(n).unwrap_or(usize::MAX)),
+            ("maxclients", Setting::Int(n)) => {
+                // As Redis: the open-file limit is raised to fit them, or
+                // the value is refused.
+                let n = usize::try_from(n).unwrap_or(usize::MAX);
+                let files = super::limits::fit_open_files(n)?;
+                if files.max_clients < n {
+                    return Err(format!(
+                        "The operating system is not able to handle the specified number of clients, try with {}",
+                        files.max_clients
+                    ));
+                }
+                sh.settings.set_max_clients(n);
+            }
             ("maxmemory", Setting::Bytes(n)) => sh.settings.set_maxmemory(n, &sh.db).map_err(|e| e.to_string())?,
             ("maxmemory-policy", Setting::Name(n)) => sh.settings.set_policy(n),
             ("notify-keyspace-events", Setting::Events(classes)) => sh.settings.set_keyspace_events(classes),
