@@ -113,6 +113,8 @@ fn main() -> Res<()> {
             other => return Err(format!("unknown argument {other:?} (--trials N, --seed S)").into()),
         }
     }
+    // Each outcome's details (refusals, wrong keys, verify's first problem).
+    let verbose = std::env::var_os("DAMAGE_VERBOSE").is_some();
     let tmp = tempfile::tempdir()?;
     let base = tmp.path().join("base");
     let want = build(&base)?;
@@ -147,7 +149,7 @@ fn main() -> Res<()> {
         std::fs::write(&path, &bytes)?;
         let outcome = match Config::new(&copy).flush_interval(None).open() {
             Err(e) => {
-                if std::env::var_os("DAMAGE_VERBOSE").is_some() {
+                if verbose {
                     println!("refused: {} byte {offset} bit {bit}: {e}", rel.display());
                 }
                 Outcome::RefusedAtOpen
@@ -158,7 +160,7 @@ fn main() -> Res<()> {
                     let ok = match w {
                         Want::Value(v) => match db.get(key) {
                             Ok(Some(got)) => {
-                                if got != *v && std::env::var_os("DAMAGE_VERBOSE").is_some() {
+                                if got != *v && verbose {
                                     let diff = got.iter().zip(v).filter(|(a, b)| a != b).count();
                                     println!(
                                         "  {}: {} bytes read, {} written, {diff} differ",
@@ -170,7 +172,7 @@ fn main() -> Res<()> {
                                 got == *v
                             }
                             Ok(None) => {
-                                if std::env::var_os("DAMAGE_VERBOSE").is_some() {
+                                if verbose {
                                     println!("  {}: missing", String::from_utf8_lossy(key));
                                 }
                                 false
@@ -201,7 +203,7 @@ fn main() -> Res<()> {
                 let report = db.verify();
                 if report.as_ref().map_or(true, |r| !r.is_ok()) {
                     verify_found += 1;
-                    if std::env::var_os("DAMAGE_VERBOSE").is_some() {
+                    if verbose {
                         match &report {
                             Ok(r) => println!("  verify: {:?}", r.problems.first()),
                             Err(e) => println!("  verify failed: {e}"),

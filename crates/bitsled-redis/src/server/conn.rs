@@ -206,12 +206,6 @@ impl Conn {
         &self.info.stream
     }
 
-    /// The idle checks of a parked connection, once a tick: false if it
-    /// has been idle past the timeout (it is to be closed).
-    pub(super) fn idle_tick(&mut self) -> bool {
-        self.tick()
-    }
-
     /// Whether output waits to be sent (pushes made while it was parked).
     pub(super) fn has_output(&self) -> bool {
         self.info.outbox.lock().pending() > 0
@@ -294,10 +288,10 @@ impl Conn {
         true
     }
 
-    /// A tick passed with nothing received: false if the client has been
-    /// idle past the timeout (the connection ends); gives back an idle
-    /// client's empty input buffer.
-    fn tick(&mut self) -> bool {
+    /// A tick passed with nothing received (on its thread, or parked):
+    /// false if the client has been idle past the timeout (the connection
+    /// ends); gives back an idle client's empty input buffer.
+    pub(super) fn tick(&mut self) -> bool {
         let idle = self.info.last_active.lock().elapsed();
         // As in Redis, the timeout does not apply to a subscribed client.
         if !self.session.subscribed() && self.shared.settings.timeout().is_some_and(|t| idle > t) {

@@ -217,6 +217,13 @@ impl Parking {
         Some(c)
     }
 
+    /// Takes connections `ids` out of the table and their sockets out of
+    /// the epoll set.
+    #[allow(clippy::vec_box, reason = "each connection leaves the table to be handed on boxed, as a Job")]
+    fn unpark_all(&self, parked: &mut HashMap<u64, Box<Conn>>, ids: Vec<u64>) -> Vec<Box<Conn>> {
+        ids.into_iter().filter_map(|id| self.unpark(parked, id)).collect()
+    }
+
     /// Stops the parking thread; the connections still parked are closed.
     pub(super) fn stop(&self) {
         self.running.store(false, Ordering::SeqCst);
@@ -272,7 +279,7 @@ fn watch(shared: &Arc<Shared>, mut poll: Poll) {
     parking.running.store(false, Ordering::SeqCst);
     let mut parked = parking.parked.lock();
     let ids: Vec<u64> = parked.keys().copied().collect();
-    let left: Vec<Box<Conn>> = ids.into_iter().filter_map(|id| parking.unpark(&mut parked, id)).collect();
+    let left = parking.unpark_all(&mut parked, ids);
     drop(parked);
     for c in left {
         conn::close(c);
@@ -310,14 +317,14 @@ fn tick(shared: &Shared) {
     let mut over = Vec::new();
     let mut pending = Vec::new();
     for (&id, c) in parked.iter_mut() {
-        if !c.idle_tick() {
+        if !c.tick() {
             over.push(id);
         } else if c.has_output() {
             pending.push(id);
         }
     }
-    let over: Vec<Box<Conn>> = over.into_iter().filter_map(|id| parking.unpark(&mut parked, id)).collect();
-    let pending: Vec<Box<Conn>> = pending.into_iter().filter_map(|id| parking.unpark(&mut parked, id)).collect();
+    let over = parking.unpark_all(&mut parked, over);
+    let pending = parking.unpark_all(&mut parked, pending);
     drop(parked);
     for c in over {
         conn::close(c);
