@@ -19,6 +19,10 @@ pub use crate::page::{Encoding, PageError};
 /// `crates/bitsled-testkit`'s `fault_check`).
 pub use crate::engine::fault::{open_faulty, open_with_faults, Faults};
 
+/// The on-disk format version this build writes (byte 8 of the
+/// superblock, DESIGN.md section 3).
+pub const FORMAT_VERSION: u8 = crate::engine::record::FORMAT_VERSION;
+
 /// Opens the sled database of a closed store directly (to damage or
 /// inspect its records), waiting up to 2 s for a handle just dropped to let
 /// go of the directory's lock.

@@ -195,7 +195,7 @@ fn downgrade_to_format_2(dir: &Path) {
     }
     let mut superblock = store.get([0u8]).unwrap().unwrap().to_vec();
     assert!(store.scan_prefix([0x08u8]).next().is_none(), "no metadata delta record");
-    assert_eq!(superblock[8], 6, "written as format 6");
+    assert_eq!(superblock[8], bitsled::testing::FORMAT_VERSION, "written in the current format");
     superblock[8] = 2;
     let crc = crc32fast::hash(&superblock[..11]);
     superblock[11..15].copy_from_slice(&crc.to_le_bytes());
@@ -243,5 +243,5 @@ fn format_2_stores_open_and_regroup() {
     }
     // The superblock was rewritten: the store is in the current format.
     let store = bitsled::testing::open_raw_store(dir.path()).unwrap();
-    assert_eq!(store.get([0u8]).unwrap().unwrap()[8], 6);
+    assert_eq!(store.get([0u8]).unwrap().unwrap()[8], bitsled::testing::FORMAT_VERSION);
 }

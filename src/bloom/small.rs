@@ -154,22 +154,40 @@ pub(crate) fn peek(b: &[u8]) -> Result<Peeked, String> {
     Ok(Peeked { filter: f, expansion, nonscaling, bits_at: at })
 }
 
-/// The small form `b` (read by `p`) after one more item, whose bits are
-/// at `positions` of the array, was added: the item count goes up by one
-/// and the bits are set. The same bytes as [`encode`] of the grown header
-/// and bits, made in one pass.
-pub(crate) fn with_item_added(b: &[u8], p: &Peeked, positions: impl Iterator<Item = u64>) -> Vec<u8> {
+/// The small form `b` (read by `p`) after items were added: it counts
+/// `items` and the bits at `positions` of the array are set. The same
+/// bytes as [`encode`] of the grown header and bits, made in one pass.
+pub(crate) fn with_items(b: &[u8], p: &Peeked, items: u64, positions: &[u64]) -> Vec<u8> {
     let mut out = Vec::with_capacity(b.len() + 1);
     out.extend_from_slice(&b[..FIXED]);
     varint::put(&mut out, p.filter.capacity);
     varint::put(&mut out, u64::from(p.expansion));
-    varint::put(&mut out, p.filter.items + 1);
+    varint::put(&mut out, items);
     let start = out.len();
     out.extend_from_slice(&b[p.bits_at..]);
-    for pos in positions {
+    for &pos in positions {
         set_bit(&mut out[start..], pos);
     }
     out
+}
+
+/// The small form `b` after a delta record's Bloom bit change: it counts
+/// `items` and the bits at `positions` are set.
+///
+/// # Errors
+/// A description of what does not fit, never a panic: `b` is no small
+/// form, the count falls below the stored one or passes the capacity, or
+/// a position lies past the bits.
+pub(crate) fn with_recorded_bits(b: &[u8], items: u64, positions: &[u64]) -> Result<Vec<u8>, String> {
+    let p = peek(b)?;
+    let f = p.filter;
+    if items < f.items || items > f.capacity {
+        return Err(format!("{items} items against {} stored and a capacity of {}", f.items, f.capacity));
+    }
+    if let Some(&far) = positions.iter().find(|&&x| x >= f.bits) {
+        return Err(format!("bit {far} of a {}-bit filter", f.bits));
+    }
+    Ok(with_items(b, &p, items, positions))
 }
 
 #[cfg(test)]

@@ -470,11 +470,13 @@ impl Bucket {
     /// [`Bucket::upsert`], the entry used at `now` (Unix seconds; 0: not
     /// counted as a use).
     pub(crate) fn upsert_at(&mut self, name: &[u8], h: u32, meta: &Meta, now: u32) -> Option<u64> {
-        self.upsert_known(name, h, meta, now, None)
+        self.upsert_known(name, h, meta, now, None).map(|(expiry, _)| expiry)
     }
 
     /// [`Bucket::upsert_at`], with what a [`Bucket::find`] of `name` since
-    /// the bucket's last change found (`None`: nothing known).
+    /// the bucket's last change found (`None`: nothing known); of the
+    /// entry replaced, returns its expiry and whether it was already
+    /// marked changed.
     pub(crate) fn upsert_known(
         &mut self,
         name: &[u8],
@@ -482,7 +484,7 @@ impl Bucket {
         meta: &Meta,
         now: u32,
         known: Option<Option<usize>>,
-    ) -> Option<u64> {
+    ) -> Option<(u64, bool)> {
         // The entry is a whole state: a removal of the same name waiting
         // for a delta record is void (the record would apply it before the
         // entry; dropping it saves its bytes and keeps a removal list from
@@ -504,7 +506,7 @@ impl Bucket {
         meta: &Meta,
         changed: bool,
         now: u32,
-    ) -> Option<u64> {
+    ) -> Option<(u64, bool)> {
         let old = if let Some(i) = at {
             let (_, rest) = self.name_at(i);
             let (old_expiry, end) = entry_expiry_end(&self.arena, rest);
@@ -535,9 +537,10 @@ impl Bucket {
                 self.append(&name[self.prefix.len()..], meta)
             };
             let in_place = meta.changed_in_place;
+            let was_changed = self.head(i).changed();
             self.change_head(i, |hd| hd.with_offset(at, in_place).with_changed(changed || hd.changed()));
             self.touch(i, now);
-            Some(old_expiry)
+            Some((old_expiry, was_changed))
         } else {
             self.fit_prefix(name);
             self.push_new(name, h, meta, changed, now);

@@ -18,17 +18,23 @@
 //!  | ver | entries | entry ... | crc32 |
 //! ```
 //!
-//! - 1 byte: version, 2 (1: the entries of format 5 stores, still read).
+//! - 1 byte: version, 3 (2: format 6 stores, the same without Bloom bit
+//!   entries; 1: format 5 stores; both still read).
 //! - 4 bytes: number of entries (u32 LE).
 //! - the entries, each:
-//!   - version 2: varint keyspace; varint, the bytes the name shares with
+//!   - versions 2 and 3: varint keyspace; varint, the bytes the name shares with
 //!     the previous entry's name (0 for the first); varint, the length of
 //!     the rest of the name, then those bytes;
 //!   - version 1: 4 bytes keyspace (u32 LE); varint, the length of the
 //!     name, then the name's bytes;
 //!   - 1 byte: tag. [`TAG_REMOVED`] alone: the key was removed, nothing
-//!     follows. Otherwise a bucket entry's tag and the rest of its entry
-//!     exactly as in a bucket (`bucket::put_entry`).
+//!     follows. [`TAG_BLOOM_BITS`] (version 3): the key's small Bloom
+//!     filter gained items since the last record that holds it; then
+//!     varint, its item count now; varint, how many bits were set (at
+//!     least 1); the first bit's position, then each next one's distance
+//!     from the one before less 1 (positions strictly rise), as varints.
+//!     Otherwise a bucket entry's tag and the rest of its entry exactly as
+//!     in a bucket (`bucket::put_entry`).
 //! - 4 bytes: CRC-32 of everything before.
 //!
 //! Every name's hash lies in the record's shard. A record holds at most
@@ -37,7 +43,9 @@
 //! writer sorts a write-back's changes by keyspace and name (a removal
 //! before a new entry of the same name, which is the order they apply in),
 //! so that neighbouring names share their prefixes: a sign-in key's change
-//! costs about 20 bytes instead of about 33.
+//! costs about 20 bytes instead of about 33, and a BF.ADD to a filter
+//! that was already stored about 20 bytes instead of its whole ~170-byte
+//! entry.
 
 use super::entry::{read_entry, sealed_body, shared_len, Reader};
 use super::layout::{key_hash, shard_of};
@@ -46,12 +54,16 @@ use crate::error::{Error, Result};
 use crate::le::read_u32;
 use crate::varint;
 
-const VERSION: u8 = 2;
+const VERSION: u8 = 3;
+/// The version format 6 stores wrote: version 3 without Bloom bit entries.
+const VERSION_2: u8 = 2;
 /// The version format 5 stores wrote (names whole, keyspace in 4 bytes).
 const VERSION_1: u8 = 1;
 const HEADER: usize = 5;
 /// The tag of a removal (no bucket entry tag has bit 7).
 pub(crate) const TAG_REMOVED: u8 = 0x80;
+/// The tag of bits set in a small Bloom filter (version 3).
+pub(crate) const TAG_BLOOM_BITS: u8 = 0x81;
 /// Bytes of entries after which a record is closed and the next part
 /// begun: records stay far below the size sled moves to blob files.
 pub(crate) const PART_BYTES: usize = 8192;
@@ -62,21 +74,33 @@ pub(crate) const PART_BYTES: usize = 8192;
 /// before a name would pass it.
 const NAME_EXPANSION: usize = 16;
 
-/// One change: a key's new metadata, or `None` for its removal.
+/// One change of one key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct DeltaEntry {
     pub(crate) ks: u32,
     pub(crate) name: Vec<u8>,
-    pub(crate) meta: Option<Meta>,
+    pub(crate) change: Change,
 }
 
-/// One change held by a [`DeltaWriter`]: where its name and entry lie in
-/// the writer's arena.
+/// What a delta record says of a key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// The key was removed.
+    Removed,
+    /// The key's whole metadata entry.
+    Entry(Meta),
+    /// The key's small Bloom filter (stored before, in an entry or a
+    /// record the key's bucket applies first) now counts `items` and has
+    /// the bits at `positions` (strictly rising, at least one) set.
+    BloomBits { items: u64, positions: Vec<u64> },
+}
+
+/// One change held by a [`DeltaWriter`]: where its name and its encoded
+/// change (tag first) lie in the writer's arena.
 struct Held {
     ks: u32,
     name: (usize, usize),
-    /// The entry in record form; `None`: a removal.
-    entry: Option<(usize, usize)>,
+    change: (usize, usize),
 }
 
 /// Collects the changes of one shard in one write-back and encodes them
@@ -92,15 +116,25 @@ impl DeltaWriter {
     /// form, or `None` for its removal. A removal of a name must come
     /// before a new entry of the same name (the order they happened in).
     pub(crate) fn add(&mut self, ks: u32, name: &[u8], entry: Option<&[u8]>) {
+        self.hold(ks, name, |arena| match entry {
+            Some(e) => arena.extend_from_slice(e),
+            None => arena.push(TAG_REMOVED),
+        });
+    }
+
+    /// Adds the change of key `name` of keyspace `ks` whose small Bloom
+    /// filter, as the store last held it, gained the bits at `positions`
+    /// (sorted, no repeats, at least one) and now counts `items`.
+    pub(crate) fn add_bloom_bits(&mut self, ks: u32, name: &[u8], items: u64, positions: &[u64]) {
+        self.hold(ks, name, |arena| put_bloom_bits(arena, items, positions));
+    }
+
+    fn hold(&mut self, ks: u32, name: &[u8], put: impl FnOnce(&mut Vec<u8>)) {
         let at = self.arena.len();
         self.arena.extend_from_slice(name);
         let name = (at, self.arena.len());
-        let entry = entry.map(|e| {
-            let at = self.arena.len();
-            self.arena.extend_from_slice(e);
-            (at, self.arena.len())
-        });
-        self.held.push(Held { ks, name, entry });
+        put(&mut self.arena);
+        self.held.push(Held { ks, name, change: (name.1, self.arena.len()) });
     }
 
     /// The indexes of the held changes in (keyspace, name) order, a
@@ -166,10 +200,7 @@ impl DeltaWriter {
             varint::put(p, shared as u64);
             varint::put(p, (n.len() - shared) as u64);
             p.extend_from_slice(&n[shared..]);
-            match h.entry {
-                Some((a, b)) => p.extend_from_slice(&arena[a..b]),
-                None => p.push(TAG_REMOVED),
-            }
+            p.extend_from_slice(&arena[h.change.0..h.change.1]);
             prev = n;
             *count += 1;
             if p.len() >= PART_BYTES {
@@ -179,6 +210,40 @@ impl DeltaWriter {
         done.extend(open.map(seal));
         done
     }
+}
+
+/// Writes a [`TAG_BLOOM_BITS`] change: the tag, the item count, the
+/// number of positions and their gaps.
+fn put_bloom_bits(b: &mut Vec<u8>, items: u64, positions: &[u64]) {
+    b.push(TAG_BLOOM_BITS);
+    varint::put(b, items);
+    varint::put(b, positions.len() as u64);
+    let mut next = 0;
+    for &p in positions {
+        varint::put(b, p - next);
+        next = p + 1;
+    }
+}
+
+/// Reads a [`TAG_BLOOM_BITS`] change after its tag.
+fn read_bloom_bits(r: &mut Reader<'_>, bad: &dyn Fn(String) -> Error) -> Result<Change> {
+    let items = r.varint(bad)?;
+    // Each position takes at least a byte: no allocation from a bad count.
+    let n = r.len(bad)?;
+    if n == 0 {
+        return Err(bad("Bloom bits with no position".into()));
+    }
+    let mut positions = Vec::with_capacity(n);
+    let mut next = 0u64;
+    for _ in 0..n {
+        let p = next
+            .checked_add(r.varint(bad)?)
+            .filter(|&p| p < u64::MAX)
+            .ok_or_else(|| bad("a Bloom bit position past 64 bits".into()))?;
+        positions.push(p);
+        next = p + 1;
+    }
+    Ok(Change::BloomBits { items, positions })
 }
 
 /// Closes a part: its entry count and checksum.
@@ -200,8 +265,12 @@ pub(crate) fn decode(shard: usize, what: &str, b: &[u8]) -> Result<Vec<DeltaEntr
         page: None,
         reason: format!("metadata delta: {reason}"),
     };
-    // Either version: the check of the version byte is the one below.
-    let version = if b.first() == Some(&VERSION_1) { VERSION_1 } else { VERSION };
+    // Any version: the check of the version byte is the one below.
+    let version = match b.first() {
+        Some(&VERSION_1) => VERSION_1,
+        Some(&VERSION_2) => VERSION_2,
+        _ => VERSION,
+    };
     let body = sealed_body(b, HEADER, version, &bad)?;
     let count = read_u32(body, 1);
     if count == 0 {
@@ -237,8 +306,12 @@ pub(crate) fn decode(shard: usize, what: &str, b: &[u8]) -> Result<Vec<DeltaEntr
             return Err(bad(format!("key {:?} is not of shard {shard}", String::from_utf8_lossy(&name))));
         }
         let tag = r.take(1, &bad)?[0];
-        let meta = if tag == TAG_REMOVED { None } else { Some(read_entry(&mut r, &name, tag, &bad)?) };
-        out.push(DeltaEntry { ks, name, meta });
+        let change = match tag {
+            TAG_REMOVED => Change::Removed,
+            TAG_BLOOM_BITS if version == VERSION => read_bloom_bits(&mut r, &bad)?,
+            _ => Change::Entry(read_entry(&mut r, &name, tag, &bad)?),
+        };
+        out.push(DeltaEntry { ks, name, change });
     }
     if r.at != body.len() {
         return Err(bad(format!("{} bytes after the last entry", body.len() - r.at)));
@@ -263,12 +336,15 @@ pub(crate) fn in_record_order(entries: &[DeltaEntry]) -> Vec<DeltaEntry> {
 pub(crate) fn encode(entries: &[DeltaEntry]) -> Vec<Vec<u8>> {
     let mut w = DeltaWriter::default();
     for e in entries {
-        let entry = e.meta.as_ref().map(|m| {
-            let mut b = Vec::new();
-            super::entry::put_entry(&mut b, m);
-            b
-        });
-        w.add(e.ks, &e.name, entry.as_deref());
+        match &e.change {
+            Change::Removed => w.add(e.ks, &e.name, None),
+            Change::Entry(m) => {
+                let mut b = Vec::new();
+                super::entry::put_entry(&mut b, m);
+                w.add(e.ks, &e.name, Some(&b));
+            }
+            Change::BloomBits { items, positions } => w.add_bloom_bits(e.ks, &e.name, *items, positions),
+        }
     }
     w.finish()
 }
@@ -282,9 +358,10 @@ pub(crate) fn encode_v1(entries: &[DeltaEntry]) -> Vec<u8> {
         p.extend_from_slice(&e.ks.to_le_bytes());
         varint::put(&mut p, e.name.len() as u64);
         p.extend_from_slice(&e.name);
-        match &e.meta {
-            Some(m) => super::entry::put_entry(&mut p, m),
-            None => p.push(TAG_REMOVED),
+        match &e.change {
+            Change::Entry(m) => super::entry::put_entry(&mut p, m),
+            Change::Removed => p.push(TAG_REMOVED),
+            Change::BloomBits { .. } => panic!("version 1 records hold no Bloom bits"),
         }
     }
     let crc = crc32fast::hash(&p);
@@ -309,20 +386,20 @@ mod tests {
             if shard_of(key_hash(&name)) != shard {
                 continue;
             }
-            let meta = match out.len() % 4 {
-                0 => None,
+            let change = match out.len() % 4 {
+                0 => Change::Removed,
                 1 => {
                     let mut m = Meta::empty(Kind::String);
                     m.inline[..3].copy_from_slice(&[0xff, 0, 1]);
                     m.len = 3;
                     m.ones = 9;
-                    Some(m)
+                    Change::Entry(m)
                 }
-                2 => Some(Meta::paged(Kind::String, 77, 1 << 20, 5, 12345)),
-                _ => Some(Meta::paged(Kind::Bloom, 9, 8192, 0, 0)),
+                2 => Change::Entry(Meta::paged(Kind::String, 77, 1 << 20, 5, 12345)),
+                _ => Change::Entry(Meta::paged(Kind::Bloom, 9, 8192, 0, 0)),
             };
             let ks = u32::try_from(out.len() % 2).unwrap_or(0);
-            out.push(DeltaEntry { ks, name, meta });
+            out.push(DeltaEntry { ks, name, change });
         }
         (shard, out)
     }
@@ -334,17 +411,29 @@ mod tests {
     fn round_trips_across_parts() {
         let (shard, mut entries) = sample(1000);
         // A key removed and set again in one write-back.
-        let again = DeltaEntry { meta: Some(Meta::paged(Kind::String, 5, 100, 1, 0)), ..entries[0].clone() };
+        let again = DeltaEntry { change: Change::Entry(Meta::paged(Kind::String, 5, 100, 1, 0)), ..entries[0].clone() };
         entries.push(again);
+        let v1 = encode_v1(&entries).len();
+        // Bloom bits: one position, a run of neighbours, wide gaps.
+        for (i, e) in entries.iter_mut().enumerate().skip(1).step_by(7) {
+            let positions = match i % 3 {
+                0 => vec![1151],
+                1 => (40..47).collect(),
+                _ => vec![0, 1 << 20, (1 << 40) + 3, u64::MAX - 1],
+            };
+            e.change = Change::BloomBits { items: u64::try_from(i).unwrap(), positions };
+        }
         let parts = encode(&entries);
         assert!(parts.len() > 1, "1000 entries span several parts");
         assert!(parts.iter().all(|p| p.len() < PART_BYTES + 200), "parts stay near their size");
         let back: Vec<DeltaEntry> = parts.iter().flat_map(|p| decode(shard, "t", p).unwrap()).collect();
         assert_eq!(back, in_record_order(&entries));
         let i = back.iter().position(|e| e.name == entries[0].name).unwrap();
-        assert!(back[i].meta.is_none() && back[i + 1].meta.is_some(), "the removal applies first");
+        assert!(
+            back[i].change == Change::Removed && matches!(back[i + 1].change, Change::Entry(_)),
+            "the removal applies first"
+        );
         let bytes: usize = parts.iter().map(Vec::len).sum();
-        let v1 = encode_v1(&entries).len();
         assert!(bytes * 10 < v1 * 8, "{bytes} bytes against {v1} in version 1");
     }
 
@@ -369,18 +458,18 @@ mod tests {
         let mut entries = Vec::new();
         for (i, n) in names.iter().enumerate() {
             for ks in [1u32, 0] {
-                entries.push(DeltaEntry { ks, name: n.to_vec(), meta: None });
+                entries.push(DeltaEntry { ks, name: n.to_vec(), change: Change::Removed });
                 let meta = Meta::paged(Kind::String, u64::try_from(i).unwrap() + 1, 10, 1, 0);
-                entries.push(DeltaEntry { ks, name: n.to_vec(), meta: Some(meta) });
+                entries.push(DeltaEntry { ks, name: n.to_vec(), change: Change::Entry(meta) });
             }
         }
         // The writer's order itself (the names span every shard, so its
         // records would not decode as one shard's).
         let mut w = DeltaWriter::default();
         for e in &entries {
-            w.add(e.ks, &e.name, e.meta.as_ref().map(|_| &b"x"[..]));
+            w.add(e.ks, &e.name, matches!(e.change, Change::Entry(_)).then_some(&b"x"[..]));
         }
-        let key = |e: &DeltaEntry| (e.ks, e.name.clone(), e.meta.is_some());
+        let key = |e: &DeltaEntry| (e.ks, e.name.clone(), e.change != Change::Removed);
         let got: Vec<(u32, Vec<u8>, bool)> = w.sorted().into_iter().map(|i| key(&entries[i])).collect();
         let want: Vec<(u32, Vec<u8>, bool)> = in_record_order(&entries).iter().map(key).collect();
         assert_eq!(got, want);
@@ -400,7 +489,7 @@ mod tests {
             name.extend_from_slice(format!("{i:06}").as_bytes());
             i += 1;
             if shard_of(key_hash(&name)) == 0 {
-                entries.push(DeltaEntry { ks: 0, name, meta: None });
+                entries.push(DeltaEntry { ks: 0, name, change: Change::Removed });
             }
         }
         let parts = encode(&entries);
@@ -431,15 +520,50 @@ mod tests {
         let (shard, entries) = sample(40);
         let mut p = encode_v1(&entries);
         assert_eq!(decode(shard, "t", &p).unwrap(), entries);
-        p[0] = 3;
+        p[0] = 4;
         assert!(decode(shard, "t", &p).is_err(), "an unknown version");
+    }
+
+    /// A record as the writer makes it, with its version byte and
+    /// checksum set to `version`.
+    fn as_version(mut p: Vec<u8>, version: u8) -> Vec<u8> {
+        p.truncate(p.len() - 4);
+        p[0] = version;
+        let crc = crc32fast::hash(&p);
+        p.extend_from_slice(&crc.to_le_bytes());
+        p
+    }
+
+    /// Bloom bit entries are version 3's only: a version 2 record holding
+    /// one is refused (its tag is no bucket entry's), as are bits with no
+    /// position; a version 2 record of whole entries still decodes.
+    #[test]
+    fn bloom_bits_need_version_3() {
+        let (shard, mut entries) = sample(4);
+        let whole = encode(&entries).remove(0);
+        assert_eq!(decode(shard, "t", &as_version(whole, VERSION_2)).unwrap(), in_record_order(&entries));
+        entries[1].change = Change::BloomBits { items: 3, positions: vec![5, 9] };
+        let p = encode(&entries).remove(0);
+        assert_eq!(decode(shard, "t", &p).unwrap(), in_record_order(&entries));
+        assert!(decode(shard, "t", &as_version(p, VERSION_2)).is_err());
+        let one = vec![DeltaEntry { change: Change::BloomBits { items: 1, positions: vec![7] }, ..entries[1].clone() }];
+        let p = encode(&one).remove(0);
+        // The record ends: tag, items 1, one position, position 7, crc.
+        let at = p.len() - 4 - 3;
+        assert_eq!(&p[at - 1..p.len() - 4], &[TAG_BLOOM_BITS, 1, 1, 7]);
+        let mut none = p[..at].to_vec();
+        none.extend_from_slice(&[1, 0]);
+        none.extend_from_slice(&[0; 4]);
+        let e = decode(shard, "t", &as_version(none, VERSION)).unwrap_err().to_string();
+        assert!(e.contains("no position"), "{e}");
     }
 
     /// Every flipped bit and every truncation is an error, never a panic;
     /// a record read as another shard's is refused.
     #[test]
     fn damage_is_detected() {
-        let (shard, entries) = sample(12);
+        let (shard, mut entries) = sample(12);
+        entries[5].change = Change::BloomBits { items: 9, positions: vec![3, 4, 700] };
         let enc = encode(&entries).remove(0);
         for i in 0..enc.len() {
             for bit in [0x01, 0x80] {

@@ -149,7 +149,7 @@ fn a_flush_of_the_keyspace_folds_so_nothing_leaks() {
 /// current format, and the deltas written from then on are of version 2.
 #[test]
 fn format_5_deltas_of_version_1_replay() {
-    use super::delta::{encode_v1, DeltaEntry};
+    use super::delta::{encode_v1, Change, DeltaEntry};
     use super::layout::{key_hash, shard_of};
     use super::record::{Kind, Meta};
     let dir = tempfile::tempdir().unwrap();
@@ -173,8 +173,8 @@ fn format_5_deltas_of_version_1_replay() {
     meta.len = 1;
     meta.ones = 1;
     let entries = vec![
-        DeltaEntry { ks: 0, name: key(0), meta: None },
-        DeltaEntry { ks: 0, name: name.clone(), meta: Some(meta) },
+        DeltaEntry { ks: 0, name: key(0), change: Change::Removed },
+        DeltaEntry { ks: 0, name: name.clone(), change: Change::Entry(meta) },
     ];
     {
         let store = SledStore::open(dir.path(), 1 << 20).unwrap();
@@ -199,16 +199,16 @@ fn format_5_deltas_of_version_1_replay() {
     let sb = store.get(&layout::superblock_key()).unwrap().unwrap();
     assert_eq!(record::check_superblock(&sb).unwrap(), record::FORMAT_VERSION);
     let versions: Vec<u8> = store.scan_prefix(&[layout::NS_DELTA]).map(|r| r.unwrap().1[0]).collect();
-    assert!(!versions.is_empty() && versions.iter().all(|&v| v == 2), "{versions:?}");
+    assert!(!versions.is_empty() && versions.iter().all(|&v| v == 3), "{versions:?}");
 }
 
 /// Invariant: a format 3 store (complete buckets, no deltas), a format 4
-/// store (paged Bloom filters only) and a format 5 store (version 1
-/// deltas only) open under this build: the superblock becomes the current
+/// store (paged Bloom filters only), a format 5 store (version 1 deltas
+/// only) and a format 6 store (no Bloom bit changes) open under this build: the superblock becomes the current
 /// format and every key reads back.
 #[test]
-fn format_3_4_and_5_stores_open_as_current() {
-    for version in [record::FORMAT_V3, record::FORMAT_V4, record::FORMAT_V5] {
+fn format_3_to_6_stores_open_as_current() {
+    for version in [record::FORMAT_V3, record::FORMAT_V4, record::FORMAT_V5, record::FORMAT_V6] {
         let dir = tempfile::tempdir().unwrap();
         let db = open(dir.path());
         for i in 0..500 {
@@ -235,4 +235,101 @@ fn format_3_4_and_5_stores_open_as_current() {
         let sb = store.get(&layout::superblock_key()).unwrap().unwrap();
         assert_eq!(record::check_superblock(&sb).unwrap(), record::FORMAT_VERSION);
     }
+}
+
+/// The inline bytes and expiry of every key in `keys` (`None`: missing).
+fn small_values(db: &Db, keys: &[Vec<u8>]) -> Vec<Option<(Vec<u8>, u64)>> {
+    keys.iter()
+        .map(|k| {
+            let meta = db.engine.read(0, &[&k[..]], |tx| tx.meta(k)).unwrap();
+            meta.map(|m| (m.inline_value().to_vec(), m.expire_at_ms))
+        })
+        .collect()
+}
+
+/// The changes the closed store's delta records hold: (Bloom bit
+/// changes, whole entries, removals).
+fn delta_kinds(dir: &std::path::Path) -> (usize, usize, usize) {
+    use super::delta::{decode, Change};
+    let store = SledStore::open(dir, 1 << 20).unwrap();
+    let mut out = (0, 0, 0);
+    for r in store.scan_prefix(&[layout::NS_DELTA]) {
+        let (k, v) = r.unwrap();
+        for e in decode(usize::from(k[1]), "test", &v).unwrap() {
+            match e.change {
+                Change::BloomBits { .. } => out.0 += 1,
+                Change::Entry(_) => out.1 += 1,
+                Change::Removed => out.2 += 1,
+            }
+        }
+    }
+    out
+}
+
+/// Invariant: an item added to a small Bloom filter whose entry the store
+/// already holds is written as the bits it set (a delta record of Bloom
+/// bit changes), and an open that replays those records rebuilds every
+/// filter byte for byte, expiry included. Any other change to such a
+/// filter in the same write-back (an expiry, a removal, a removal and a
+/// new filter, a rename) writes the whole entry or the removal instead,
+/// and replays to what the database held.
+#[test]
+fn bloom_items_are_stored_as_their_bits_and_replay_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let users: Vec<Vec<u8>> = (0..300).map(|u| format!("user:{u}:seen").into_bytes()).collect();
+    let item = |u: usize, round: usize| format!("news:{}", u * 31 + round * 7919).into_bytes();
+    for (u, k) in users.iter().enumerate() {
+        db.bloom(k).add(item(u, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    let mut names = users.clone();
+    names.push(b"renamed".to_vec());
+    for round in 1..6 {
+        for (u, k) in users.iter().enumerate() {
+            if round > 3 && [2, 5].contains(&u) {
+                continue;
+            }
+            db.bloom(k).add(item(u, round)).unwrap();
+            // Two items to some filters in one write-back.
+            if u % 3 == 0 {
+                db.bloom(k).add(item(u + 1000, round)).unwrap();
+            }
+        }
+        if round == 2 {
+            // New keys among the filters while their bits are pending:
+            // buckets split, and each part takes its share of the bits.
+            for i in 0..4000u64 {
+                db.set_bits(&key(i), &[i % 30], true).unwrap();
+            }
+        }
+        if round == 3 {
+            // Changes after the additions, in the same write-back.
+            db.expire_at(&users[1], 4_000_000_000_000, crate::ExpireCondition::Always).unwrap();
+            db.delete(&users[2]).unwrap();
+            db.delete(&users[4]).unwrap();
+            db.bloom(&users[4]).add(b"again").unwrap();
+            assert!(db.rename(&users[5], b"renamed", false).unwrap());
+        }
+        db.flush().unwrap();
+    }
+    let before = small_values(&db, &names);
+    let present: Vec<bool> = [0, 2, 4, 5, 300].iter().map(|&i| before[i].is_some()).collect();
+    assert_eq!(present, [true, false, true, false, true]);
+    drop(db);
+    let (bits, whole, removed) = delta_kinds(dir.path());
+    assert!(bits >= 4 * 290, "{bits} Bloom bit changes, {whole} whole entries, {removed} removals");
+    assert!(whole >= 300 && removed >= 2, "{bits} Bloom bit changes, {whole} whole entries, {removed} removals");
+    let db = open(dir.path());
+    let after = small_values(&db, &names);
+    let differ: Vec<usize> = (0..names.len()).filter(|&i| after[i] != before[i]).collect();
+    assert!(differ.is_empty(), "the replayed filters differ at {differ:?}");
+    for (u, k) in users.iter().enumerate().filter(|&(u, _)| ![2, 4, 5].contains(&u)) {
+        assert!(db.bloom(k).contains(item(u, 5)).unwrap(), "user {u}");
+        assert_eq!(db.bloom(k).card().unwrap(), if u % 3 == 0 { 11 } else { 6 }, "user {u}");
+    }
+    for i in (0..4000u64).step_by(97) {
+        assert!(db.getbit(&key(i), i % 30).unwrap(), "key {i}");
+    }
+    assert!(db.verify().unwrap().is_ok());
 }

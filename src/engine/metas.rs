@@ -36,11 +36,12 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
+use super::bloombits::{BitsNote, ShardBits};
 use super::bucket::{bucket_start, covers, Bucket, MIN_DEPTH};
 use super::clock::{self, ClockSlot};
 use super::delta::DeltaWriter;
 pub(crate) use super::layout::shard_of;
-use super::layout::{self, DELTA_KEY_LEN};
+use super::layout::{self, key_hash, DELTA_KEY_LEN};
 use super::pages::Seq;
 use super::store::Store;
 use crate::config::Clock;
@@ -145,6 +146,9 @@ pub(crate) struct MetaShard {
     /// and their bytes in memory (as [`slot_bytes`] counts them).
     unfolded_bytes: usize,
     pinned_memory: usize,
+    /// What the shard's changes mean for small Bloom filters' bits (what a
+    /// delta record may hold instead of whole entries).
+    bloom_bits: ShardBits,
 }
 
 impl MetaShard {
@@ -320,6 +324,7 @@ impl MetaCache {
                 Fold::Shard(s) => s == i,
                 Fold::Auto => pressured.contains(&i) || (folded < FOLD_BATCH && shard.fold_due()),
             };
+            shard.bloom_bits.cut(folds);
             if !folds {
                 shard.draining = Some(DeltaWriter::default());
                 continue;
@@ -355,7 +360,7 @@ impl MetaCache {
             let Some(mut writer) = shard.draining.take() else { continue };
             let (mut unfolded, mut memory) = (0, 0);
             for (&(ks, _), slot) in &mut shard.map {
-                drain_slot(ks, slot, cut, &mut writer);
+                drain_slot(ks, slot, cut, &mut writer, &mut shard.bloom_bits);
                 if slot.pinned() {
                     unfolded += slot.bucket.bytes;
                     memory += slot.bytes;
@@ -373,6 +378,7 @@ impl MetaCache {
             }
             shard.unfolded_bytes = unfolded;
             shard.pinned_memory = memory;
+            shard.bloom_bits.drained();
         }
     }
 
@@ -465,13 +471,25 @@ impl MetaCache {
 /// delta record, their marks are cleared (a later change marks its entry
 /// again, for the next record; if the batch fails the store is poisoned
 /// and no later write-back needs them), and it becomes unfolded.
-fn drain_slot(ks: u32, slot: &mut Slot, cut: Seq, writer: &mut DeltaWriter) {
+fn drain_slot(ks: u32, slot: &mut Slot, cut: Seq, writer: &mut DeltaWriter, bloom_bits: &mut ShardBits) {
     if slot.dirty == 0 || slot.dirty > cut {
         return;
     }
     if slot.bucket.has_changes() {
         let bucket = Arc::make_mut(&mut slot.bucket);
-        bucket.for_each_change(|name, entry| writer.add(ks, name, entry));
+        let mut positions: Vec<u64> = Vec::new();
+        bucket.for_each_change(|name, entry| {
+            let items = match entry {
+                Some(_) if !bloom_bits.draining_is_empty() => {
+                    bloom_bits.drained_bits(ks, key_hash(name), name, &mut positions)
+                }
+                _ => None,
+            };
+            match items {
+                Some(items) => writer.add_bloom_bits(ks, name, items, &positions),
+                None => writer.add(ks, name, entry),
+            }
+        });
         bucket.clear_changes();
     }
     slot.dirty = 0;
@@ -586,6 +604,24 @@ impl MetaGuard<'_> {
         self.shard.map.get(&(ks, start)).map(|s| Located { bucket: &s.bucket })
     }
 
+    /// [`MetaGuard::update`] of the entry of `name` (hash `h`), which then
+    /// logs in the shard what a delta record needs of the change (see
+    /// [`BitsNote`]) from what `f` returned.
+    pub(crate) fn update_key<'n, R>(
+        &mut self,
+        ks: u32,
+        start: u32,
+        (h, name): (u32, &[u8]),
+        f: impl FnOnce(&mut Bucket) -> R,
+        note: impl FnOnce(&R) -> BitsNote<'n>,
+    ) -> Option<R> {
+        let r = self.update(ks, start, f);
+        if let Some(r) = &r {
+            self.shard.bloom_bits.note(ks, h, name, note(r));
+        }
+        r
+    }
+
     /// Changes the cached bucket starting at `start` with `f` and marks it
     /// dirty; a bucket grown past its size splits (each half dirty).
     pub(crate) fn update<R>(&mut self, ks: u32, start: u32, f: impl FnOnce(&mut Bucket) -> R) -> Option<R> {
@@ -594,7 +630,7 @@ impl MetaGuard<'_> {
         let slot = shard.map.get_mut(&(ks, start))?;
         if let Some(writer) = shard.draining.as_mut() {
             // The running write-back takes the bucket as it was at its cut.
-            drain_slot(ks, slot, self.cache.cut.load(Ordering::Relaxed), writer);
+            drain_slot(ks, slot, self.cache.cut.load(Ordering::Relaxed), writer, &mut shard.bloom_bits);
         }
         let r = f(Arc::make_mut(&mut slot.bucket));
         let bytes = slot_bytes(&slot.bucket);
@@ -658,7 +694,12 @@ mod tests {
         for (key, value) in &capture.deltas {
             let shard = usize::from(key[1]);
             for e in delta::decode(shard, "test", value).unwrap() {
-                out.insert(e.name, e.meta);
+                let meta = match e.change {
+                    delta::Change::Removed => None,
+                    delta::Change::Entry(m) => Some(m),
+                    delta::Change::BloomBits { .. } => panic!("no Bloom filter in these tests"),
+                };
+                out.insert(e.name, meta);
             }
         }
         out

@@ -22,6 +22,7 @@
 
 #![deny(clippy::cast_possible_truncation)]
 
+mod bloombits;
 mod bucket;
 mod build;
 mod claims;

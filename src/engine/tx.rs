@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
+use super::bloombits::BitsNote;
 use super::keyspaces::Counts;
 use super::layout::{self, key_hash};
 use super::metas::{shard_of, MetaGuard};
@@ -39,6 +40,7 @@ use crate::geometry::{locate, PAGE_LEN};
 use crate::page::Page;
 
 mod write;
+pub(super) use write::inline_meta;
 pub(crate) use write::WriteTx;
 
 /// What a metadata change tells the rest of the engine.
@@ -459,6 +461,19 @@ impl<'e> ReadTx<'e> {
     /// [`ReadTx::record`], raising the key's watchers' flags only if
     /// `touch`.
     fn record_with(&mut self, key: &[u8], meta: Option<&Meta>, signal: Signal) -> Result<()> {
+        self.record_change(key, meta, signal, None)
+    }
+
+    /// [`ReadTx::record_with`]; `bloom`: the change is items added to a
+    /// small Bloom filter, which now counts `.0` and gained the bits at
+    /// `.1` (so a delta record may hold those instead of the entry).
+    fn record_change(
+        &mut self,
+        key: &[u8],
+        meta: Option<&Meta>,
+        signal: Signal,
+        bloom: Option<(u64, &[u64])>,
+    ) -> Result<()> {
         debug_assert!(self.writing, "a read transaction changes nothing");
         let promoted;
         let meta = match meta {
@@ -482,7 +497,22 @@ impl<'e> ReadTx<'e> {
             let known = self.found.take().filter(|f| (f.0, f.1, f.2) == (ks, h, start)).map(|f| f.3);
             // A write is a use (OBJECT IDLETIME).
             let now = engine.metas.now_secs();
-            self.guard(key, h)?.update(ks, start, |b| b.upsert_known(key, h, m, now, known)).flatten()
+            let old = self
+                .guard(key, h)?
+                .update_key(
+                    ks,
+                    start,
+                    (h, key),
+                    |b| b.upsert_known(key, h, m, now, known),
+                    |old| match bloom {
+                        Some((items, positions)) => {
+                            BitsNote::Added { was_clean: old.is_some_and(|(_, changed)| !changed), items, positions }
+                        }
+                        None => BitsNote::Other,
+                    },
+                )
+                .flatten();
+            old.map(|(expiry, _)| expiry)
         } else {
             let (start, old) = self.entry(key)?;
             if old.is_none() {
@@ -490,7 +520,7 @@ impl<'e> ReadTx<'e> {
             }
             self.located = None;
             self.found = None;
-            self.guard(key, h)?.update(ks, start, |b| b.remove(key, h));
+            self.guard(key, h)?.update_key(ks, start, (h, key), |b| b.remove(key, h), |_| BitsNote::Other);
             old.map(|o| o.expire_at_ms)
         };
         self.counts.change(old_expiry, meta.map(|m| m.expire_at_ms));

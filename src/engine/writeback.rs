@@ -10,15 +10,17 @@ use std::time::{Duration, Instant};
 use parking_lot::MutexGuard;
 
 use super::bucket::Bucket;
-use super::delta;
+use super::delta::{self, Change};
 use super::journal::{self, JournalEntry};
 use super::layout::{self, key_hash};
 use super::metas::Fold;
 use super::pages::DirtyPage;
 use super::pagewrites::page_writes;
-use super::record::{self, Catalog, FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5};
+use super::record::{self, Catalog, Kind, Meta, FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6};
 use super::store::{Store, Write};
+use super::tx::inline_meta;
 use super::{upgrade, Engine};
+use crate::bloom::small;
 use crate::error::{Error, Result};
 
 /// Records deleted (pages, buckets) per reclamation step: each write-back
@@ -57,7 +59,7 @@ pub(super) fn check_or_create(dir: &Path, store: &dyn Store, databases: u16) -> 
             } else if store.scan_prefix(&[layout::NS_META_V1]).next().is_some() {
                 upgrade::remove_v1_leftovers(store)?;
             }
-            if [FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5].contains(&version) {
+            if [FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6].contains(&version) {
                 upgrade::to_current(store)?;
             }
             upgrade::remove_expiry_index(store)?;
@@ -330,7 +332,19 @@ impl Engine {
             for e in delta::decode(shard, &what, &value)? {
                 let h = key_hash(&e.name);
                 let start = g.locate(e.ks, h, &*self.store)?;
-                g.update(e.ks, start, |b| match e.meta {
+                let meta = match e.change {
+                    Change::Removed => None,
+                    Change::Entry(m) => Some(m),
+                    Change::BloomBits { items, positions } => {
+                        let old = g.get(e.ks, start).and_then(|l| l.bucket.find(&e.name, h, 0)).map(|(_, m)| m);
+                        Some(bloom_bits_applied(old, items, &positions).map_err(|reason| Error::Corrupted {
+                            key: format!("<metadata delta {what}>"),
+                            page: None,
+                            reason: format!("metadata delta: key {:?}: {reason}", String::from_utf8_lossy(&e.name)),
+                        })?)
+                    }
+                };
+                g.update(e.ks, start, |b| match meta {
                     Some(m) => {
                         b.upsert(&e.name, h, &m);
                     }
@@ -476,4 +490,20 @@ impl Engine {
         }
         Ok(false)
     }
+}
+
+/// The entry of a small Bloom filter whose entry was `old` after a delta
+/// record's bit change (`items` now, the bits at `positions` set).
+///
+/// # Errors
+/// Why the change does not apply: no entry, another kind, a filter in
+/// pages, or what [`small::with_recorded_bits`] refuses.
+fn bloom_bits_applied(old: Option<Meta>, items: u64, positions: &[u64]) -> std::result::Result<Meta, String> {
+    let old = old.ok_or("Bloom bits for a key with no entry")?;
+    if old.kind != Kind::Bloom || !old.is_inline() {
+        return Err(format!("Bloom bits for a {:?} value that is not a small filter", old.kind));
+    }
+    let value =
+        small::with_recorded_bits(old.inline_value(), items, positions).map_err(|r| format!("Bloom bits: {r}"))?;
+    inline_meta(Kind::Bloom, &value, old.expire_at_ms).map_err(|e| e.to_string())
 }

@@ -6,6 +6,8 @@
 //! page cache like a string's, so a filter larger than memory pages from
 //! disk, and each command is one atomic change under the key's lock.
 
+use smallvec::SmallVec;
+
 use crate::bloom::hash::ItemHash;
 use crate::bloom::small::{self, Peeked, Small};
 use crate::bloom::{
@@ -132,9 +134,9 @@ struct SmallProbe<'m> {
     /// The small form's bytes.
     bytes: &'m [u8],
     peeked: Peeked,
-    hash: ItemHash,
-    /// All the item's bits are set.
-    held: bool,
+    /// The positions of the item's bits that are clear, sorted, no
+    /// repeats: none when the item is held.
+    clear: SmallVec<[u64; 16]>,
 }
 
 /// The small filter `meta` describes, probed for `item`; `None` for a
@@ -147,8 +149,12 @@ fn probe_small<'m>(key: &[u8], meta: &'m Meta, item: &[u8]) -> Result<Option<Sma
     let p = small::peek(b).map_err(|r| small_damage(key, &r))?;
     let h = ItemHash::of(item);
     let f = p.filter;
-    let held = (0..f.hashes).all(|i| small::bit(&b[p.bits_at..], h.position(i, f.bits)));
-    Ok(Some(SmallProbe { bytes: b, peeked: p, hash: h, held }))
+    let bits = &b[p.bits_at..];
+    let mut clear: SmallVec<[u64; 16]> =
+        (0..f.hashes).map(|i| h.position(i, f.bits)).filter(|&x| !small::bit(bits, x)).collect();
+    clear.sort_unstable();
+    clear.dedup();
+    Ok(Some(SmallProbe { bytes: b, peeked: p, clear }))
 }
 
 /// One item's BF.ADD to the small filter `meta` describes, worked on its
@@ -157,18 +163,18 @@ fn probe_small<'m>(key: &[u8], meta: &'m Meta, item: &[u8]) -> Result<Option<Sma
 /// a new item for a filter at its capacity, which grows the chain or is
 /// refused). Answers and stored bytes are the general path's.
 fn add_one_small(tx: &mut WriteTx<'_>, key: &[u8], meta: &Meta, item: &[u8]) -> Result<Option<BloomAdd>> {
-    let Some(SmallProbe { bytes: b, peeked: p, hash: h, held }) = probe_small(key, meta, item)? else {
+    let Some(SmallProbe { bytes: b, peeked: p, clear }) = probe_small(key, meta, item)? else {
         return Ok(None);
     };
     let f = p.filter;
-    if held {
+    if clear.is_empty() {
         return Ok(Some(BloomAdd::Exists));
     }
     if f.items >= f.capacity {
         return Ok(None);
     }
-    let value = small::with_item_added(b, &p, (0..f.hashes).map(|i| h.position(i, f.bits)));
-    tx.rewrite_inline(key, meta, &value)?;
+    let value = small::with_items(b, &p, f.items + 1, &clear);
+    tx.add_to_small_bloom(key, meta, &value, f.items + 1, &clear)?;
     Ok(Some(BloomAdd::Added))
 }
 
@@ -415,7 +421,7 @@ impl Db {
             let Some(meta) = tx.typed(key, Kind::Bloom)? else { return Ok(vec![false; items.len()]) };
             if let [item] = items {
                 if let Some(probe) = probe_small(key, &meta, item.as_ref())? {
-                    return Ok(vec![probe.held]);
+                    return Ok(vec![probe.clear.is_empty()]);
                 }
             }
             let filter = Filter::load(tx, key, &meta)?;

@@ -55,7 +55,7 @@ fn only_strings_in_place(meta: &Meta) -> Result<()> {
 ///
 /// # Errors
 /// [`Error::Internal`] for a value longer than the type's inline limit.
-fn inline_meta(kind: Kind, value: &[u8], expire_at_ms: u64) -> Result<Meta> {
+pub(in crate::engine) fn inline_meta(kind: Kind, value: &[u8], expire_at_ms: u64) -> Result<Meta> {
     if value.len() as u64 > kind.inline_max() {
         return Err(Error::Internal(format!("a {kind:?} value of {} bytes is too long to keep inline", value.len())));
     }
@@ -273,6 +273,29 @@ impl WriteTx<'_> {
         }
         let meta = inline_meta(old.kind, value, old.expire_at_ms)?;
         self.record(key, Some(&meta))
+    }
+
+    /// Rewrites the small Bloom filter of `key` (its metadata `old`, just
+    /// read) to `value`, which is the filter after items were added: it
+    /// now counts `items`, and `set` are the bits that were clear and are
+    /// now set (the next delta record may hold only those).
+    ///
+    /// # Errors
+    /// [`Error::Internal`] if `old` is no inline Bloom filter or `value`
+    /// is too long; as [`ReadTx::meta`].
+    pub(crate) fn add_to_small_bloom(
+        &mut self,
+        key: &[u8],
+        old: &Meta,
+        value: &[u8],
+        items: u64,
+        set: &[u64],
+    ) -> Result<()> {
+        if !old.is_inline() || old.kind != Kind::Bloom {
+            return Err(Error::Internal("add_to_small_bloom of a value that is no small Bloom filter".into()));
+        }
+        let meta = inline_meta(old.kind, value, old.expire_at_ms)?;
+        self.record_change(key, Some(&meta), Signal::Changed, Some((items, set)))
     }
 
     /// Deletes `key`; returns whether it existed.
