@@ -203,6 +203,33 @@ mod tests {
         s
     }
 
+    /// Invariant: a delta record's Bloom bits apply to the filter they
+    /// were taken from (count replaced, bits set, nothing else changed);
+    /// a count below the stored one or above the capacity, a position past
+    /// the bits, or bytes that are no small filter are refused.
+    #[test]
+    fn recorded_bits_apply_or_are_refused() {
+        let s = sample();
+        let b = s.encode();
+        let mut grown = s.clone();
+        grown.header.filters[0].items = 3;
+        for pos in [1, 1151] {
+            set_bit(&mut grown.bits, pos);
+        }
+        assert_eq!(with_recorded_bits(&b, 3, &[1, 1151]).unwrap(), grown.encode());
+        assert_eq!(with_recorded_bits(&b, 1, &[]).unwrap(), b, "no change");
+        for (items, positions, why) in [
+            (0, vec![1], "items"),
+            (101, vec![1], "items"),
+            (2, vec![1152], "bit 1152"),
+            (2, vec![u64::MAX - 1], "bit"),
+        ] {
+            let e = with_recorded_bits(&b, items, &positions).unwrap_err();
+            assert!(e.contains(why), "{items} {positions:?}: {e}");
+        }
+        assert!(with_recorded_bits(&b[..20], 2, &[1]).is_err(), "a truncated filter");
+    }
+
     /// Invariant: a small filter decodes to what was encoded, and its size
     /// is what `encoded_len` says; a default filter (100 items at 1%,
     /// tightened to 0.5%) is 144 bytes of bits and 13 of header.

@@ -192,6 +192,8 @@ mod tests {
         b.note(0, 9, b"c", added(false, 2, &[3]));
         b.note(0, 11, b"d", added(true, 1, &[4]));
         b.note(0, 11, b"d", BitsNote::Other);
+        b.note(0, 14, b"x", added(true, 1, &[4]));
+        b.note(0, 14, b"y", BitsNote::Other);
         b.note(0, 12, b"e", added(true, 1, &[1 << 40]));
         b.note(1, 13, b"f", added(true, 1, &[6]));
         b.cut(false);
@@ -200,6 +202,7 @@ mod tests {
         assert_eq!(bits(&mut b, 7, b"b"), Some((1, vec![5])));
         assert_eq!(bits(&mut b, 9, b"c"), None, "an addition to a changed entry starts nothing");
         assert_eq!(bits(&mut b, 11, b"d"), None, "another change drops the bits");
+        assert_eq!(bits(&mut b, 14, b"x"), None, "a change of a name of the same hash drops them too");
         assert_eq!(bits(&mut b, 12, b"e"), None, "positions past 32 bits write the whole entry");
         assert_eq!(bits(&mut b, 13, b"f"), None, "keyspace 1's key is not keyspace 0's");
         assert_eq!(bits(&mut b, 8, b"a"), None, "found by hash and name");

@@ -558,6 +558,25 @@ mod tests {
         assert!(e.contains("no position"), "{e}");
     }
 
+    /// Bloom bit positions that would pass 64 bits are refused (the
+    /// checksum is right: only the decoding's own check stands).
+    #[test]
+    fn bloom_bits_past_64_bits_are_refused() {
+        let (shard, entries) = sample(1);
+        let one = vec![DeltaEntry { change: Change::BloomBits { items: 1, positions: vec![7] }, ..entries[0].clone() }];
+        let p = encode(&one).remove(0);
+        // Replace the one position (7) by two: u64::MAX - 1, then one more.
+        let at = p.len() - 4 - 2;
+        assert_eq!(&p[at..p.len() - 4], &[1, 7]);
+        let mut far = p[..at].to_vec();
+        varint::put(&mut far, 2);
+        varint::put(&mut far, u64::MAX - 1);
+        varint::put(&mut far, 0);
+        far.extend_from_slice(&[0; 4]);
+        let e = decode(shard, "t", &as_version(far, VERSION)).unwrap_err().to_string();
+        assert!(e.contains("past 64 bits"), "{e}");
+    }
+
     /// Every flipped bit and every truncation is an error, never a panic;
     /// a record read as another shard's is refused.
     #[test]

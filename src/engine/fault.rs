@@ -18,6 +18,8 @@ pub struct Faults {
     drop_applies: AtomicBool,
     /// `sync` fails.
     fail_sync: AtomicBool,
+    /// `get` fails.
+    fail_gets: AtomicBool,
     /// Free bytes the store reports (negative: the real disk's).
     free_bytes: AtomicI64,
     /// Scans still made normally before every further one panics
@@ -46,6 +48,12 @@ impl Faults {
     /// `on`.
     pub fn drop_applies(&self, on: bool) {
         self.drop_applies.store(on, Ordering::SeqCst);
+    }
+
+    /// Every `get` fails while `on` (a read error, as a damaged or
+    /// unreadable disk gives).
+    pub fn fail_gets(&self, on: bool) {
+        self.fail_gets.store(on, Ordering::SeqCst);
     }
 
     /// Every `sync` fails while `on`.
@@ -89,6 +97,9 @@ pub(super) struct FaultStore {
 
 impl Store for FaultStore {
     fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        if self.faults.fail_gets.load(Ordering::SeqCst) {
+            return Err(injected("get"));
+        }
         self.inner.get(key)
     }
     fn scan(&self, from: &[u8], to: &[u8]) -> Scan {
@@ -229,6 +240,38 @@ mod tests {
         let db = config(dir.path()).open().unwrap();
         assert!(db.getbit(b"kept", 7).unwrap());
         assert!(!db.exists(b"lost").unwrap() && !db.exists(b"after").unwrap());
+        assert!(db.verify().unwrap().is_ok());
+    }
+
+    /// Invariant: a write-back that fails after it captured the changes
+    /// (here: it cannot read a page group record it must rewrite) poisons
+    /// the handle as a failed batch does, so no later write assumes the
+    /// store holds what was captured: without that, the next item added to
+    /// a small Bloom filter would be stored as bits relative to an entry
+    /// the store never got, and the reopened filter would lose an item.
+    /// The reopened store holds the last acknowledged state.
+    #[test]
+    fn a_write_back_that_fails_after_its_capture_poisons() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, faults) = open_faulty(config(dir.path())).unwrap();
+        db.bloom(b"old").add(b"i0").unwrap();
+        db.setbit(b"paged", 40_000, true).unwrap();
+        db.flush().unwrap();
+        db.bloom(b"new").add(b"n0").unwrap();
+        db.bloom(b"old").add(b"i1").unwrap();
+        db.setbit(b"paged", 40_001, true).unwrap();
+        faults.fail_gets(true);
+        let r = db.flush();
+        assert!(matches!(r, Err(Error::Io(_))), "{r:?}");
+        faults.fail_gets(false);
+        let r = db.bloom(b"old").add(b"i2");
+        assert!(matches!(r, Err(Error::Poisoned(_))), "{r:?}");
+        drop(db);
+        let db = config(dir.path()).open().unwrap();
+        assert!(db.bloom(b"old").contains(b"i0").unwrap());
+        assert_eq!(db.bloom(b"old").card().unwrap(), 1);
+        assert!(!db.exists(b"new").unwrap());
+        assert!(db.getbit(b"paged", 40_000).unwrap() && !db.getbit(b"paged", 40_001).unwrap());
         assert!(db.verify().unwrap().is_ok());
     }
 

@@ -297,8 +297,9 @@ fn bloom_items_are_stored_as_their_bits_and_replay_exactly() {
             }
         }
         if round == 2 {
-            // New keys among the filters while their bits are pending:
-            // buckets split, and each part takes its share of the bits.
+            // New keys among the filters while their bits are pending, in
+            // the same buckets: their entries are written whole beside
+            // the filters' bits.
             for i in 0..4000u64 {
                 db.set_bits(&key(i), &[i % 30], true).unwrap();
             }

@@ -230,7 +230,11 @@ impl Engine {
         );
         writes.push((layout::sequence_key(), Some(record::encode_sequence(seq))));
         writes.push((layout::catalog_key(), Some(catalog.encode())));
-        page_writes(&*self.store, &pages, &mut writes)?;
+        // From here on the captured changes are out of the cache's marks
+        // and logs: a failure before they are stored poisons the handle, as
+        // a failed batch does (later writes would otherwise build on a
+        // state the store never got).
+        page_writes(&*self.store, &pages, &mut writes).inspect_err(|e| self.poison(e))?;
         for b in &metas.folds {
             writes.push((layout::bucket_key(b.ks, b.start).to_vec(), Some(b.bucket.encode())));
         }
@@ -506,4 +510,29 @@ fn bloom_bits_applied(old: Option<Meta>, items: u64, positions: &[u64]) -> std::
     let value =
         small::with_recorded_bits(old.inline_value(), items, positions).map_err(|r| format!("Bloom bits: {r}"))?;
     inline_meta(Kind::Bloom, &value, old.expire_at_ms).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Invariant: Bloom bits apply only to a small filter's entry (its
+    /// expiry kept); no entry, another type or a paged filter is refused
+    /// with a reason, never a panic.
+    #[test]
+    fn bloom_bits_apply_only_to_small_filters() {
+        let header = crate::bloom::Header::new(0.01, 100, 2, false).unwrap();
+        let value = small::Small::empty(header).encode();
+        let mut meta = inline_meta(Kind::Bloom, &value, 1234).unwrap();
+        let after = bloom_bits_applied(Some(meta.clone()), 1, &[3]).unwrap();
+        assert_eq!(after.expire_at_ms, 1234);
+        assert!(small::bit(&after.inline_value()[small::peek(after.inline_value()).unwrap().bits_at..], 3));
+        let missing = bloom_bits_applied(None, 1, &[3]).unwrap_err();
+        assert!(missing.contains("no entry"), "{missing}");
+        meta.kind = Kind::String;
+        let string = bloom_bits_applied(Some(meta), 1, &[3]).unwrap_err();
+        assert!(string.contains("not a small filter"), "{string}");
+        let paged = bloom_bits_applied(Some(Meta::paged(Kind::Bloom, 9, 8192, 0, 0)), 1, &[3]).unwrap_err();
+        assert!(paged.contains("not a small filter"), "{paged}");
+    }
 }
