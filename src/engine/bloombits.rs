@@ -27,6 +27,10 @@ pub(crate) enum BitsNote<'a> {
     /// Any other change (or a removal): the next delta record holds the
     /// whole entry (or the removal).
     Other,
+    /// Another change of a key that had no entry, or no change waiting for
+    /// a delta record: it has no bits to forget, and nothing is logged
+    /// (a write to a clean key costs the log nothing).
+    OtherOfClean,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -75,6 +79,7 @@ impl ShardBits {
         let key = log_key(ks, h);
         let event = match note {
             // Nothing logged since the cut: no bits to forget.
+            BitsNote::OtherOfClean => return,
             BitsNote::Other if self.log.is_empty() => return,
             BitsNote::Other => {
                 Event { key, what: What::Forget, name: SmallVec::new(), items: 0, positions: SmallVec::new() }
@@ -194,6 +199,8 @@ mod tests {
         b.note(0, 11, b"d", BitsNote::Other);
         b.note(0, 14, b"x", added(true, 1, &[4]));
         b.note(0, 14, b"y", BitsNote::Other);
+        b.note(0, 15, b"z", added(true, 1, &[4]));
+        b.note(0, 15, b"z", BitsNote::OtherOfClean);
         b.note(0, 12, b"e", added(true, 1, &[1 << 40]));
         b.note(1, 13, b"f", added(true, 1, &[6]));
         b.cut(false);
@@ -203,6 +210,7 @@ mod tests {
         assert_eq!(bits(&mut b, 9, b"c"), None, "an addition to a changed entry starts nothing");
         assert_eq!(bits(&mut b, 11, b"d"), None, "another change drops the bits");
         assert_eq!(bits(&mut b, 14, b"x"), None, "a change of a name of the same hash drops them too");
+        assert_eq!(bits(&mut b, 15, b"z"), Some((1, vec![4])), "a change of a clean key logs nothing");
         assert_eq!(bits(&mut b, 12, b"e"), None, "positions past 32 bits write the whole entry");
         assert_eq!(bits(&mut b, 13, b"f"), None, "keyspace 1's key is not keyspace 0's");
         assert_eq!(bits(&mut b, 8, b"a"), None, "found by hash and name");

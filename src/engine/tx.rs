@@ -508,7 +508,9 @@ impl<'e> ReadTx<'e> {
                         Some((items, positions)) => {
                             BitsNote::Added { was_clean: old.is_some_and(|(_, changed)| !changed), items, positions }
                         }
-                        None => BitsNote::Other,
+                        // A clean entry (or none) has no bits to forget.
+                        None if old.is_some_and(|(_, changed)| changed) => BitsNote::Other,
+                        None => BitsNote::OtherOfClean,
                     },
                 )
                 .flatten();

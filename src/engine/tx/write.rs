@@ -268,11 +268,23 @@ impl WriteTx<'_> {
     /// [`Error::Internal`] if `old` is paged or `value` too long; as
     /// [`ReadTx::meta`].
     pub(crate) fn rewrite_inline(&mut self, key: &[u8], old: &Meta, value: &[u8]) -> Result<()> {
+        self.rewrite_inline_noting(key, old, value, None)
+    }
+
+    /// [`WriteTx::rewrite_inline`]; `bloom` as [`ReadTx::record_change`]
+    /// takes it.
+    fn rewrite_inline_noting(
+        &mut self,
+        key: &[u8],
+        old: &Meta,
+        value: &[u8],
+        bloom: Option<(u64, &[u64])>,
+    ) -> Result<()> {
         if !old.is_inline() {
             return Err(Error::Internal("rewrite_inline of a paged value".into()));
         }
         let meta = inline_meta(old.kind, value, old.expire_at_ms)?;
-        self.record(key, Some(&meta))
+        self.record_change(key, Some(&meta), Signal::Changed, bloom)
     }
 
     /// Rewrites the small Bloom filter of `key` (its metadata `old`, just
@@ -291,11 +303,10 @@ impl WriteTx<'_> {
         items: u64,
         set: &[u64],
     ) -> Result<()> {
-        if !old.is_inline() || old.kind != Kind::Bloom {
-            return Err(Error::Internal("add_to_small_bloom of a value that is no small Bloom filter".into()));
+        if old.kind != Kind::Bloom {
+            return Err(Error::Internal("add_to_small_bloom of a value that is no Bloom filter".into()));
         }
-        let meta = inline_meta(old.kind, value, old.expire_at_ms)?;
-        self.record_change(key, Some(&meta), Signal::Changed, Some((items, set)))
+        self.rewrite_inline_noting(key, old, value, Some((items, set)))
     }
 
     /// Deletes `key`; returns whether it existed.
