@@ -25,6 +25,12 @@ pub fn files_needed(max_clients: usize) -> u64 {
     u64::try_from(max_clients).unwrap_or(u64::MAX).saturating_add(RESERVED_FDS)
 }
 
+/// The clients (at most `max_clients`) an open-file limit of `limit`
+/// leaves room for.
+fn clients_within(limit: u64, max_clients: usize) -> usize {
+    usize::try_from(limit.saturating_sub(RESERVED_FDS)).unwrap_or(usize::MAX).min(max_clients)
+}
+
 /// What a soft limit `soft` and a hard limit `hard` leave for
 /// `max_clients`: the soft limit to ask for (the need, capped by the
 /// hard limit; never lowered), and the clients it allows.
@@ -32,8 +38,7 @@ pub fn files_needed(max_clients: usize) -> u64 {
 pub fn fit(max_clients: usize, soft: u64, hard: u64) -> (u64, usize) {
     let need = files_needed(max_clients);
     let want = need.min(hard).max(soft);
-    let allowed = usize::try_from(want.saturating_sub(RESERVED_FDS)).unwrap_or(usize::MAX).min(max_clients);
-    (want, allowed)
+    (want, clients_within(want, max_clients))
 }
 
 /// Raises this process's soft open-file limit (up to the hard limit) so
@@ -53,7 +58,7 @@ pub fn fit_open_files(max_clients: usize) -> Result<OpenFiles, String> {
         if Resource::NOFILE.set(want, hard).is_ok() {
             limit = want;
         } else {
-            allowed = usize::try_from(soft.saturating_sub(RESERVED_FDS)).unwrap_or(usize::MAX).min(max_clients);
+            allowed = clients_within(soft, max_clients);
         }
     }
     if allowed == 0 {
