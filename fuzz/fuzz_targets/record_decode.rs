@@ -1,4 +1,5 @@
-//! Decodes arbitrary bytes as a metadata bucket and as a keyspace catalog:
+//! Decodes arbitrary bytes as a metadata bucket, a keyspace catalog and
+//! metadata and page delta records:
 //! must never panic, and whatever decodes must round trip. See
 //! `bitsled::testing::check_record_decode`.
 #![no_main]

@@ -244,7 +244,7 @@ mod tests {
     }
 
     /// Invariant: a write-back that fails after it captured the changes
-    /// (here: it cannot read a page group record it must rewrite) poisons
+    /// (here: it cannot read the page group record a new page joins) poisons
     /// the handle as a failed batch does, so no later write assumes the
     /// store holds what was captured: without that, the next item added to
     /// a small Bloom filter would be stored as bits relative to an entry
@@ -259,7 +259,7 @@ mod tests {
         db.flush().unwrap();
         db.bloom(b"new").add(b"n0").unwrap();
         db.bloom(b"old").add(b"i1").unwrap();
-        db.setbit(b"paged", 40_001, true).unwrap();
+        db.setbit(b"paged", 70_000, true).unwrap();
         faults.fail_gets(true);
         let r = db.flush();
         assert!(matches!(r, Err(Error::Io(_))), "{r:?}");
@@ -271,7 +271,7 @@ mod tests {
         assert!(db.bloom(b"old").contains(b"i0").unwrap());
         assert_eq!(db.bloom(b"old").card().unwrap(), 1);
         assert!(!db.exists(b"new").unwrap());
-        assert!(db.getbit(b"paged", 40_000).unwrap() && !db.getbit(b"paged", 40_001).unwrap());
+        assert!(db.getbit(b"paged", 40_000).unwrap() && !db.getbit(b"paged", 70_000).unwrap());
         assert!(db.verify().unwrap().is_ok());
     }
 

@@ -208,7 +208,7 @@ fn format_5_deltas_of_version_1_replay() {
 /// format and every key reads back.
 #[test]
 fn format_3_to_6_stores_open_as_current() {
-    for version in [record::FORMAT_V3, record::FORMAT_V4, record::FORMAT_V5, record::FORMAT_V6] {
+    for version in [record::FORMAT_V3, record::FORMAT_V4, record::FORMAT_V5, record::FORMAT_V6, record::FORMAT_V7] {
         let dir = tempfile::tempdir().unwrap();
         let db = open(dir.path());
         for i in 0..500 {

@@ -1,4 +1,4 @@
-//! Key layout of the single sled tree (format version 4).
+//! Key layout of the single sled tree (format version 8).
 //!
 //! Every record lives in one tree so one atomic batch can cover metadata and
 //! pages together. The first byte of a key names its namespace:
@@ -16,6 +16,7 @@
 //! | `0x06`    | `0x06 keyspace u32 BE, first-hash u32 BE`      | a bucket of key metadata |
 //! | `0x07`    | `0x07 bitmap-id u64 BE, group u64 BE`          | the small pages of a page group |
 //! | `0x08`    | `0x08 shard u8, write-back u64 BE, part u16 BE` | metadata changed by one write-back in one shard |
+//! | `0x09`    | `0x09 write-back u64 BE, part u16 BE`           | bits of stored pages changed by one write-back |
 //!
 //! Numbers in keys are big-endian so that sled's byte order is numeric order:
 //! a range scan over one bitmap id returns its pages in page order, and the
@@ -48,12 +49,17 @@ pub(crate) const NS_GROUP: u8 = 0x07;
 /// Namespace byte of metadata delta records.
 pub(crate) const NS_DELTA: u8 = 0x08;
 
+/// Namespace byte of page delta records.
+pub(crate) const NS_PAGE_DELTA: u8 = 0x09;
+
 /// Length of a page key.
 pub(crate) const PAGE_KEY_LEN: usize = 17;
 /// Length of a bucket key.
 pub(crate) const BUCKET_KEY_LEN: usize = 9;
 /// Length of a metadata delta key.
 pub(crate) const DELTA_KEY_LEN: usize = 12;
+/// Length of a page delta key.
+pub(crate) const PAGE_DELTA_KEY_LEN: usize = 11;
 
 /// The seed of the key hash (the bytes `bitsled!`). Part of the format: it
 /// decides which bucket holds a key and the order SCAN visits keys in.
@@ -225,9 +231,39 @@ pub(crate) fn parse_delta_key(key: &[u8]) -> Option<(u8, u64, u16)> {
     Some((key[1], u64::from_be_bytes(key[2..10].try_into().ok()?), u16::from_be_bytes(key[10..12].try_into().ok()?)))
 }
 
+/// The key of part `part` of the page delta record of write-back `seq`.
+pub(crate) fn page_delta_key(seq: u64, part: u16) -> [u8; PAGE_DELTA_KEY_LEN] {
+    let mut k = [0u8; PAGE_DELTA_KEY_LEN];
+    k[0] = NS_PAGE_DELTA;
+    k[1..9].copy_from_slice(&seq.to_be_bytes());
+    k[9..11].copy_from_slice(&part.to_be_bytes());
+    k
+}
+
+/// The (write-back, part) of a page delta key.
+pub(crate) fn parse_page_delta_key(key: &[u8]) -> Option<(u64, u16)> {
+    if key.len() != PAGE_DELTA_KEY_LEN || key[0] != NS_PAGE_DELTA {
+        return None;
+    }
+    Some((u64::from_be_bytes(key[1..9].try_into().ok()?), u16::from_be_bytes(key[9..11].try_into().ok()?)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Page delta keys sort by write-back, then part, and parse back.
+    #[test]
+    fn page_delta_keys_sort_by_write_back() {
+        let keys = [(0u64, 0u16), (0, 1), (1, 0), (256, 0), (u64::MAX, u16::MAX)];
+        for w in keys.windows(2) {
+            assert!(page_delta_key(w[0].0, w[0].1) < page_delta_key(w[1].0, w[1].1), "{w:?}");
+        }
+        for (seq, part) in keys {
+            assert_eq!(parse_page_delta_key(&page_delta_key(seq, part)), Some((seq, part)));
+        }
+        assert_eq!(parse_page_delta_key(&delta_key(0, 0, 0)), None);
+    }
 
     /// Delta keys sort by shard, then write-back, then part, and parse back.
     #[test]

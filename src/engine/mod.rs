@@ -43,6 +43,9 @@ mod keys;
 mod keyspaces;
 pub(crate) mod layout;
 mod metas;
+mod pagedelta;
+#[cfg(test)]
+mod pagedelta_tests;
 mod pages;
 mod pagewrites;
 pub(crate) mod record;
@@ -136,6 +139,8 @@ pub(crate) struct Engine {
     /// Number last recorded in the side file; its lock serialises the
     /// durability barriers (see `Engine::flush`).
     side_sequence: Mutex<u64>,
+    /// The page delta records in the store (changed only by write-backs).
+    page_log: Mutex<pagedelta::PageLog>,
     /// Bitmap ids being built by a running operation (not yet published).
     building: Mutex<HashSet<u64>>,
     /// Set after a failed store write; every later write is refused.
@@ -194,6 +199,7 @@ impl Engine {
         let engine = Arc::new(Engine {
             sequence: AtomicU64::new(opened.sequence),
             side_sequence: Mutex::new(opened.acked),
+            page_log: Mutex::new(pagedelta::PageLog::default()),
             store,
             // The two caches share `cache_bytes` (see `balance_caches`).
             pages: PageCache::new(cache_bytes),
@@ -223,6 +229,7 @@ impl Engine {
         // Before anything reads a stored bucket: delta records may hold
         // newer metadata than the buckets.
         engine.replay_deltas()?;
+        engine.replay_page_deltas()?;
         engine.reclaim_at_open()?;
         // Keys that expired while the database was closed are invisible
         // already; the background sweeper deletes them (`expiry.rs`).
@@ -305,7 +312,9 @@ impl Engine {
             Fold::Auto => pinned.min(2 * metas::FOLD_BATCH),
             Fold::All | Fold::Shard(_) => pinned,
         };
-        let pending = u64::try_from(self.pages.dirty_bytes().saturating_add(metadata)).unwrap_or(u64::MAX);
+        // A page fold writes every logged page too.
+        let pages = self.pages.dirty_bytes().saturating_add(self.pages.logged_bytes());
+        let pending = u64::try_from(pages.saturating_add(metadata)).unwrap_or(u64::MAX);
         self.space.check(&*self.store, pending.saturating_add(extra), self.now_ms())
     }
 
@@ -538,8 +547,9 @@ impl Drop for Engine {
 }
 
 /// Decodes arbitrary bytes as a metadata bucket (keyspace and first hash
-/// from the first 8 bytes), as a keyspace catalog and as a metadata delta
-/// record (of the shard the first byte names); none may panic,
+/// from the first 8 bytes), as a keyspace catalog, as a metadata delta
+/// record (of the shard the first byte names) and as a page delta record;
+/// none may panic,
 /// and whatever decodes must encode to a record that decodes to the same
 /// value. The bytes are tried again with their CRC trailer recomputed, so
 /// random input also reaches the checks behind the checksum.
@@ -565,6 +575,13 @@ pub(crate) fn check_record_decode(data: &[u8]) {
                 .flat_map(|p| delta::decode(shard, "fuzz", p).expect("an encoded delta decodes"))
                 .collect();
             assert_eq!(again, delta::in_record_order(&entries), "delta round trip");
+        }
+        if let Ok(deltas) = pagedelta::decode("fuzz", bytes) {
+            let again: Vec<pagedelta::PageDelta> = pagedelta::encode(&deltas)
+                .iter()
+                .flat_map(|p| pagedelta::decode("fuzz", p).expect("an encoded page delta decodes"))
+                .collect();
+            assert_eq!(again, deltas, "page delta round trip");
         }
     }
 }

@@ -6,6 +6,13 @@
 //!   reclaimer, which deletes pages of dead bitmap ids nobody can name).
 //! - A dirty page is never evicted; it becomes clean only once the write-back
 //!   that carried its latest version has been applied.
+//! - A logged page (its store record is older than the page: the page delta
+//!   records hold the rest, see `pagedelta.rs`) is never evicted either, and
+//!   stays in the dirty index (so ordered page scans merge it from the
+//!   cache) until a page fold has written it whole.
+//! - A dirty page keeps `base`, the version the store and the page delta
+//!   records give (all zero: `Some(None)`), so the write-back can log the
+//!   bits that differ instead of the page.
 //! - Every removal of a page slot bumps `epoch` first. A reader that loaded a
 //!   page from the store without holding the shard lock inserts it only if
 //!   the epoch did not move meanwhile; otherwise the store may have been
@@ -49,14 +56,20 @@ pub(crate) type Seq = u64;
 struct PageSlot {
     /// `None`: the page is all zero (absent from the store, or to be removed).
     page: Option<Arc<Page>>,
+    /// The version the store (with the page delta records) gives, while it
+    /// differs from `page`: always set on a dirty slot; `None` on a clean
+    /// one, whose `page` is that version.
+    base: Option<Option<Arc<Page>>>,
     dirty: Seq,
+    /// Page delta records hold changes of this page beyond its store record.
+    logged: bool,
     hot: bool,
     bytes: usize,
 }
 
 impl ClockSlot for PageSlot {
     fn stays(&self) -> bool {
-        self.dirty != 0
+        self.dirty != 0 || self.logged
     }
     fn hot(&mut self) -> &mut bool {
         &mut self.hot
@@ -70,6 +83,23 @@ fn slot_bytes(page: Option<&Arc<Page>>) -> usize {
     SLOT_OVERHEAD + page.map_or(0, |p| p.heap_bytes())
 }
 
+impl PageSlot {
+    fn clean(page: Option<Arc<Page>>, hot: bool) -> PageSlot {
+        let bytes = slot_bytes(page.as_ref());
+        PageSlot { page, base: None, dirty: 0, logged: false, hot, bytes }
+    }
+
+    /// The bytes the slot holds: its page, and its base where that is a
+    /// copy of its own.
+    fn held_bytes(&self) -> usize {
+        let base = match &self.base {
+            Some(Some(b)) if !self.page.as_ref().is_some_and(|p| Arc::ptr_eq(p, b)) => b.heap_bytes(),
+            _ => 0,
+        };
+        slot_bytes(self.page.as_ref()) + base
+    }
+}
+
 /// A page read from the store, and the other pages its record held (the
 /// members of its group), which the cache takes too where it has no slot.
 #[derive(Default)]
@@ -80,11 +110,16 @@ pub(crate) struct Fetched {
     pub(crate) siblings: Vec<(u64, Page)>,
 }
 
-/// One dirty page captured by a write-back.
+/// One dirty (or, for a page fold, logged) page captured by a write-back.
 pub(crate) struct DirtyPage {
     pub(crate) id: PageId,
+    /// 0 for a logged page that is not dirty.
     pub(crate) seq: Seq,
     pub(crate) page: Option<Arc<Page>>,
+    /// The version the store and the page delta records give.
+    pub(crate) base: Option<Arc<Page>>,
+    /// Whether page delta records already hold changes of the page.
+    pub(crate) logged: bool,
 }
 
 /// Decoded pages, clean and dirty.
@@ -94,8 +129,11 @@ pub(crate) struct PageCache {
     dirty: Mutex<BTreeSet<PageId>>,
     bytes: AtomicUsize,
     dirty_bytes: AtomicUsize,
-    /// Number of dirty pages (the size of `dirty`).
+    /// Number of dirty pages.
     dirty_pages: AtomicUsize,
+    /// Bytes and number of logged pages.
+    logged_bytes: AtomicUsize,
+    logged_pages: AtomicUsize,
     epoch: AtomicU64,
     seq: AtomicU64,
     capacity: AtomicUsize,
@@ -110,6 +148,8 @@ impl PageCache {
             bytes: AtomicUsize::new(0),
             dirty_bytes: AtomicUsize::new(0),
             dirty_pages: AtomicUsize::new(0),
+            logged_bytes: AtomicUsize::new(0),
+            logged_pages: AtomicUsize::new(0),
             epoch: AtomicU64::new(0),
             seq: AtomicU64::new(0),
             capacity: AtomicUsize::new(capacity),
@@ -138,6 +178,16 @@ impl PageCache {
     /// Number of dirty pages waiting for a write-back.
     pub(crate) fn dirty_pages(&self) -> usize {
         self.dirty_pages.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of logged pages (see the module's invariants).
+    pub(crate) fn logged_bytes(&self) -> usize {
+        self.logged_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Number of logged pages.
+    pub(crate) fn logged_pages(&self) -> usize {
+        self.logged_pages.load(Ordering::Relaxed)
     }
 
     /// Bytes held by the cache, clean and dirty.
@@ -224,11 +274,11 @@ impl PageCache {
                 return Ok(f(slot));
             }
             if self.epoch.load(Ordering::SeqCst) == epoch {
-                let bytes = slot_bytes(loaded.as_ref());
-                self.bytes.fetch_add(bytes, Ordering::Relaxed);
+                let slot = PageSlot::clean(loaded, true);
+                self.bytes.fetch_add(slot.bytes, Ordering::Relaxed);
                 // Inserted and used in one critical section, so eviction
                 // cannot drop it in between.
-                let slot = shard.entry(id).or_insert(PageSlot { page: loaded, dirty: 0, hot: true, bytes });
+                let slot = shard.entry(id).or_insert(slot);
                 let r = f(slot);
                 drop(shard);
                 for (page, p) in siblings {
@@ -250,15 +300,17 @@ impl PageCache {
         if shard.contains_key(&id) || self.epoch.load(Ordering::SeqCst) != epoch {
             return;
         }
-        let page = Some(Arc::new(page));
-        let bytes = slot_bytes(page.as_ref());
-        self.bytes.fetch_add(bytes, Ordering::Relaxed);
-        shard.insert(id, PageSlot { page, dirty: 0, hot: false, bytes });
+        let slot = PageSlot::clean(Some(Arc::new(page)), false);
+        self.bytes.fetch_add(slot.bytes, Ordering::Relaxed);
+        shard.insert(id, slot);
     }
 
     /// Applies `f` to the page in `slot` (all zero if absent) and marks it
     /// dirty; the caller holds the slot's shard lock.
     fn apply<R>(&self, id: PageId, slot: &mut PageSlot, f: impl FnOnce(&mut Page) -> R) -> R {
+        // The stored version is kept aside before the first change (the
+        // change then copies the page instead of editing it in place).
+        slot.base.get_or_insert_with(|| slot.page.clone());
         let page = slot.page.get_or_insert_with(|| Arc::new(Page::zeros()));
         let r = f(Arc::make_mut(page));
         if page.is_empty() {
@@ -269,27 +321,41 @@ impl PageCache {
     }
 
     fn mark_dirty(&self, id: PageId, slot: &mut PageSlot) {
-        let new_bytes = slot_bytes(slot.page.as_ref());
-        let was_dirty = slot.dirty != 0;
-        self.bytes.fetch_add(new_bytes, Ordering::Relaxed);
-        self.bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
-        if was_dirty {
-            self.dirty_bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
-        } else {
-            self.dirty.lock().insert(id);
+        if slot.dirty == 0 {
+            if !slot.logged {
+                self.dirty.lock().insert(id);
+            }
             self.dirty_pages.fetch_add(1, Ordering::Relaxed);
+            self.dirty_bytes.fetch_add(slot.bytes, Ordering::Relaxed);
         }
-        self.dirty_bytes.fetch_add(new_bytes, Ordering::Relaxed);
-        slot.bytes = new_bytes;
         slot.dirty = self.next_seq();
         slot.hot = true;
+        self.resize(slot);
+    }
+
+    /// Recounts the bytes of `slot` after its page or base changed.
+    fn resize(&self, slot: &mut PageSlot) {
+        let (old, new) = (slot.bytes, slot.held_bytes());
+        if old == new {
+            return;
+        }
+        let counters = [(true, &self.bytes), (slot.dirty != 0, &self.dirty_bytes), (slot.logged, &self.logged_bytes)];
+        for (_, c) in counters.iter().filter(|(counted, _)| *counted) {
+            c.fetch_add(new, Ordering::Relaxed);
+            c.fetch_sub(old, Ordering::Relaxed);
+        }
+        slot.bytes = new;
     }
 
     /// Replaces the page `id` with `page` (`None`: all zero) and marks it dirty.
     pub(crate) fn put(&self, id: PageId, page: Option<Page>) {
         let mut shard = self.shard(id);
-        let slot =
-            shard.entry(id).or_insert_with(|| PageSlot { page: None, dirty: 0, hot: true, bytes: SLOT_OVERHEAD });
+        let slot = shard.entry(id).or_insert_with(|| {
+            let slot = PageSlot::clean(None, true);
+            self.bytes.fetch_add(slot.bytes, Ordering::Relaxed);
+            slot
+        });
+        slot.base.get_or_insert_with(|| slot.page.clone());
         slot.page = page.filter(|p| !p.is_empty()).map(Arc::new);
         self.mark_dirty(id, slot);
     }
@@ -299,33 +365,63 @@ impl PageCache {
         self.dirty.lock().range((bitmap, from)..=(bitmap, to)).map(|&(_, p)| p).collect()
     }
 
-    /// Captures every dirty page. The caller excludes writers meanwhile.
-    pub(crate) fn dirty_snapshot(&self) -> Vec<DirtyPage> {
+    /// Captures every dirty page, and with `fold` every logged one too. The
+    /// caller excludes writers meanwhile. From here on a captured page's
+    /// base is the captured version (what the store and the page delta
+    /// records give once the write-back is applied), so that a change made
+    /// meanwhile is logged against it.
+    pub(crate) fn dirty_snapshot(&self, fold: bool) -> Vec<DirtyPage> {
         let ids: Vec<PageId> = self.dirty.lock().iter().copied().collect();
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
-            if let Some(slot) = self.shard(id).get(&id) {
-                if slot.dirty != 0 {
-                    out.push(DirtyPage { id, seq: slot.dirty, page: slot.page.clone() });
-                }
+            let mut shard = self.shard(id);
+            let Some(slot) = shard.get_mut(&id) else { continue };
+            if slot.dirty == 0 && !(fold && slot.logged) {
+                continue;
             }
+            let base = match slot.base.replace(slot.page.clone()) {
+                Some(b) => b,
+                None => slot.page.clone(),
+            };
+            out.push(DirtyPage { id, seq: slot.dirty, page: slot.page.clone(), base, logged: slot.logged });
+            if slot.dirty == 0 {
+                slot.base = None;
+            }
+            self.resize(slot);
         }
         out
     }
 
-    /// Marks the pages of an applied write-back clean, unless they changed
-    /// again since it was captured. All-zero clean slots are dropped.
-    pub(crate) fn mark_clean(&self, written: &[DirtyPage]) {
+    /// Records an applied write-back: the pages it `logged` (changes in a
+    /// page delta record) now have delta records, the others were written
+    /// whole (with `folded`, every logged page was, and the delta records
+    /// are gone). A page becomes clean unless it changed again since it was
+    /// captured. All-zero clean slots that nothing logs are dropped.
+    pub(crate) fn mark_clean(&self, written: &[DirtyPage], logged: bool, folded: bool) {
         for w in written {
             let mut shard = self.shard(w.id);
             let Some(slot) = shard.get_mut(&w.id) else { continue };
-            if slot.dirty != w.seq {
+            if w.seq != 0 && slot.dirty == w.seq {
+                slot.dirty = 0;
+                slot.base = None;
+                self.dirty_bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
+                self.dirty_pages.fetch_sub(1, Ordering::Relaxed);
+                self.resize(slot);
+            }
+            if logged && !slot.logged {
+                slot.logged = true;
+                self.logged_pages.fetch_add(1, Ordering::Relaxed);
+                self.logged_bytes.fetch_add(slot.bytes, Ordering::Relaxed);
+                self.dirty.lock().insert(w.id);
+            } else if folded && slot.logged {
+                slot.logged = false;
+                self.logged_pages.fetch_sub(1, Ordering::Relaxed);
+                self.logged_bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
+            }
+            if slot.dirty != 0 || slot.logged {
                 continue;
             }
-            slot.dirty = 0;
-            self.dirty_bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
             self.dirty.lock().remove(&w.id);
-            self.dirty_pages.fetch_sub(1, Ordering::Relaxed);
             if slot.page.is_none() {
                 self.epoch.fetch_add(1, Ordering::SeqCst);
                 let bytes = slot.bytes;
@@ -333,6 +429,15 @@ impl PageCache {
                 self.bytes.fetch_sub(bytes, Ordering::Relaxed);
             }
         }
+    }
+
+    /// Whether a page of `bitmap` is logged.
+    pub(crate) fn has_logged(&self, bitmap: u64) -> bool {
+        if self.logged_pages() == 0 {
+            return false;
+        }
+        let ids: Vec<PageId> = self.dirty.lock().range((bitmap, 0)..=(bitmap, u64::MAX)).copied().collect();
+        ids.into_iter().any(|id| self.shard(id).get(&id).is_some_and(|s| s.logged))
     }
 
     /// Forgets the given pages, dirty or not: used for pages of dead bitmaps,
@@ -345,8 +450,14 @@ impl PageCache {
                 self.bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
                 if slot.dirty != 0 {
                     self.dirty_bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
-                    self.dirty.lock().remove(id);
                     self.dirty_pages.fetch_sub(1, Ordering::Relaxed);
+                }
+                if slot.logged {
+                    self.logged_bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
+                    self.logged_pages.fetch_sub(1, Ordering::Relaxed);
+                }
+                if slot.dirty != 0 || slot.logged {
+                    self.dirty.lock().remove(id);
                 }
             }
         }
@@ -408,6 +519,43 @@ mod tests {
         assert_eq!(run[0].as_ref().unwrap().as_ref().unwrap().count_ones(), 1);
         assert!(run[2] == Some(None), "a cached all-zero page");
         assert!(cache.get_cached_run(bitmap, &[]).is_empty());
+    }
+
+    /// Invariants of logging: a captured dirty page carries the version
+    /// the store gave (its base) beside its new version; a logged page
+    /// survives any eviction and stays in the dirty index until a fold;
+    /// the byte counters return to zero once nothing is dirty or logged.
+    #[test]
+    fn logged_pages_stay_until_folded_and_counters_balance() {
+        let cache = PageCache::new(1 << 20);
+        let id = (4, 2);
+        let stored = |_| Ok(Fetched { page: Some(page_with(1)), siblings: Vec::new() });
+        cache.update(id, stored, |p| p.set(9, true)).unwrap();
+        let captured = cache.dirty_snapshot(false);
+        assert_eq!(captured.len(), 1);
+        assert_eq!(captured[0].base.as_deref(), Some(&page_with(1)));
+        assert!(captured[0].page.as_ref().is_some_and(|p| p.get(9) && p.get(1)));
+        cache.mark_clean(&captured, true, false);
+        assert_eq!((cache.dirty_pages(), cache.logged_pages()), (0, 1));
+        assert!(cache.logged_bytes() > 0 && cache.dirty_bytes() == 0);
+        cache.set_capacity(0);
+        cache.evict_if_needed();
+        assert!(cache.get(id, |_| panic!("a logged page is never evicted")).unwrap().is_some());
+        assert_eq!(cache.dirty_pages_of(4, 0, 10), vec![2], "in the dirty index");
+        // Changed again: the base is the logged version, not the stored one.
+        cache.update(id, |_| unreachable!(), |p| p.set(1, false)).unwrap();
+        let again = cache.dirty_snapshot(false);
+        assert!(again[0].logged && again[0].base.as_ref().is_some_and(|b| b.get(9) && b.get(1)));
+        cache.mark_clean(&again, true, false);
+        // A fold captures it although it is clean, and releases it.
+        let fold = cache.dirty_snapshot(true);
+        assert_eq!(fold.len(), 1);
+        assert_eq!(fold[0].seq, 0);
+        cache.mark_clean(&fold, false, true);
+        assert_eq!((cache.logged_pages(), cache.logged_bytes(), cache.dirty_bytes()), (0, 0, 0));
+        assert!(cache.dirty_pages_of(4, 0, 10).is_empty());
+        cache.evict_if_needed();
+        assert_eq!(cache.bytes(), 0, "evictable once folded");
     }
 
     /// Pages of one run share a shard; other runs spread over the shards.

@@ -12,12 +12,112 @@
 //! caller holds the write-back lock, so the store does not change between
 //! the read and the batch.
 
+use std::collections::HashSet;
+
 use super::layout::{self, group_of};
+use super::pagedelta::PageDeltaWriter;
 use super::pages::DirtyPage;
 use super::store::{Store, Write};
 use super::stored::corrupted;
 use crate::error::Result;
-use crate::page::{encode_group, fits_group, split_group, Member};
+use crate::geometry::{position, word_mask, word_start, PAGE_WORDS};
+use crate::page::{encode_group, fits_group, split_group, Member, Page};
+
+/// A change of a page is logged when its bits cost at most this share of
+/// the page's bytes (2 bytes a bit, in the worst case of the record).
+const LOG_SHARE: usize = 4;
+
+/// How a write-back stores its captured pages.
+pub(super) struct PagePlan {
+    /// Written whole (a page record or a group member).
+    pub(super) whole: Vec<DirtyPage>,
+    /// Logged: their changed bits are in `records` (a logged page that
+    /// changed back has no entry).
+    pub(super) logged: Vec<DirtyPage>,
+    /// Pages that are not logged and equal their stored version: nothing
+    /// to write.
+    pub(super) unchanged: Vec<DirtyPage>,
+    /// The page delta records, parts in order.
+    pub(super) records: Vec<Vec<u8>>,
+}
+
+/// Decides, page by page, whether a write-back logs a page's changed bits
+/// or writes it whole: with `fold`, every page is written whole, and so is
+/// every page of a bitmap in `dead` (the reclaimer will delete its
+/// records, which no delta record may then refer to); a page
+/// that is logged already is logged again (its store record is older than
+/// the page delta records, so only a fold may write it); any other page is
+/// logged when it and its stored version both hold bits, its changes cost
+/// at most a [`LOG_SHARE`]th of its bytes, and `room` (bytes that newly
+/// logged pages may still hold in the cache) allows; such a page with no
+/// changed bit (written with the bits it had) is not written at all, and
+/// stays unlogged.
+pub(super) fn plan_pages(pages: Vec<DirtyPage>, fold: bool, dead: &HashSet<u64>, room: usize) -> PagePlan {
+    let mut plan = PagePlan { whole: Vec::new(), logged: Vec::new(), unchanged: Vec::new(), records: Vec::new() };
+    if fold {
+        plan.whole = pages;
+        return plan;
+    }
+    let mut room = room;
+    let mut w = PageDeltaWriter::default();
+    for p in pages {
+        let flips = if dead.contains(&p.id.0) {
+            debug_assert!(!p.logged, "a dead bitmap's logged pages make the write-back fold");
+            None
+        } else if p.logged {
+            Some(flipped(p.base.as_deref(), p.page.as_deref()))
+        } else {
+            match (&p.base, &p.page) {
+                (Some(base), Some(page)) if page.heap_bytes() <= room => {
+                    let flips = flipped(Some(base), Some(page));
+                    (2 * flips.len() + 8 <= page.heap_bytes() / LOG_SHARE).then_some(flips)
+                }
+                _ => None,
+            }
+        };
+        let Some(flips) = flips else {
+            plan.whole.push(p);
+            continue;
+        };
+        if flips.is_empty() && !p.logged {
+            plan.unchanged.push(p);
+            continue;
+        }
+        if !p.logged {
+            room = room.saturating_sub(p.page.as_ref().map_or(0, |page| page.heap_bytes()));
+        }
+        if !flips.is_empty() {
+            w.add(p.id, &flips);
+        }
+        plan.logged.push(p);
+    }
+    plan.records = w.finish();
+    plan
+}
+
+/// The positions, rising, of the bits that differ between two versions of
+/// a page (`None`: all zero).
+fn flipped(a: Option<&Page>, b: Option<&Page>) -> Vec<u16> {
+    let mut wa = [0u64; PAGE_WORDS];
+    let mut wb = [0u64; PAGE_WORDS];
+    if let Some(a) = a {
+        a.to_words(&mut wa);
+    }
+    if let Some(b) = b {
+        b.to_words(&mut wb);
+    }
+    let mut out = Vec::new();
+    for (w, (x, y)) in wa.iter().zip(&wb).enumerate() {
+        let mut diff = x ^ y;
+        while diff != 0 {
+            // A word's most significant bit is its first (`geometry.rs`).
+            let at = diff.leading_zeros();
+            out.push(position(word_start(w) + at));
+            diff &= !word_mask(at).1;
+        }
+    }
+    out
+}
 
 /// Appends the writes that store `pages` (dirty pages sorted by bitmap id
 /// and page number) to `writes`.

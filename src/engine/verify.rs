@@ -226,6 +226,19 @@ impl Engine {
             metadata_damaged = true;
             report.problems.push(problem(None, None, reason));
         }
+        // Likewise every page delta record: one left would hold bits no
+        // page has.
+        for r in self.store.scan_prefix(&[layout::NS_PAGE_DELTA]) {
+            let (k, v) = r?;
+            let reason = match layout::parse_page_delta_key(&k) {
+                Some((seq, part)) => match super::pagedelta::decode(&format!("{seq}/{part}"), &v) {
+                    Ok(deltas) => format!("page delta {seq}/{part} ({} pages) left after a full fold", deltas.len()),
+                    Err(e) => e.to_string(),
+                },
+                None => format!("malformed page delta key {k:?}"),
+            };
+            report.problems.push(problem(None, None, reason));
+        }
         if self.store.scan_prefix(&[layout::NS_META_V1]).next().is_some() {
             report.problems.push(problem(None, None, "format 1 metadata records left after the upgrade".into()));
         }

@@ -14,9 +14,12 @@ use super::delta::{self, Change};
 use super::journal::{self, JournalEntry};
 use super::layout::{self, key_hash};
 use super::metas::Fold;
+use super::pagedelta::{self, PageLog};
 use super::pages::DirtyPage;
-use super::pagewrites::page_writes;
-use super::record::{self, Catalog, Kind, Meta, FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6};
+use super::pagewrites::{page_writes, plan_pages};
+use super::record::{
+    self, Catalog, Kind, Meta, FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6, FORMAT_V7,
+};
 use super::store::{Store, Write};
 use super::tx::inline_meta;
 use super::{upgrade, Engine};
@@ -34,6 +37,15 @@ const RECLAIM_BATCH: usize = 512;
 /// How long open spends reclaiming before it hands the rest to the
 /// background.
 const OPEN_RECLAIM: Duration = Duration::from_secs(1);
+
+/// Bytes of page delta records below which no page fold is due (beyond
+/// it, a fold is due once the records are as large as the logged pages).
+const PAGE_FOLD_FLOOR: usize = 256 << 10;
+
+/// The bitmap ids a captured journal marks for reclamation.
+fn dead_ids(journal: &[JournalEntry]) -> HashSet<u64> {
+    journal.iter().filter(|(_, _, v)| v.is_some()).filter_map(|(k, _, _)| layout::parse_reclaim_key(k)).collect()
+}
 
 /// The side file recording the last write-back a flush made durable.
 const SEQUENCE_FILE: &str = "bitsled.seq";
@@ -59,7 +71,7 @@ pub(super) fn check_or_create(dir: &Path, store: &dyn Store, databases: u16) -> 
             } else if store.scan_prefix(&[layout::NS_META_V1]).next().is_some() {
                 upgrade::remove_v1_leftovers(store)?;
             }
-            if [FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6].contains(&version) {
+            if [FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6, FORMAT_V7].contains(&version) {
                 upgrade::to_current(store)?;
             }
             upgrade::remove_expiry_index(store)?;
@@ -196,7 +208,7 @@ impl Engine {
         }
         // Write-backs are serialised by `flush_lock`, so this is the next number.
         let seq = self.sequence.load(Ordering::SeqCst) + 1;
-        let (pages, metas, journal, building, catalog, catalog_changed) = {
+        let (pages, fold_pages, dead, metas, journal, building, catalog, catalog_changed) = {
             let _g = self.gate.write();
             // `building` is read under the gate too, and after the journal:
             // starting a build (not gated) adds to `building` before it
@@ -204,18 +216,23 @@ impl Engine {
             // captured is in the captured `building` unless it has ended.
             // Publishing changes the journal under the gate. The catalog's
             // counts match the captured buckets: no transaction runs.
-            let pages = self.pages.dirty_snapshot();
             let journal = self.journal.snapshot();
             let building = self.building.lock().clone();
             let changed = self.keyspaces.take_changed();
             let flushed = journal.iter().any(|(k, _, v)| journal::is_flush(k, v.as_ref()));
             let fold = if flushed { Fold::All } else { fold };
+            let dead = dead_ids(&journal);
+            let fold_pages = self.page_fold_due(fold, &dead);
+            let pages = self.pages.dirty_snapshot(fold_pages);
             let metas = self.metas.cut(seq, fold, self.meta_budget());
-            (pages, metas, journal, building, self.keyspaces.catalog(), changed)
+            (pages, fold_pages, dead, metas, journal, building, self.keyspaces.catalog(), changed)
         };
         let mut metas = metas;
         self.metas.drain(seq, &mut metas);
+        // A page fold with records to delete has work even with no page.
+        let page_fold_work = fold_pages && !self.page_log.lock().keys.is_empty();
         if pages.is_empty()
+            && !page_fold_work
             && metas.deltas.is_empty()
             && metas.folds.is_empty()
             && metas.retired.is_empty()
@@ -224,9 +241,11 @@ impl Engine {
         {
             return self.reclaim_step(flush_lock, RECLAIM_BUDGET).map(|_| ());
         }
-        let pages = self.drop_dead_pages(pages, &journal, &building);
+        let pages = self.drop_dead_pages(pages, &dead, &building);
+        let room = self.logged_limit().saturating_sub(self.pages.logged_bytes());
+        let plan = plan_pages(pages, fold_pages, &dead, room);
         let mut writes: Vec<Write> = Vec::with_capacity(
-            pages.len() + metas.deltas.len() + metas.folds.len() + metas.retired.len() + journal.len() + 2,
+            plan.whole.len() + metas.deltas.len() + metas.folds.len() + metas.retired.len() + journal.len() + 4,
         );
         writes.push((layout::sequence_key(), Some(record::encode_sequence(seq))));
         writes.push((layout::catalog_key(), Some(catalog.encode())));
@@ -234,7 +253,16 @@ impl Engine {
         // and logs: a failure before they are stored poisons the handle, as
         // a failed batch does (later writes would otherwise build on a
         // state the store never got).
-        page_writes(&*self.store, &pages, &mut writes).inspect_err(|e| self.poison(e))?;
+        page_writes(&*self.store, &plan.whole, &mut writes).inspect_err(|e| self.poison(e))?;
+        let mut log = self.page_log.lock();
+        let logged_keys: Vec<[u8; layout::PAGE_DELTA_KEY_LEN]> = (0..plan.records.len())
+            .map(|part| layout::page_delta_key(seq, u16::try_from(part).unwrap_or(u16::MAX)))
+            .collect();
+        let logged_bytes: usize = plan.records.iter().map(Vec::len).sum();
+        if fold_pages {
+            writes.extend(log.keys.iter().map(|k| (k.to_vec(), None)));
+        }
+        writes.extend(logged_keys.iter().zip(plan.records).map(|(k, v)| (k.to_vec(), Some(v))));
         for b in &metas.folds {
             writes.push((layout::bucket_key(b.ks, b.start).to_vec(), Some(b.bucket.encode())));
         }
@@ -245,9 +273,17 @@ impl Engine {
         }
         self.store.apply(writes).inspect_err(|e| self.poison(e))?;
         self.sequence.store(seq, Ordering::SeqCst);
-        let stored: Vec<(u64, u64, bool)> = pages.iter().map(|p| (p.id.0, p.id.1, p.page.is_some())).collect();
+        if fold_pages {
+            *log = PageLog::default();
+        }
+        log.keys.extend(logged_keys);
+        log.bytes += logged_bytes;
+        drop(log);
+        let stored: Vec<(u64, u64, bool)> = plan.whole.iter().map(|p| (p.id.0, p.id.1, p.page.is_some())).collect();
         self.dirs.apply(&stored);
-        self.pages.mark_clean(&pages);
+        self.pages.mark_clean(&plan.whole, false, fold_pages);
+        self.pages.mark_clean(&plan.logged, true, false);
+        self.pages.mark_clean(&plan.unchanged, false, false);
         self.metas.mark_folded(metas.folds);
         self.journal.mark_clean(&journal);
         self.reclaim_step(flush_lock, RECLAIM_BUDGET).inspect_err(|e| self.poison(e))?;
@@ -255,23 +291,107 @@ impl Engine {
         Ok(())
     }
 
+    /// Whether this write-back folds the logged pages (and logs none):
+    /// when the metadata fold is `Fold::All` (a flushed keyspace, whose
+    /// bitmaps the reclaimer deletes, or `verify`); when a replay at open
+    /// left a fold owed; when the page delta records have grown as large
+    /// as the logged pages; when the logged pages pass their share of the
+    /// cache; and when a bitmap with logged pages died (its id is in
+    /// `dead`). The reclaimer must never delete a page that a record would
+    /// replay onto.
+    fn page_fold_due(&self, fold: Fold, dead: &HashSet<u64>) -> bool {
+        if matches!(fold, Fold::All) {
+            return true;
+        }
+        let log = self.page_log.lock();
+        let logged = self.pages.logged_bytes();
+        if log.keys.is_empty() && self.pages.logged_pages() == 0 {
+            return false;
+        }
+        log.fold_owed
+            || dead.iter().any(|&id| self.pages.has_logged(id))
+            || log.bytes >= PAGE_FOLD_FLOOR.max(logged)
+            || logged > self.logged_limit()
+    }
+
+    /// The bytes logged pages may hold in the cache: a quarter of it, or
+    /// the dirty budget if that is more.
+    pub(super) fn logged_limit(&self) -> usize {
+        self.settings.dirty_bytes().max(self.settings.cache_bytes() / 4)
+    }
+
+    /// At open: replays the store's page delta records onto the stored
+    /// pages in write-back order and folds them (the pages written whole,
+    /// the records deleted, in one batch).
+    ///
+    /// # Errors
+    /// [`Error::Corrupted`] for a record that does not decode, or that
+    /// changes a page the store does not hold (the store is then refused);
+    /// a store error.
+    pub(super) fn replay_page_deltas(&self) -> Result<()> {
+        let f = self.flush_lock.lock();
+        let records: Vec<(Vec<u8>, Vec<u8>)> = self
+            .store
+            .scan_prefix(&[layout::NS_PAGE_DELTA])
+            .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .collect::<Result<_>>()?;
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut seen = HashSet::new();
+        let mut log = PageLog::default();
+        for (key, value) in records {
+            let Ok(fixed) = <[u8; layout::PAGE_DELTA_KEY_LEN]>::try_from(key.as_slice()) else {
+                return Err(Error::Corrupted {
+                    key: "<page delta>".into(),
+                    page: None,
+                    reason: format!("malformed page delta key {key:?}"),
+                });
+            };
+            let what = match layout::parse_page_delta_key(&fixed) {
+                Some((seq, part)) => format!("{seq}/{part}"),
+                None => format!("{key:?}"),
+            };
+            for d in pagedelta::decode(&what, &value)? {
+                let load = |_| self.fetch_page(b"<page delta>", d.id.0, d.id.1);
+                if seen.insert(d.id) && self.pages.get(d.id, load)?.is_none() {
+                    return Err(Error::Corrupted {
+                        key: format!("<page delta {what}>"),
+                        page: Some(d.id.1),
+                        reason: format!("page delta: page {} of bitmap {} is not in the store", d.id.1, d.id.0),
+                    });
+                }
+                self.pages.update(d.id, load, |p| {
+                    for &bit in &d.flips {
+                        let bit = u32::from(bit);
+                        p.set(bit, !p.get(bit));
+                    }
+                })?;
+            }
+            log.keys.push(fixed);
+            log.bytes += value.len();
+        }
+        // A fold, whatever the sizes: the replayed pages are dirty, not
+        // logged, so no later write-back could log them against these
+        // records.
+        log.fold_owed = true;
+        *self.page_log.lock() = log;
+        match self.write_back_locked(&f, Fold::Auto) {
+            // Short of disk space, the store still opens: the replayed
+            // pages stay in memory (reads see them) until a write-back
+            // finds room.
+            Err(Error::DiskFull { .. }) => Ok(()),
+            r => r,
+        }
+    }
+
     /// Removes from a captured write-back the pages of bitmaps that died
     /// before ever being written (a BITOP result overwritten by the next
     /// one, a key deleted soon after it was set): their reclaim marker is in
     /// this same batch, so writing them would only make work for the
     /// reclaimer. Skipped while a multi-page reader might still read them.
-    fn drop_dead_pages(
-        &self,
-        pages: Vec<DirtyPage>,
-        journal: &[JournalEntry],
-        building: &HashSet<u64>,
-    ) -> Vec<DirtyPage> {
-        let dead: HashSet<u64> = journal
-            .iter()
-            .filter(|(_, _, v)| v.is_some())
-            .filter_map(|(k, _, _)| layout::parse_reclaim_key(k))
-            .filter(|id| !building.contains(id))
-            .collect();
+    fn drop_dead_pages(&self, pages: Vec<DirtyPage>, dead: &HashSet<u64>, building: &HashSet<u64>) -> Vec<DirtyPage> {
+        let dead: HashSet<u64> = dead.iter().copied().filter(|id| !building.contains(id)).collect();
         if dead.is_empty() {
             return pages;
         }
