@@ -316,6 +316,28 @@ mod tests {
         assert!(db.verify().unwrap().is_ok());
     }
 
+    /// Invariant: `verify` short of disk space says so (`DiskFull`) rather
+    /// than checking a store whose page delta records it could not fold,
+    /// which it would report as damage.
+    #[test]
+    fn verify_short_of_space_is_disk_full_not_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, faults) = open_faulty(config(dir.path()).disk_reserve_bytes(1 << 20)).unwrap();
+        for off in (0..32_768).step_by(40) {
+            db.setbit(b"k", off, true).unwrap();
+        }
+        db.flush().unwrap();
+        db.setbit(b"k", 3, true).unwrap();
+        db.flush().unwrap();
+        assert_eq!(db.engine.pages.logged_pages(), 1, "the change was logged");
+        faults.set_free_bytes(Some(1 << 19));
+        let r = db.verify();
+        assert!(matches!(r, Err(Error::DiskFull { .. })), "{r:?}");
+        faults.set_free_bytes(None);
+        let report = db.verify().unwrap();
+        assert!(report.is_ok(), "{:?}", report.problems);
+    }
+
     /// Invariant: a write that pushes the dirty state past its budget while
     /// the disk is short is still accepted (its change is in memory, where
     /// it stays) and the writes after it are refused, without poisoning.

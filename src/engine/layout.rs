@@ -16,7 +16,7 @@
 //! | `0x06`    | `0x06 keyspace u32 BE, first-hash u32 BE`      | a bucket of key metadata |
 //! | `0x07`    | `0x07 bitmap-id u64 BE, group u64 BE`          | the small pages of a page group |
 //! | `0x08`    | `0x08 shard u8, write-back u64 BE, part u16 BE` | metadata changed by one write-back in one shard |
-//! | `0x09`    | `0x09 write-back u64 BE, part u16 BE`           | bits of stored pages changed by one write-back |
+//! | `0x09`    | `0x09 write-back u64 BE, part u32 BE`           | bits of stored pages changed by one write-back |
 //!
 //! Numbers in keys are big-endian so that sled's byte order is numeric order:
 //! a range scan over one bitmap id returns its pages in page order, and the
@@ -59,7 +59,7 @@ pub(crate) const BUCKET_KEY_LEN: usize = 9;
 /// Length of a metadata delta key.
 pub(crate) const DELTA_KEY_LEN: usize = 12;
 /// Length of a page delta key.
-pub(crate) const PAGE_DELTA_KEY_LEN: usize = 11;
+pub(crate) const PAGE_DELTA_KEY_LEN: usize = 13;
 
 /// The seed of the key hash (the bytes `bitsled!`). Part of the format: it
 /// decides which bucket holds a key and the order SCAN visits keys in.
@@ -232,20 +232,20 @@ pub(crate) fn parse_delta_key(key: &[u8]) -> Option<(u8, u64, u16)> {
 }
 
 /// The key of part `part` of the page delta record of write-back `seq`.
-pub(crate) fn page_delta_key(seq: u64, part: u16) -> [u8; PAGE_DELTA_KEY_LEN] {
+pub(crate) fn page_delta_key(seq: u64, part: u32) -> [u8; PAGE_DELTA_KEY_LEN] {
     let mut k = [0u8; PAGE_DELTA_KEY_LEN];
     k[0] = NS_PAGE_DELTA;
     k[1..9].copy_from_slice(&seq.to_be_bytes());
-    k[9..11].copy_from_slice(&part.to_be_bytes());
+    k[9..13].copy_from_slice(&part.to_be_bytes());
     k
 }
 
 /// The (write-back, part) of a page delta key.
-pub(crate) fn parse_page_delta_key(key: &[u8]) -> Option<(u64, u16)> {
+pub(crate) fn parse_page_delta_key(key: &[u8]) -> Option<(u64, u32)> {
     if key.len() != PAGE_DELTA_KEY_LEN || key[0] != NS_PAGE_DELTA {
         return None;
     }
-    Some((u64::from_be_bytes(key[1..9].try_into().ok()?), u16::from_be_bytes(key[9..11].try_into().ok()?)))
+    Some((u64::from_be_bytes(key[1..9].try_into().ok()?), u32::from_be_bytes(key[9..13].try_into().ok()?)))
 }
 
 #[cfg(test)]
@@ -255,7 +255,7 @@ mod tests {
     /// Page delta keys sort by write-back, then part, and parse back.
     #[test]
     fn page_delta_keys_sort_by_write_back() {
-        let keys = [(0u64, 0u16), (0, 1), (1, 0), (256, 0), (u64::MAX, u16::MAX)];
+        let keys = [(0u64, 0u32), (0, 1), (0, 65_536), (1, 0), (256, 0), (u64::MAX, u32::MAX)];
         for w in keys.windows(2) {
             assert!(page_delta_key(w[0].0, w[0].1) < page_delta_key(w[1].0, w[1].1), "{w:?}");
         }

@@ -55,6 +55,9 @@ pub(crate) struct PageLog {
     /// logged: the next write-back must fold (it could not log those
     /// pages against these records).
     pub(crate) fold_owed: bool,
+    /// A caller that reads page records from the store (`key_stats`)
+    /// asked the next write-back to fold, so the records are current.
+    pub(crate) fold_asked: bool,
 }
 
 /// The changed bits of one page.

@@ -182,3 +182,26 @@ fn logged_pages_stay_within_their_limit() {
     assert_eq!(db.get(b"wide").unwrap(), model.get(b"wide"));
     assert!(db.verify().unwrap().is_ok());
 }
+
+/// Invariant: `key_stats` describes a key's current pages, logged ones
+/// included: the same figures before and after a reopen has folded the
+/// page delta records.
+#[test]
+fn key_stats_count_logged_pages_as_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    for off in (0..2 * 32_768).step_by(50) {
+        db.setbit(b"sparse", off, true).unwrap();
+    }
+    db.flush().unwrap();
+    for off in [1, 2, 3, 32_769, 32_770] {
+        db.setbit(b"sparse", off, true).unwrap();
+    }
+    db.flush().unwrap();
+    assert_eq!(db.engine.pages.logged_pages(), 2, "both pages were logged");
+    let logged = db.key_stats(b"sparse").unwrap().unwrap();
+    drop(db);
+    let db = open(dir.path());
+    let folded = db.key_stats(b"sparse").unwrap().unwrap();
+    assert_eq!(format!("{logged:?}"), format!("{folded:?}"));
+}

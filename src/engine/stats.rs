@@ -41,12 +41,19 @@ impl KeyStats {
 }
 
 impl Engine {
+    /// A write-back that also folds the logged pages, so that their page
+    /// and group records are current (the counts below read them).
+    fn write_back_folding_pages(&self, f: &parking_lot::MutexGuard<'_, ()>) -> Result<()> {
+        self.page_log.lock().fold_asked = true;
+        self.write_back_locked(f, super::metas::Fold::Auto)
+    }
+
     /// How `key` is stored; see [`crate::Db::key_stats`].
     pub(crate) fn key_stats(self: &Arc<Self>, db: u32, key: &[u8]) -> Result<Option<KeyStats>> {
         // Holding the write-back lock keeps the store still: no write-back
         // and no reclamation runs until the scan is done.
         let f = self.flush_lock.lock();
-        self.write_back_locked(&f, super::metas::Fold::Auto)?;
+        self.write_back_folding_pages(&f)?;
         // Any type: a Bloom filter's pages are counted like a string's.
         let Some(meta) = self.read(db, &[key], |tx| tx.meta(key))? else { return Ok(None) };
         self.stored_stats(key, &meta).map(Some)
@@ -57,7 +64,7 @@ impl Engine {
     /// database's buckets in hash order; see [`crate::Db::all_key_stats`].
     pub(crate) fn all_key_stats(self: &Arc<Self>, db: u32) -> Result<(u64, KeyStats)> {
         let f = self.flush_lock.lock();
-        self.write_back_locked(&f, super::metas::Fold::Auto)?;
+        self.write_back_folding_pages(&f)?;
         let (mut n, mut total) = (0u64, KeyStats::default());
         let mut cursor = 0;
         loop {

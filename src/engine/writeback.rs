@@ -204,7 +204,11 @@ impl Engine {
         // A flushed keyspace makes this write-back fold every shard.
         let check = if self.journal.records_flush() { Fold::All } else { fold };
         if let Err(e) = self.check_space(check, 0) {
-            return if self.has_pending_writes() { Err(e) } else { Ok(()) };
+            // A full fold (`verify`) also owes the fold of whatever delta
+            // records the store holds: without it the store is not complete.
+            let owed =
+                matches!(check, Fold::All) && (self.metas.pinned_bytes() > 0 || !self.page_log.lock().keys.is_empty());
+            return if self.has_pending_writes() || owed { Err(e) } else { Ok(()) };
         }
         // Write-backs are serialised by `flush_lock`, so this is the next number.
         let seq = self.sequence.load(Ordering::SeqCst) + 1;
@@ -242,7 +246,10 @@ impl Engine {
             return self.reclaim_step(flush_lock, RECLAIM_BUDGET).map(|_| ());
         }
         let pages = self.drop_dead_pages(pages, &dead, &building);
-        let room = self.logged_limit().saturating_sub(self.pages.logged_bytes());
+        // New pages are logged up to half the limit: a logged page's bytes
+        // grow afterwards (more bits; the copy a change keeps beside it),
+        // and a fold only when they pass the whole limit keeps folds rare.
+        let room = (self.logged_limit() / 2).saturating_sub(self.pages.logged_bytes());
         let plan = plan_pages(pages, fold_pages, &dead, room);
         let mut writes: Vec<Write> = Vec::with_capacity(
             plan.whole.len() + metas.deltas.len() + metas.folds.len() + metas.retired.len() + journal.len() + 4,
@@ -256,7 +263,7 @@ impl Engine {
         page_writes(&*self.store, &plan.whole, &mut writes).inspect_err(|e| self.poison(e))?;
         let mut log = self.page_log.lock();
         let logged_keys: Vec<[u8; layout::PAGE_DELTA_KEY_LEN]> = (0..plan.records.len())
-            .map(|part| layout::page_delta_key(seq, u16::try_from(part).unwrap_or(u16::MAX)))
+            .map(|part| layout::page_delta_key(seq, u32::try_from(part).unwrap_or(u32::MAX)))
             .collect();
         let logged_bytes: usize = plan.records.iter().map(Vec::len).sum();
         if fold_pages {
@@ -294,7 +301,7 @@ impl Engine {
     /// Whether this write-back folds the logged pages (and logs none):
     /// when the metadata fold is `Fold::All` (a flushed keyspace, whose
     /// bitmaps the reclaimer deletes, or `verify`); when a replay at open
-    /// left a fold owed; when the page delta records have grown as large
+    /// left a fold owed or a reader of page records asked for one; when the page delta records have grown as large
     /// as the logged pages; when the logged pages pass their share of the
     /// cache; and when a bitmap with logged pages died (its id is in
     /// `dead`). The reclaimer must never delete a page that a record would
@@ -303,21 +310,23 @@ impl Engine {
         if matches!(fold, Fold::All) {
             return true;
         }
-        let log = self.page_log.lock();
+        let mut log = self.page_log.lock();
+        let asked = std::mem::take(&mut log.fold_asked);
         let logged = self.pages.logged_bytes();
         if log.keys.is_empty() && self.pages.logged_pages() == 0 {
             return false;
         }
         log.fold_owed
+            || asked
             || dead.iter().any(|&id| self.pages.has_logged(id))
             || log.bytes >= PAGE_FOLD_FLOOR.max(logged)
             || logged > self.logged_limit()
     }
 
-    /// The bytes logged pages may hold in the cache: a quarter of it, or
-    /// the dirty budget if that is more.
+    /// The bytes logged pages may hold in the cache: half of it, or the
+    /// dirty budget if that is more.
     pub(super) fn logged_limit(&self) -> usize {
-        self.settings.dirty_bytes().max(self.settings.cache_bytes() / 4)
+        self.settings.dirty_bytes().max(self.settings.cache_bytes() / 2)
     }
 
     /// At open: replays the store's page delta records onto the stored

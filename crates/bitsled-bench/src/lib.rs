@@ -39,6 +39,14 @@ impl Proc {
         status_kb(self.child.id(), "VmHWM") * 1024
     }
 
+    /// The bytes it has caused to be written to storage so far
+    /// (`write_bytes` of `/proc/PID/io`; 0 if unreadable).
+    #[must_use]
+    pub fn written(&self) -> u64 {
+        let text = std::fs::read_to_string(format!("/proc/{}/io", self.child.id())).unwrap_or_default();
+        text.lines().find_map(|l| l.strip_prefix("write_bytes:")).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+    }
+
     /// A new connection to it.
     ///
     /// # Errors

@@ -19,18 +19,22 @@
 //!   are swept all the time).
 //!
 //! Every `--every` seconds (10 by default) it records the server's
-//! resident memory, INFO's `used_memory`, the database directory's size,
-//! DBSIZE and the operations done in the interval. At the end it prints
+//! resident memory, INFO's `used_memory`, the database directory's size, the
+//! bytes the server wrote to storage in the interval (`/proc/PID/io`),
+//! DBSIZE, the operations done in the interval and the 99th percentile of
+//! their round trips (a client's step: its command, and every 100th step
+//! the BITCOUNT or PFCOUNT after it). At the end it prints
 //! the table (and writes `soak.md` under `--out`), then the figures the
 //! targets name: peak RSS against the budget + 64 MiB, throughput of the
 //! last fifth of the run against the first fifth, and, after a SIGTERM,
 //! the directory against the bytes of the live keys' records (`bitsled
 //! stats`). `--quick` is a 60 s run for CI; any failed command or a server
-//! that dies fails the run.
+//! that dies fails the run, and so does, with `--quick`, a peak RSS above
+//! the budget + 64 MiB.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bitsled_bench::{dir_bytes, start_bitsled, Proc, Res};
@@ -43,10 +47,13 @@ struct Opts {
     every: u64,
     maxmemory: String,
     out: Option<PathBuf>,
+    /// Fail the run when the peak RSS passes the budget + 64 MiB.
+    enforce: bool,
 }
 
 fn opts() -> Res<Opts> {
-    let mut o = Opts { clients: vec![0, 1, 2, 3], secs: 1800, every: 10, maxmemory: "256mb".into(), out: None };
+    let mut o =
+        Opts { clients: vec![0, 1, 2, 3], secs: 1800, every: 10, maxmemory: "256mb".into(), out: None, enforce: false };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{a} needs a value"));
@@ -64,6 +71,7 @@ fn opts() -> Res<Opts> {
             "--quick" => {
                 o.secs = 60;
                 o.every = 5;
+                o.enforce = true;
             }
             other => {
                 return Err(format!(
@@ -83,14 +91,19 @@ fn opts() -> Res<Opts> {
 /// The workloads, by the names `--clients` takes.
 const WORKLOADS: [&str; 4] = ["bitmaps", "strings", "hll", "expiry"];
 
-/// One client's loop: `kind` picks the workload; counts into `ops` until
-/// `stop`; the first failure ends it and is returned.
-fn client(p: &Proc, kind: usize, ops: &AtomicU64, stop: &AtomicBool) -> Res<()> {
+/// Round trips of the current interval, in microseconds, from every client.
+type Latencies = Mutex<Vec<u32>>;
+
+/// One client's loop: `kind` picks the workload; counts into `ops` and
+/// records each round trip (a step's commands) into `lat` until `stop`;
+/// the first failure ends it and is returned.
+fn client(p: &Proc, kind: usize, ops: &AtomicU64, lat: &Latencies, stop: &AtomicBool) -> Res<()> {
     let mut con = p.con()?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(kind as u64 + 1);
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let day = rng.gen_range(0..30);
+        let began = Instant::now();
         match kind {
             0 => {
                 let user: u64 = rng.gen_range(0..10_000_000);
@@ -123,6 +136,8 @@ fn client(p: &Proc, kind: usize, ops: &AtomicU64, stop: &AtomicBool) -> Res<()> 
             }
         }
         n += 1;
+        let micros = u32::try_from(began.elapsed().as_micros()).unwrap_or(u32::MAX);
+        lat.lock().map_err(|_| "a client panicked")?.push(micros);
         ops.fetch_add(1, Ordering::Relaxed);
     }
     Ok(())
@@ -134,8 +149,12 @@ struct Sample {
     rss: u64,
     used: u64,
     disk: u64,
+    /// Bytes the server wrote to storage since the last sample.
+    written: u64,
     keys: u64,
     ops: u64,
+    /// The 99th percentile round trip of the interval, microseconds.
+    p99: u32,
 }
 
 fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> Res<Option<u64>> {
@@ -157,12 +176,13 @@ fn main() -> Res<()> {
     let server = Arc::new(start_bitsled(&dir, &["--maxmemory", &o.maxmemory])?);
     let stop = Arc::new(AtomicBool::new(false));
     let ops: Arc<Vec<AtomicU64>> = Arc::new((0..4).map(|_| AtomicU64::new(0)).collect());
+    let lat: Arc<Latencies> = Arc::new(Mutex::new(Vec::new()));
     let workers: Vec<_> = o
         .clients
         .iter()
         .map(|&kind| {
-            let (server, stop, ops) = (Arc::clone(&server), Arc::clone(&stop), Arc::clone(&ops));
-            std::thread::spawn(move || client(&server, kind, &ops[kind], &stop).map_err(|e| e.to_string()))
+            let (server, stop, ops, lat) = (Arc::clone(&server), Arc::clone(&stop), Arc::clone(&ops), Arc::clone(&lat));
+            std::thread::spawn(move || client(&server, kind, &ops[kind], &lat, &stop).map_err(|e| e.to_string()))
         })
         .collect();
     let mut con = server.con()?;
@@ -171,6 +191,7 @@ fn main() -> Res<()> {
     let start = Instant::now();
     let mut samples = Vec::new();
     let mut last_ops = 0;
+    let mut last_written = server.written();
     let mut peak_rss = 0;
     while start.elapsed().as_secs() < o.secs {
         std::thread::sleep(Duration::from_secs(o.every));
@@ -180,15 +201,22 @@ fn main() -> Res<()> {
         let total: u64 = ops.iter().map(|n| n.load(Ordering::Relaxed)).sum();
         let rss = server.rss();
         peak_rss = peak_rss.max(rss);
+        let written = server.written();
+        let mut round_trips = std::mem::take(&mut *lat.lock().map_err(|_| "a client panicked")?);
+        round_trips.sort_unstable();
+        let p99 = round_trips.get(round_trips.len() * 99 / 100).copied().unwrap_or(0);
         samples.push(Sample {
             at: start.elapsed().as_secs(),
             rss,
             used: info_field(&mut con, "memory", "used_memory")?.unwrap_or(0),
             disk: dir_bytes(&dir),
+            written: written - last_written.min(written),
             keys: redis::cmd("DBSIZE").query(&mut con)?,
             ops: total - last_ops,
+            p99,
         });
         last_ops = total;
+        last_written = written;
         eprintln!(
             "soak: {} s, {} ops/s, RSS {}",
             start.elapsed().as_secs(),
@@ -223,19 +251,21 @@ fn report(o: &Opts, budget: u64, samples: &[Sample], peak: u64, stored: u64, sto
         return Err("the run ended before two samples".into());
     }
     let mut text = format!(
-        "# Soak: {} s, `bitsled serve --maxmemory {}`, clients: {}\n\n| s | ops/s | RSS | used_memory | on disk | keys |\n|---|---|---|---|---|---|\n",
+        "# Soak: {} s, `bitsled serve --maxmemory {}`, clients: {}\n\n| s | ops/s | p99 | RSS | used_memory | on disk | written/s | keys |\n|---|---|---|---|---|---|---|---|\n",
         o.secs,
         o.maxmemory,
         o.clients.iter().map(|&c| WORKLOADS[c]).collect::<Vec<_>>().join(", ")
     );
     for s in samples {
         text.push_str(&format!(
-            "| {} | {:.0} | {} | {} | {} | {} |\n",
+            "| {} | {:.0} | {:.2} ms | {} | {} | {} | {:.1} MiB | {} |\n",
             s.at,
             s.ops as f64 / o.every as f64,
+            f64::from(s.p99) / 1000.0,
             mib(s.rss),
             mib(s.used),
             mib(s.disk),
+            s.written as f64 / o.every as f64 / f64::from(1 << 20),
             s.keys
         ));
     }
@@ -258,6 +288,9 @@ fn report(o: &Opts, budget: u64, samples: &[Sample], peak: u64, stored: u64, sto
     if let Some(dir) = &o.out {
         std::fs::create_dir_all(dir)?;
         std::fs::write(Path::new(dir).join("soak.md"), &text)?;
+    }
+    if o.enforce && peak > budget + (64 << 20) {
+        return Err(format!("peak RSS {} passed the budget + 64 MiB ({})", mib(peak), mib(budget + (64 << 20))).into());
     }
     Ok(())
 }
