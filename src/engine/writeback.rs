@@ -42,6 +42,18 @@ const OPEN_RECLAIM: Duration = Duration::from_secs(1);
 /// it, a fold is due once the records are as large as the logged pages).
 const PAGE_FOLD_FLOOR: usize = 256 << 10;
 
+/// A delta record's key as the fixed-size array its kind (`what`) uses.
+///
+/// # Errors
+/// [`Error::Corrupted`] for a key of another length.
+fn fixed_key<const N: usize>(key: &[u8], what: &str) -> Result<[u8; N]> {
+    <[u8; N]>::try_from(key).map_err(|_| Error::Corrupted {
+        key: format!("<{what}>"),
+        page: None,
+        reason: format!("malformed {what} key {key:?}"),
+    })
+}
+
 /// The bitmap ids a captured journal marks for reclamation.
 fn dead_ids(journal: &[JournalEntry]) -> HashSet<u64> {
     journal.iter().filter(|(_, _, v)| v.is_some()).filter_map(|(k, _, _)| layout::parse_reclaim_key(k)).collect()
@@ -350,13 +362,7 @@ impl Engine {
         let mut seen = HashSet::new();
         let mut log = PageLog::default();
         for (key, value) in records {
-            let Ok(fixed) = <[u8; layout::PAGE_DELTA_KEY_LEN]>::try_from(key.as_slice()) else {
-                return Err(Error::Corrupted {
-                    key: "<page delta>".into(),
-                    page: None,
-                    reason: format!("malformed page delta key {key:?}"),
-                });
-            };
+            let fixed: [u8; layout::PAGE_DELTA_KEY_LEN] = fixed_key(&key, "page delta")?;
             let what = match layout::parse_page_delta_key(&fixed) {
                 Some((seq, part)) => format!("{seq}/{part}"),
                 None => format!("{key:?}"),
@@ -451,13 +457,7 @@ impl Engine {
     fn replay_shard(&self, shard: usize, records: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         let mut g = self.metas.lock_shard(shard);
         for (key, value) in records {
-            let Ok(fixed) = <[u8; layout::DELTA_KEY_LEN]>::try_from(key.as_slice()) else {
-                return Err(Error::Corrupted {
-                    key: "<metadata delta>".into(),
-                    page: None,
-                    reason: format!("malformed delta key {key:?}"),
-                });
-            };
+            let fixed: [u8; layout::DELTA_KEY_LEN] = fixed_key(&key, "metadata delta")?;
             let what = match layout::parse_delta_key(&fixed) {
                 Some((s, seq, part)) => format!("{s}/{seq}/{part}"),
                 None => format!("{key:?}"),
