@@ -47,7 +47,7 @@
 //! that was already stored about 20 bytes instead of its whole ~170-byte
 //! entry.
 
-use super::entry::{read_entry, sealed_body, shared_len, Reader};
+use super::entry::{read_entry, seal_counted, sealed_body, shared_len, Reader};
 use super::layout::{key_hash, shard_of};
 use super::record::Meta;
 use crate::error::{Error, Result};
@@ -247,11 +247,8 @@ fn read_bloom_bits(r: &mut Reader<'_>, bad: &dyn Fn(String) -> Error) -> Result<
 }
 
 /// Closes a part: its entry count and checksum.
-fn seal((mut p, count): (Vec<u8>, u32)) -> Vec<u8> {
-    p[1..HEADER].copy_from_slice(&count.to_le_bytes());
-    let crc = crc32fast::hash(&p);
-    p.extend_from_slice(&crc.to_le_bytes());
-    p
+fn seal((p, count): (Vec<u8>, u32)) -> Vec<u8> {
+    seal_counted(p, count)
 }
 
 /// Parses and validates a delta record of shard `shard` (`what` names it

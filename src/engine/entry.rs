@@ -21,6 +21,15 @@ pub(crate) fn shared_len(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
+/// Closes a record whose header is a version byte and an entry count
+/// (u32 LE, bytes 1 to 4): writes `count` there and appends the CRC-32.
+pub(crate) fn seal_counted(mut p: Vec<u8>, count: u32) -> Vec<u8> {
+    p[1..5].copy_from_slice(&count.to_le_bytes());
+    let crc = crc32fast::hash(&p);
+    p.extend_from_slice(&crc.to_le_bytes());
+    p
+}
+
 /// The bytes of a record (`header` bytes, at least one, starting with the
 /// version, then a body, then a CRC-32 of everything before it) before its
 /// checksum, once its length, checksum and version (`version`) are

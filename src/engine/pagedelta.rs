@@ -30,7 +30,7 @@
 //! once in a record. A record holds at most about [`PART_BYTES`] bytes of
 //! entries; a write-back with more writes parts 0, 1, ... under its number.
 
-use super::entry::{sealed_body, Reader};
+use super::entry::{seal_counted, sealed_body, Reader};
 use super::layout::PAGE_DELTA_KEY_LEN;
 use super::pages::PageId;
 use crate::error::{Error, Result};
@@ -103,11 +103,7 @@ impl PageDeltaWriter {
         if self.entries == 0 {
             return;
         }
-        let mut b = std::mem::take(&mut self.open);
-        b[1..5].copy_from_slice(&self.entries.to_le_bytes());
-        let crc = crc32fast::hash(&b);
-        b.extend_from_slice(&crc.to_le_bytes());
-        self.done.push(b);
+        self.done.push(seal_counted(std::mem::take(&mut self.open), self.entries));
         self.entries = 0;
     }
 

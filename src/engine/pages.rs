@@ -339,8 +339,12 @@ impl PageCache {
         if old == new {
             return;
         }
-        let counters = [(true, &self.bytes), (slot.dirty != 0, &self.dirty_bytes), (slot.logged, &self.logged_bytes)];
-        for (_, c) in counters.iter().filter(|(counted, _)| *counted) {
+        let counted = [
+            Some(&self.bytes),
+            (slot.dirty != 0).then_some(&self.dirty_bytes),
+            slot.logged.then_some(&self.logged_bytes),
+        ];
+        for c in counted.into_iter().flatten() {
             c.fetch_add(new, Ordering::Relaxed);
             c.fetch_sub(old, Ordering::Relaxed);
         }
@@ -379,13 +383,10 @@ impl PageCache {
             if slot.dirty == 0 && !(fold && slot.logged) {
                 continue;
             }
-            let base = match slot.base.replace(slot.page.clone()) {
-                Some(b) => b,
-                None => slot.page.clone(),
-            };
+            let base = slot.base.take().unwrap_or_else(|| slot.page.clone());
             out.push(DirtyPage { id, seq: slot.dirty, page: slot.page.clone(), base, logged: slot.logged });
-            if slot.dirty == 0 {
-                slot.base = None;
+            if slot.dirty != 0 {
+                slot.base = Some(slot.page.clone());
             }
             self.resize(slot);
         }

@@ -20,8 +20,7 @@ use super::pages::DirtyPage;
 use super::store::{Store, Write};
 use super::stored::corrupted;
 use crate::error::Result;
-use crate::geometry::{position, word_mask, word_start, PAGE_WORDS};
-use crate::page::{encode_group, fits_group, split_group, Member, Page};
+use crate::page::{changed_positions, encode_group, fits_group, split_group, Member};
 
 /// A change of a page is logged when its bits cost at most this share of
 /// the page's bytes (2 bytes a bit, in the worst case of the record).
@@ -65,11 +64,11 @@ pub(super) fn plan_pages(pages: Vec<DirtyPage>, fold: bool, dead: &HashSet<u64>,
             debug_assert!(!p.logged, "a dead bitmap's logged pages make the write-back fold");
             None
         } else if p.logged {
-            Some(flipped(p.base.as_deref(), p.page.as_deref()))
+            Some(changed_positions(p.base.as_deref(), p.page.as_deref()))
         } else {
             match (&p.base, &p.page) {
                 (Some(base), Some(page)) if page.heap_bytes() <= room => {
-                    let flips = flipped(Some(base), Some(page));
+                    let flips = changed_positions(Some(base), Some(page));
                     (2 * flips.len() + 8 <= page.heap_bytes() / LOG_SHARE).then_some(flips)
                 }
                 _ => None,
@@ -93,30 +92,6 @@ pub(super) fn plan_pages(pages: Vec<DirtyPage>, fold: bool, dead: &HashSet<u64>,
     }
     plan.records = w.finish();
     plan
-}
-
-/// The positions, rising, of the bits that differ between two versions of
-/// a page (`None`: all zero).
-fn flipped(a: Option<&Page>, b: Option<&Page>) -> Vec<u16> {
-    let mut wa = [0u64; PAGE_WORDS];
-    let mut wb = [0u64; PAGE_WORDS];
-    if let Some(a) = a {
-        a.to_words(&mut wa);
-    }
-    if let Some(b) = b {
-        b.to_words(&mut wb);
-    }
-    let mut out = Vec::new();
-    for (w, (x, y)) in wa.iter().zip(&wb).enumerate() {
-        let mut diff = x ^ y;
-        while diff != 0 {
-            // A word's most significant bit is its first (`geometry.rs`).
-            let at = diff.leading_zeros();
-            out.push(position(word_start(w) + at));
-            diff &= !word_mask(at).1;
-        }
-    }
-    out
 }
 
 /// Appends the writes that store `pages` (dirty pages sorted by bitmap id

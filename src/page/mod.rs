@@ -216,6 +216,23 @@ fn fold_dense(op: Fold, sources: &[&[u64; PAGE_WORDS]], out: &mut [u64; PAGE_WOR
 }
 
 /// Clears every bit of `words` at or past page bit `bits` (below 32,768).
+/// The positions, rising, of the bits that differ between two versions of
+/// a page (`None`: all zero).
+pub(crate) fn changed_positions(a: Option<&Page>, b: Option<&Page>) -> Vec<u16> {
+    let mut diff = [0u64; PAGE_WORDS];
+    let mut other = [0u64; PAGE_WORDS];
+    if let Some(a) = a {
+        a.to_words(&mut diff);
+    }
+    if let Some(b) = b {
+        b.to_words(&mut other);
+    }
+    for (d, o) in diff.iter_mut().zip(&other) {
+        *d ^= o;
+    }
+    dense::ones_in(&diff, 0, 0, BITS).map(position).collect()
+}
+
 pub(crate) fn truncate_words(words: &mut [u64; PAGE_WORDS], bits: u32) {
     dense::truncate(words, bits);
 }
