@@ -82,6 +82,15 @@ pub(crate) struct ServeArgs {
     /// [default: yes].
     #[arg(long, value_parser = ["yes", "no"])]
     malloc_huge_pages: Option<String>,
+    /// How many heaps (arenas) glibc's malloc may keep: the server restarts
+    /// itself the same way with `glibc.malloc.arena_max=N`. glibc's own
+    /// default, 8 per core, leaves freed memory spread over many 64 MiB
+    /// heaps, so RSS stays far above what is in use (DESIGN.md, section
+    /// 5). 0 keeps glibc's default. No effect where `GLIBC_TUNABLES`
+    /// already names it or `MALLOC_ARENA_MAX` is set
+    /// [default: the number of cores, at least 2].
+    #[arg(long, value_name = "N")]
+    malloc_arenas: Option<usize>,
 }
 
 impl ServeArgs {
@@ -173,46 +182,72 @@ fn parse_config(text: &[u8]) -> Result<ServeArgs> {
     Ok(out)
 }
 
-/// `bitsled serve`: runs the server until a signal or SHUTDOWN.
 /// glibc's tunable that makes malloc advise transparent huge pages for its
 /// heaps; read once, when the process starts.
 const HUGE_PAGES_TUNABLE: &str = "glibc.malloc.hugetlb";
 
+/// glibc's tunable that bounds how many heaps (arenas) malloc keeps.
+const ARENA_MAX_TUNABLE: &str = "glibc.malloc.arena_max";
+
+/// The malloc arenas `--malloc-arenas` defaults to: one per core, at
+/// least 2.
+fn default_malloc_arenas() -> usize {
+    std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get).max(2)
+}
+
+/// `current` (a `GLIBC_TUNABLES` value) with the settings the server wants
+/// added: huge pages if `huge_pages`, at most `arenas` heaps if not 0. A
+/// tunable `current` names already is left as the operator set it, and so
+/// is the arena bound where `MALLOC_ARENA_MAX` is set (`arena_env`).
+/// `None`: nothing to add.
+fn malloc_tunables(current: &str, huge_pages: bool, arenas: usize, arena_env: bool) -> Option<String> {
+    let mut add = Vec::new();
+    if huge_pages && !current.contains(HUGE_PAGES_TUNABLE) {
+        add.push(format!("{HUGE_PAGES_TUNABLE}=1"));
+    }
+    if arenas > 0 && !arena_env && !current.contains(ARENA_MAX_TUNABLE) {
+        add.push(format!("{ARENA_MAX_TUNABLE}={arenas}"));
+    }
+    if add.is_empty() {
+        return None;
+    }
+    if !current.is_empty() {
+        add.insert(0, current.to_owned());
+    }
+    Some(add.join(":"))
+}
+
 /// Restarts the server (`exec` of the same binary with the same arguments:
-/// the same process id, no thread or file opened yet) with
-/// [`HUGE_PAGES_TUNABLE`] set to 1, unless `GLIBC_TUNABLES` names it
-/// already (then it has run once, or the operator chose). Returns only if
-/// it did not restart; a failed restart is reported and the server goes on
-/// as it is.
+/// the same process id, no thread or file opened yet) with the malloc
+/// tunables [`malloc_tunables`] adds to `GLIBC_TUNABLES`, if it adds any
+/// (after the restart it adds none, so this runs once). Returns only if it
+/// did not restart; a failed restart is reported and the server goes on as
+/// it is.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn restart_with_malloc_huge_pages() {
+fn restart_with_malloc_tunables(huge_pages: bool, arenas: usize) {
     use std::os::unix::process::CommandExt;
     let current = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
-    if current.contains(HUGE_PAGES_TUNABLE) {
-        return;
-    }
+    let arena_env = std::env::var_os("MALLOC_ARENA_MAX").is_some();
+    let Some(tunables) = malloc_tunables(&current, huge_pages, arenas, arena_env) else { return };
     let Ok(exe) = std::env::current_exe() else { return };
-    let tunables = if current.is_empty() {
-        format!("{HUGE_PAGES_TUNABLE}=1")
-    } else {
-        format!("{current}:{HUGE_PAGES_TUNABLE}=1")
-    };
     let mut args = std::env::args_os();
     let arg0 = args.next().unwrap_or_else(|| exe.clone().into_os_string());
     let err = std::process::Command::new(&exe).arg0(arg0).args(args).env("GLIBC_TUNABLES", tunables).exec();
-    eprintln!("note: could not restart with huge pages for malloc ({err}); going on without them");
+    eprintln!("note: could not restart with malloc's tunables ({err}); going on without them");
 }
 
-/// Without glibc on Linux there is no such tunable.
+/// Without glibc on Linux there are no such tunables.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn restart_with_malloc_huge_pages() {}
+fn restart_with_malloc_tunables(_huge_pages: bool, _arenas: usize) {}
 
+/// `bitsled serve`: runs the server until a signal or SHUTDOWN.
 pub(crate) fn serve(dir: &PathBuf, args: ServeArgs) -> Result<()> {
     use bitsled_redis::server::{Server, ServerConfig};
     use signal_hook::consts::{SIGINT, SIGTERM};
-    if args.malloc_huge_pages.as_deref() != Some("no") {
-        restart_with_malloc_huge_pages();
-    }
+    restart_with_malloc_tunables(
+        args.malloc_huge_pages.as_deref() != Some("no"),
+        args.malloc_arenas.unwrap_or_else(default_malloc_arenas),
+    );
     let args = args.merge_config_file()?;
     let fsync = args.fsync.unwrap_or(bitsled_redis::server::Fsync::EverySec);
     let slower_than = args.slowlog_log_slower_than.unwrap_or(bitsled_redis::server::DEFAULT_SLOWLOG_SLOWER_THAN_USEC);
@@ -283,6 +318,23 @@ pub(crate) fn serve(dir: &PathBuf, args: ServeArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The restart adds only what the operator has not set, and nothing
+    /// once both are set (so the restarted server does not restart again).
+    #[test]
+    fn malloc_tunables_add_what_is_missing_once() {
+        let both = "glibc.malloc.hugetlb=1:glibc.malloc.arena_max=2";
+        assert_eq!(malloc_tunables("", true, 2, false).as_deref(), Some(both));
+        assert_eq!(malloc_tunables(both, true, 2, false), None);
+        assert_eq!(malloc_tunables("", false, 4, false).as_deref(), Some("glibc.malloc.arena_max=4"));
+        assert_eq!(malloc_tunables("", true, 0, false).as_deref(), Some("glibc.malloc.hugetlb=1"));
+        assert_eq!(malloc_tunables("", true, 2, true).as_deref(), Some("glibc.malloc.hugetlb=1"));
+        assert_eq!(malloc_tunables("", false, 0, false), None);
+        assert_eq!(
+            malloc_tunables("glibc.malloc.arena_max=8", true, 2, false).as_deref(),
+            Some("glibc.malloc.arena_max=8:glibc.malloc.hugetlb=1")
+        );
+    }
 
     #[test]
     fn config_files_set_options_and_refuse_unknown_directives() {
