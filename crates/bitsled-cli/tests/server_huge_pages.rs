@@ -1,8 +1,10 @@
 //! `bitsled serve` restarts itself once with glibc's
 //! `glibc.malloc.hugetlb=1` tunable (malloc then advises transparent huge
-//! pages for its heaps), keeping its process id and arguments; it does not
-//! with `--malloc-huge-pages no`, and leaves a `GLIBC_TUNABLES` that
-//! already names the tunable as the operator set it.
+//! pages for its heaps) and `glibc.malloc.arena_max` (malloc's heaps
+//! bounded by the number of cores, at least 2), keeping its process id and
+//! arguments; it adds neither when told not to (`--malloc-huge-pages no`,
+//! `--malloc-arenas 0`), and leaves a tunable that `GLIBC_TUNABLES`
+//! already names (or `MALLOC_ARENA_MAX`) as the operator set it.
 
 #![cfg(all(target_os = "linux", target_env = "gnu"))]
 
@@ -10,6 +12,12 @@
 mod server;
 
 use server::Served;
+
+/// The arena bound the server sets by default.
+fn arenas() -> String {
+    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get).max(2);
+    format!("glibc.malloc.arena_max={cores}")
+}
 
 /// The value of `GLIBC_TUNABLES` the server's process was started with
 /// (its last `exec`). Read from `/proc/PID/environ`, the bytes of the
@@ -38,21 +46,37 @@ fn serve_runs_with_malloc_huge_pages_by_default() {
     let mut con = served.client();
     let pong: String = redis::cmd("PING").query(&mut con).expect("PING");
     assert_eq!(pong, "PONG");
-    assert_eq!(tunables(&served).as_deref(), Some("glibc.malloc.hugetlb=1"));
+    assert_eq!(tunables(&served), Some(format!("glibc.malloc.hugetlb=1:{}", arenas())));
     let () = redis::cmd("SET").arg("k").arg("v").query(&mut con).expect("SET");
     let () = redis::cmd("SAVE").query(&mut con).expect("SAVE");
     assert!(std::fs::read_dir(dir.path()).expect("dir").count() > 0, "the store is in the directory given");
 }
 
-/// Invariant: `--malloc-huge-pages no` adds nothing to the environment;
-/// other tunables the operator set are kept and extended, and one that
-/// already names the tunable is left exactly as it was.
+/// Invariant: `--malloc-huge-pages no` and `--malloc-arenas 0` add
+/// nothing to the environment; other tunables the operator set are kept and
+/// extended, and one that is already named (or `MALLOC_ARENA_MAX`) is left
+/// exactly as it was.
 #[test]
 fn the_restart_respects_the_operator() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let off = Served::start(dir.path(), &["--malloc-huge-pages", "no"]);
+    let off = Served::start(dir.path(), &["--malloc-huge-pages", "no", "--malloc-arenas", "0"]);
     assert_eq!(tunables(&off), None);
     drop(off);
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let no_huge = Served::start(dir.path(), &["--malloc-huge-pages", "no"]);
+    assert_eq!(tunables(&no_huge), Some(arenas()));
+    drop(no_huge);
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let four = Served::start(dir.path(), &["--malloc-arenas", "4"]);
+    assert_eq!(tunables(&four).as_deref(), Some("glibc.malloc.hugetlb=1:glibc.malloc.arena_max=4"));
+    drop(four);
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let env = Served::start_with_env(dir.path(), &[], &[("MALLOC_ARENA_MAX", "3")]);
+    assert_eq!(tunables(&env).as_deref(), Some("glibc.malloc.hugetlb=1"));
+    drop(env);
 
     let dir = tempfile::tempdir().expect("tempdir");
     let other = Served::start_with_env(dir.path(), &[], &[("GLIBC_TUNABLES", "glibc.malloc.arena_max=2")]);
@@ -61,5 +85,5 @@ fn the_restart_respects_the_operator() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let chosen = Served::start_with_env(dir.path(), &[], &[("GLIBC_TUNABLES", "glibc.malloc.hugetlb=0")]);
-    assert_eq!(tunables(&chosen).as_deref(), Some("glibc.malloc.hugetlb=0"));
+    assert_eq!(tunables(&chosen), Some(format!("glibc.malloc.hugetlb=0:{}", arenas())));
 }
