@@ -52,7 +52,7 @@ fn cases() -> Vec<(Encoding, String, BenchPage, BenchPage)> {
     let a = patterns(1);
     let b = patterns(2);
     let mut out = Vec::new();
-    for enc in [Encoding::Sparse, Encoding::Ewah, Encoding::Dense] {
+    for enc in [Encoding::Sparse, Encoding::Runs, Encoding::Ewah, Encoding::Dense] {
         for ((name, pa), (_, pb)) in a.iter().zip(&b) {
             let page = BenchPage::from_positions(pa, enc);
             let other = BenchPage::from_positions(pb, enc);

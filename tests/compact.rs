@@ -32,11 +32,19 @@ fn values(rng: &mut rand::rngs::StdRng) -> Vec<(Vec<u8>, Vec<u8>)> {
         sparse[i] |= 1 << rng.gen_range(0..8);
     }
     out.push((b"sparse".to_vec(), sparse));
+    // Full words with a few words of alternating bits (many runs each):
+    // EWAH's literals are smaller than the run list.
     let mut ewah = vec![0xffu8; 5 * PAGE];
-    for i in (0..ewah.len()).step_by(1000) {
-        ewah[i] = 0x5a;
+    for i in (0..ewah.len() - 8).step_by(1000) {
+        ewah[i..i + 8].fill(0x55);
     }
     out.push((b"ewah".to_vec(), ewah));
+    // Runs of 16 bits every 800 bits: a run list.
+    let mut runs = vec![0u8; 5 * PAGE];
+    for i in (0..runs.len() - 2).step_by(100) {
+        runs[i..i + 2].fill(0xff);
+    }
+    out.push((b"runs".to_vec(), runs));
     // Pages 0 and 300 only: 299 pages in between are not stored.
     let mut holes = vec![0u8; 301 * PAGE];
     holes[7] = 0x80;
@@ -100,8 +108,11 @@ fn compacted_copy_keeps_every_live_key() {
     db.set(b"expired", b"x").unwrap();
     assert!(db.expire_at(b"expired", 1, ExpireCondition::Always).unwrap());
 
-    let st = [stats(&db, b"dense"), stats(&db, b"sparse"), stats(&db, b"ewah")];
-    assert!(st[0].dense_pages > 0 && st[1].sparse_pages > 0 && st[2].ewah_pages > 0, "{st:?}");
+    let st = [stats(&db, b"dense"), stats(&db, b"sparse"), stats(&db, b"ewah"), stats(&db, b"runs")];
+    assert!(
+        st[0].dense_pages > 0 && st[1].sparse_pages > 0 && st[2].ewah_pages > 0 && st[3].runs_pages > 0,
+        "a value of every encoding: {st:?}"
+    );
 
     db.flush().unwrap();
     let size_before = db.size_on_disk().unwrap();

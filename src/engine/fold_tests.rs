@@ -204,11 +204,20 @@ fn format_5_deltas_of_version_1_replay() {
 
 /// Invariant: a format 3 store (complete buckets, no deltas), a format 4
 /// store (paged Bloom filters only), a format 5 store (version 1 deltas
-/// only) and a format 6 store (no Bloom bit changes) open under this build: the superblock becomes the current
-/// format and every key reads back.
+/// only), a format 6 store (no Bloom bit changes), a format 7 store (no
+/// page deltas) and a format 8 store (no run lists) open under this build:
+/// the superblock becomes the current format and every key reads back.
 #[test]
-fn format_3_to_6_stores_open_as_current() {
-    for version in [record::FORMAT_V3, record::FORMAT_V4, record::FORMAT_V5, record::FORMAT_V6, record::FORMAT_V7] {
+fn format_3_to_8_stores_open_as_current() {
+    let versions = [
+        record::FORMAT_V3,
+        record::FORMAT_V4,
+        record::FORMAT_V5,
+        record::FORMAT_V6,
+        record::FORMAT_V7,
+        record::FORMAT_V8,
+    ];
+    for version in versions {
         let dir = tempfile::tempdir().unwrap();
         let db = open(dir.path());
         for i in 0..500 {

@@ -1,4 +1,4 @@
-//! Key layout of the single sled tree (format version 8).
+//! Key layout of the single sled tree (format version 9).
 //!
 //! Every record lives in one tree so one atomic batch can cover metadata and
 //! pages together. The first byte of a key names its namespace:

@@ -8,7 +8,11 @@ use crate::geometry::PAGE_WORDS as WORDS_PER_PAGE;
 use crate::le::{read_u32, read_u64};
 
 /// The on-disk format version this build writes.
-pub(crate) const FORMAT_VERSION: u8 = 8;
+pub(crate) const FORMAT_VERSION: u8 = 9;
+/// Format 8: format 9 without run lists (page and group records of
+/// version 1 only). This build reads both record versions, so opening a
+/// format 8 store only rewrites the superblock.
+pub(crate) const FORMAT_V8: u8 = 8;
 /// Format 7: format 8 without page delta records. Every format 7 store is
 /// a valid format 8 store, so opening one only rewrites the superblock.
 pub(crate) const FORMAT_V7: u8 = 7;
@@ -375,7 +379,7 @@ pub(crate) fn check_superblock(b: &[u8]) -> Result<u8> {
     if stored != crc32fast::hash(&b[..CRC]) {
         return Err(bad("superblock checksum mismatch".into()));
     }
-    if ![FORMAT_VERSION, FORMAT_V7, FORMAT_V6, FORMAT_V5, FORMAT_V4, FORMAT_V3, FORMAT_V2, FORMAT_V1]
+    if ![FORMAT_VERSION, FORMAT_V8, FORMAT_V7, FORMAT_V6, FORMAT_V5, FORMAT_V4, FORMAT_V3, FORMAT_V2, FORMAT_V1]
         .contains(&b[VERSION])
     {
         return Err(Error::UnsupportedVersion { found: b[VERSION], supported: FORMAT_VERSION });
@@ -527,14 +531,15 @@ mod tests {
         assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V5)).unwrap(), FORMAT_V5);
         assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V6)).unwrap(), FORMAT_V6);
         assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V7)).unwrap(), FORMAT_V7);
+        assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V8)).unwrap(), FORMAT_V8);
         assert!(matches!(
             check_superblock(&encode_superblock_of(FORMAT_VERSION + 1)),
-            Err(Error::UnsupportedVersion { found: 9, supported: FORMAT_VERSION })
+            Err(Error::UnsupportedVersion { found: 10, supported: FORMAT_VERSION })
         ));
         let r = check_superblock(&encode_superblock_of(10));
         assert!(matches!(r, Err(Error::UnsupportedVersion { found: 10, .. })), "{r:?}");
         let mut b = encode_superblock();
-        b[8] = 9;
+        b[8] ^= 1; // another version, checksum left stale
         let r = check_superblock(&b);
         assert!(matches!(r, Err(Error::Corrupted { .. })), "{r:?}");
         let r = check_superblock(b"hello");

@@ -22,6 +22,8 @@ pub struct KeyStats {
     pub sparse_pages: u64,
     /// Stored pages encoded as EWAH runs.
     pub ewah_pages: u64,
+    /// Stored pages encoded as run lists.
+    pub runs_pages: u64,
     /// Bytes of the key's records as stored (its metadata entry, at most,
     /// and its pages' keys and values), before the store's own overhead.
     pub stored_bytes: u64,
@@ -36,7 +38,7 @@ impl KeyStats {
     /// Stored pages of any encoding.
     #[must_use]
     pub fn pages(&self) -> u64 {
-        self.dense_pages + self.sparse_pages + self.ewah_pages
+        self.dense_pages + self.sparse_pages + self.ewah_pages + self.runs_pages
     }
 }
 
@@ -77,6 +79,7 @@ impl Engine {
                 total.dense_pages += st.dense_pages;
                 total.sparse_pages += st.sparse_pages;
                 total.ewah_pages += st.ewah_pages;
+                total.runs_pages += st.runs_pages;
                 total.stored_bytes += st.stored_bytes;
                 total.records += st.records;
             }
@@ -107,6 +110,7 @@ impl Engine {
             Encoding::Dense => st.dense_pages += 1,
             Encoding::Sparse => st.sparse_pages += 1,
             Encoding::Ewah => st.ewah_pages += 1,
+            Encoding::Runs => st.runs_pages += 1,
         };
         let (mut bytes, mut records) = (0, 0);
         let (from, to) = layout::page_range(id, 0, u64::MAX);

@@ -18,7 +18,7 @@ use super::pagedelta::{self, PageLog};
 use super::pages::DirtyPage;
 use super::pagewrites::{page_writes, plan_pages};
 use super::record::{
-    self, Catalog, Kind, Meta, FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6, FORMAT_V7,
+    self, Catalog, Kind, Meta, FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6, FORMAT_V7, FORMAT_V8,
 };
 use super::store::{Store, Write};
 use super::tx::inline_meta;
@@ -83,7 +83,7 @@ pub(super) fn check_or_create(dir: &Path, store: &dyn Store, databases: u16) -> 
             } else if store.scan_prefix(&[layout::NS_META_V1]).next().is_some() {
                 upgrade::remove_v1_leftovers(store)?;
             }
-            if [FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6, FORMAT_V7].contains(&version) {
+            if [FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6, FORMAT_V7, FORMAT_V8].contains(&version) {
                 upgrade::to_current(store)?;
             }
             upgrade::remove_expiry_index(store)?;

@@ -90,6 +90,9 @@ pub(crate) fn check_invariants(page: &Page, ctx: &str) {
         Repr::Ewah(stream) => {
             assert_eq!(ewah::validate(stream), Ok(ones), "{ctx}: in-memory EWAH stream is valid");
         }
+        Repr::Runs(list) => {
+            assert_eq!(super::runs::validate(list), Ok(ones), "{ctx}: in-memory run list is valid and maximal");
+        }
         Repr::Dense(_) => {}
     }
 }
@@ -231,7 +234,7 @@ pub(crate) fn check_page(page: &Page, model: &Words, probes: &[u32], ctx: &str) 
 /// Hysteresis invariants after one `set`.
 fn check_set_repr(p: &Page, before: Encoding, old: bool, value: bool, ctx: &str) {
     match p.encoding() {
-        Encoding::Ewah => panic!("{ctx}: set() leaves no EWAH page"),
+        Encoding::Ewah | Encoding::Runs => panic!("{ctx}: set() leaves no EWAH or run-list page"),
         Encoding::Sparse => {
             if before != Encoding::Sparse || (value && !old) {
                 assert!(p.ones <= SPARSE_MAX, "{ctx}: a sparse page after set holds at most SPARSE_MAX bits");
@@ -266,7 +269,7 @@ pub(crate) fn check_codec(page: &Page, ctx: &str) {
                 || (as_bytes.len() == bytes.len()
                     && Encoding::ALL.iter().position(|&e| e == enc)
                         >= Encoding::ALL.iter().position(|&e| e == best)),
-            "{ctx}: {enc:?} ({} bytes) is not smaller than the chosen {best:?} ({} bytes), ties prefer sparse, ewah, dense",
+            "{ctx}: {enc:?} ({} bytes) is not smaller than the chosen {best:?} ({} bytes), ties prefer sparse, runs, ewah, dense",
             as_bytes.len(),
             bytes.len()
         );

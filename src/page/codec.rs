@@ -1,4 +1,5 @@
-//! On-disk page format, version 1: header, body and CRC-32 trailer.
+//! On-disk page format, version 2 (version 1 is read): header, body and
+//! CRC-32 trailer.
 //!
 //! See the module documentation of [`crate::page`] for the layout. Input is
 //! read through zerocopy's unaligned little-endian types, never by casting
@@ -7,11 +8,14 @@
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
-use super::{choose, dense, ewah, sparse, Census, Encoding, Page, PageError, Repr, BITS};
+use super::{choose, dense, ewah, runs, sparse, Census, Encoding, Page, PageError, Repr, BITS};
 use crate::geometry::PAGE_WORDS;
 
-/// The page format version this build reads and writes.
-pub(crate) const PAGE_FORMAT_VERSION: u8 = 1;
+/// The page format version this build writes. It reads this and
+/// [`PAGE_FORMAT_V1`].
+pub(crate) const PAGE_FORMAT_VERSION: u8 = 2;
+/// The page format before run lists: the same layout without encoding 3.
+pub(crate) const PAGE_FORMAT_V1: u8 = 1;
 /// Bytes before the body: version, encoding, popcount.
 pub(crate) const HEADER_LEN: usize = 4;
 /// Bytes after the body: the CRC-32.
@@ -23,13 +27,17 @@ const DENSE: u8 = 0;
 const SPARSE: u8 = 1;
 /// Encoding byte of an EWAH page.
 const EWAH: u8 = 2;
+/// Encoding byte of a run list (format version 2).
+const RUNS: u8 = 3;
 
 /// Total encoded length of a page in `encoding` whose body holds `elements`
-/// elements: 64-bit words for dense and EWAH, 16-bit positions for sparse.
+/// elements: 64-bit words for dense and EWAH, 16-bit positions for sparse,
+/// runs of two 16-bit numbers for runs.
 pub(crate) const fn encoded_len(encoding: Encoding, elements: usize) -> usize {
     let element = match encoding {
         Encoding::Dense | Encoding::Ewah => 8,
         Encoding::Sparse => 2,
+        Encoding::Runs => 4,
     };
     HEADER_LEN + element * elements + TRAILER_LEN
 }
@@ -66,9 +74,10 @@ pub(super) fn split(bytes: &[u8]) -> Result<Parts<'_>, PageError> {
     let Ok((header, _)) = Header::ref_from_prefix(bytes) else {
         return Err(err(format!("truncated: {} bytes, header needs {HEADER_LEN}", bytes.len())));
     };
-    if header.version != PAGE_FORMAT_VERSION {
+    if header.version != PAGE_FORMAT_VERSION && header.version != PAGE_FORMAT_V1 {
         return Err(err(format!(
-            "unsupported page format version {} (this build reads version {PAGE_FORMAT_VERSION})",
+            "unsupported page format version {} (this build reads versions {PAGE_FORMAT_V1} and \
+             {PAGE_FORMAT_VERSION})",
             header.version
         )));
     }
@@ -78,19 +87,22 @@ pub(super) fn split(bytes: &[u8]) -> Result<Parts<'_>, PageError> {
     if stored != computed {
         return Err(err(format!("checksum mismatch: stored 0x{stored:08x}, computed 0x{computed:08x}")));
     }
-    let encoding = encoding_of(header.encoding)?;
+    let encoding = encoding_in(header.version, header.encoding)?;
     let body = &content[HEADER_LEN..];
     let popcount = u32::from(header.popcount.get());
     check_body(encoding, popcount, body)?;
     Ok(Parts { encoding, popcount, body })
 }
 
-/// The encoding an encoding byte names.
-pub(super) fn encoding_of(byte: u8) -> Result<Encoding, PageError> {
+/// The encoding an encoding byte names in a record of format `version`
+/// (page or group: both added runs in their version 2).
+pub(super) fn encoding_in(version: u8, byte: u8) -> Result<Encoding, PageError> {
     match byte {
         DENSE => Ok(Encoding::Dense),
         SPARSE => Ok(Encoding::Sparse),
         EWAH => Ok(Encoding::Ewah),
+        RUNS if version >= 2 => Ok(Encoding::Runs),
+        RUNS => Err(err(format!("run list (encoding byte {RUNS}) in a format version {version} record"))),
         other => Err(err(format!("unknown page encoding byte {other}"))),
     }
 }
@@ -101,6 +113,7 @@ pub(super) fn encoding_byte(encoding: Encoding) -> u8 {
         Encoding::Dense => DENSE,
         Encoding::Sparse => SPARSE,
         Encoding::Ewah => EWAH,
+        Encoding::Runs => RUNS,
     }
 }
 
@@ -132,6 +145,11 @@ pub(super) fn check_body(encoding: Encoding, popcount: u32, body: &[u8]) -> Resu
         Encoding::Ewah => {
             if body.is_empty() || body.len() % 8 != 0 {
                 return Err(err(format!("ewah page body is {} bytes, expected a non-zero multiple of 8", body.len())));
+            }
+        }
+        Encoding::Runs => {
+            if body.is_empty() || body.len() % 4 != 0 {
+                return Err(err(format!("runs page body is {} bytes, expected a non-zero multiple of 4", body.len())));
             }
         }
     }
@@ -185,6 +203,21 @@ pub(super) fn decode_parts(parts: &Parts<'_>) -> Result<Page, PageError> {
             let ones = ewah::validate(&stream)?;
             (Repr::Ewah(stream), ones)
         }
+        Encoding::Runs => {
+            let body =
+                <[U16]>::ref_from_bytes(parts.body).map_err(|_| err("runs body is not whole runs".to_owned()))?;
+            let mut list: Vec<runs::Run> = Vec::with_capacity(body.len() / 2);
+            for (i, run) in body.chunks_exact(2).enumerate() {
+                let (first, extra) = (run[0].get(), run[1].get());
+                let last = u32::from(first) + u32::from(extra);
+                if last >= BITS {
+                    return Err(err(format!("run {i} ends at {last}, outside the page ({BITS} bits)")));
+                }
+                list.push([first, crate::geometry::position(last)]);
+            }
+            let ones = runs::validate(&list)?;
+            (Repr::Runs(list), ones)
+        }
     };
     if ones != popcount {
         return Err(err(format!(
@@ -199,7 +232,8 @@ pub(super) fn decode_parts(parts: &Parts<'_>) -> Result<Page, PageError> {
 pub(super) fn encode_smallest(page: &Page) -> Vec<u8> {
     let mut words = [0u64; PAGE_WORDS];
     page.to_words(&mut words);
-    let (encoding, ewah_len) = choose(&words, Census::of(&words));
+    let census = Census::of(&words);
+    let (encoding, ewah_len) = choose(&words, census);
     match encoding {
         Encoding::Sparse => {
             if let Repr::Sparse(pos) = &page.repr {
@@ -215,6 +249,14 @@ pub(super) fn encode_smallest(page: &Page) -> Vec<u8> {
             write_words(&stream, out);
         }),
         Encoding::Dense => write(Encoding::Dense, page.ones, PAGE_WORDS, |out| write_words(&words, out)),
+        Encoding::Runs => {
+            if let Repr::Runs(list) = &page.repr {
+                write(Encoding::Runs, page.ones, list.len(), |out| write_runs(list, out))
+            } else {
+                let list = runs::from_words(&words, census.runs);
+                write(Encoding::Runs, page.ones, list.len(), |out| write_runs(&list, out))
+            }
+        }
     }
 }
 
@@ -233,6 +275,18 @@ pub(super) fn encode_as(page: &Page, encoding: Encoding) -> Vec<u8> {
             write(encoding, page.ones, stream.len(), |out| write_words(&stream, out))
         }
         Encoding::Dense => write(encoding, page.ones, PAGE_WORDS, |out| write_words(&words, out)),
+        Encoding::Runs => {
+            let list = runs::from_words(&words, runs::count(&words));
+            write(encoding, page.ones, list.len(), |out| write_runs(&list, out))
+        }
+    }
+}
+
+/// Each run as its first position and its length - 1.
+fn write_runs(list: &[runs::Run], out: &mut Vec<u8>) {
+    for &[first, last] in list {
+        out.extend_from_slice(&first.to_le_bytes());
+        out.extend_from_slice(&(last - first).to_le_bytes());
     }
 }
 

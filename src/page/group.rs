@@ -7,17 +7,20 @@
 //! its group's record; any other page is a page record of its own. The
 //! layout is therefore a function of the bits alone.
 //!
-//! # Group record format, version 1
+//! # Group record format, version 2 (version 1 is read)
 //!
 //! ```text
-//! offset 0      u8   group format version = 1 (GROUP_FORMAT_VERSION)
+//! offset 0      u8   group format version = 2 (GROUP_FORMAT_VERSION)
 //! offset 1      u8   members, 1..=64
 //! offset 2..n-4      the members, slots strictly increasing, each:
-//!                      u8      slot << 2 | encoding (0 dense, 1 sparse, 2 ewah)
+//!                      u8      slot << 2 | encoding (0 dense, 1 sparse,
+//!                              2 ewah, 3 runs; runs only in version 2)
 //!                      varint  popcount, 1..=32768
-//!                      varint  EWAH only: body words, at least 1
+//!                      varint  EWAH only: body words, at least 1;
+//!                              runs only: runs, at least 1
 //!                      body    as in a page record: dense 4,096 bytes,
-//!                              sparse 2 * popcount, EWAH 8 * words
+//!                              sparse 2 * popcount, EWAH 8 * words,
+//!                              runs 4 * runs
 //! offset n-4..n u32  crc32 of bytes 0..n-4
 //! ```
 //!
@@ -33,14 +36,15 @@ use crate::varint;
 /// Pages per group: group `g` holds pages `64g ..= 64g + 63`.
 pub(crate) const GROUP_PAGES: u64 = 64;
 
-/// A page whose smallest encoding's body is at most this many bytes is
-/// stored in its group's record. 64 such bodies and their member headers
+/// A page whose smallest encoding's body is at most this many bytes (56
+/// positions, 28 runs or 14 EWAH words) is stored in its group's record. 64 such bodies and their member headers
 /// keep a group record under 7.5 KB, the size a page record may reach
 /// (see DESIGN.md, page geometry).
 pub(crate) const MEMBER_BODY_MAX: usize = 112;
 
-/// The group record format version this build reads and writes.
-pub(crate) const GROUP_FORMAT_VERSION: u8 = 1;
+/// The group record format version this build writes. It reads this and
+/// version 1, the same layout without run lists.
+pub(crate) const GROUP_FORMAT_VERSION: u8 = 2;
 
 /// Bytes of a group record before its members: version, count.
 const GROUP_HEADER_LEN: usize = 2;
@@ -100,8 +104,10 @@ impl<'a> Member<'a> {
     fn put_head(&self, out: &mut Vec<u8>) {
         out.push(self.slot << 2 | codec::encoding_byte(self.parts.encoding));
         varint::put(out, u64::from(self.parts.popcount));
-        if self.parts.encoding == Encoding::Ewah {
-            varint::put(out, (self.parts.body.len() / 8) as u64);
+        match self.parts.encoding {
+            Encoding::Ewah => varint::put(out, (self.parts.body.len() / 8) as u64),
+            Encoding::Runs => varint::put(out, (self.parts.body.len() / 4) as u64),
+            Encoding::Dense | Encoding::Sparse => {}
         }
     }
 }
@@ -148,10 +154,10 @@ pub(crate) fn split_group(bytes: &[u8]) -> Result<Vec<Member<'_>>, PageError> {
     if stored != computed {
         return Err(err(format!("checksum mismatch: stored 0x{stored:08x}, computed 0x{computed:08x}")));
     }
-    if content[0] != GROUP_FORMAT_VERSION {
+    let version = content[0];
+    if version != GROUP_FORMAT_VERSION && version != 1 {
         return Err(err(format!(
-            "unsupported group format version {} (this build reads version {GROUP_FORMAT_VERSION})",
-            content[0]
+            "unsupported group format version {version} (this build reads versions 1 and {GROUP_FORMAT_VERSION})"
         )));
     }
     let count = usize::from(content[1]);
@@ -173,7 +179,7 @@ pub(crate) fn split_group(bytes: &[u8]) -> Result<Vec<Member<'_>>, PageError> {
                 return Err(member(format!("slots not increasing: {slot} after {prev}")));
             }
         }
-        let encoding = codec::encoding_of(head & 3).map_err(|e| member(e.0))?;
+        let encoding = codec::encoding_in(version, head & 3).map_err(|e| member(e.0))?;
         let popcount = varint::read(content, &mut at).map_err(|e| member(e.to_string()))?;
         let popcount = u32::try_from(popcount).map_err(|_| member(format!("popcount {popcount} is too large")))?;
         let body_len = match encoding {
@@ -181,13 +187,14 @@ pub(crate) fn split_group(bytes: &[u8]) -> Result<Vec<Member<'_>>, PageError> {
             // A popcount past the page's bits is refused by `check_body`;
             // 2 * u32::MAX fits in a u64-sized usize and is refused below.
             Encoding::Sparse => 2 * popcount as usize,
-            Encoding::Ewah => {
-                let words = varint::read(content, &mut at).map_err(|e| member(e.to_string()))?;
-                usize::try_from(words)
+            Encoding::Ewah | Encoding::Runs => {
+                let (unit, what) = if encoding == Encoding::Ewah { (8, "EWAH body of") } else { (4, "run list of") };
+                let elements = varint::read(content, &mut at).map_err(|e| member(e.to_string()))?;
+                usize::try_from(elements)
                     .ok()
-                    .and_then(|w| w.checked_mul(8))
+                    .and_then(|w| w.checked_mul(unit))
                     .filter(|&n| n > 0)
-                    .ok_or_else(|| member(format!("EWAH body of {words} words")))?
+                    .ok_or_else(|| member(format!("{what} {elements} elements")))?
             }
         };
         let end = at.checked_add(body_len).filter(|&e| e <= content.len()).ok_or_else(|| {
@@ -230,25 +237,34 @@ mod tests {
     #[test]
     fn round_trip_and_membership() {
         let sparse = record(&[1, 5, 32_767]);
+        // 300 full words, then a word of 32 one-bit runs: one EWAH marker
+        // with a literal, where a run list takes 33 runs.
         let ewah = Page::from_words(&{
             let mut w = [0u64; crate::geometry::PAGE_WORDS];
             w[..300].fill(u64::MAX);
+            w[300] = 0xAAAA_AAAA_AAAA_AAAA;
             w
         })
         .encode();
+        let runs = record(&(100..200).chain(300..302).collect::<Vec<_>>());
         let dense = Page::from_positions(&(0..32_768u16).step_by(3).collect::<Vec<_>>()).encode();
         assert!(Member::of_record(0, &dense).unwrap().is_none(), "a dense page is a record of its own");
         let a = Member::of_record(3, &sparse).unwrap().unwrap();
+        let r = Member::of_record(40, &runs).unwrap().unwrap();
         let b = Member::of_record(63, &ewah).unwrap().unwrap();
         assert_eq!(b.encoding(), Encoding::Ewah);
-        let bytes = encode_group(&[a, b]);
-        assert_eq!(bytes.len(), 2 + a.encoded_len() + b.encoded_len() + 4);
+        assert_eq!(r.encoding(), Encoding::Runs);
+        let bytes = encode_group(&[a, r, b]);
+        assert_eq!(bytes.len(), 2 + a.encoded_len() + r.encoded_len() + b.encoded_len() + 4);
         let pages = decode_group(&bytes).unwrap();
-        assert_eq!(pages.len(), 2);
+        assert_eq!(pages.len(), 3);
         assert_eq!((pages[0].0, &pages[0].1), (3, &Page::decode(&sparse).unwrap()));
-        assert_eq!((pages[1].0, &pages[1].1), (63, &Page::decode(&ewah).unwrap()));
+        assert_eq!((pages[1].0, &pages[1].1), (40, &Page::decode(&runs).unwrap()));
+        assert_eq!((pages[2].0, &pages[2].1), (63, &Page::decode(&ewah).unwrap()));
         // Three sparse positions: a 2-byte member head and 6 bytes of body.
         assert_eq!(a.encoded_len(), 8);
+        // Two runs: head, popcount 102, run count, 8 bytes of body.
+        assert_eq!(r.encoded_len(), 11);
     }
 
     /// The largest body that joins still fits 64 members in 7.5 KB.
@@ -288,8 +304,8 @@ mod tests {
         expect(good[..good.len() - 1].to_vec(), "checksum mismatch");
         expect(vec![1, 1, 0], "truncated");
         let mut v = good.clone();
-        v[0] = 2;
-        expect(reseal(v), "unsupported group format version 2");
+        v[0] = 3;
+        expect(reseal(v), "unsupported group format version 3");
         let mut v = good.clone();
         v[1] = 0;
         expect(reseal(v), "0 members");
@@ -304,8 +320,9 @@ mod tests {
         v[2 + 4] = 2 << 2 | 1;
         expect(reseal(v), "slots not increasing");
         let mut v = good.clone();
+        v[0] = 1;
         v[2] = 2 << 2 | 3;
-        expect(reseal(v), "unknown page encoding byte 3");
+        expect(reseal(v), "run list (encoding byte 3) in a format version 1 record");
         let mut v = good.clone();
         v[3] = 0;
         expect(reseal(v), "popcount 0");

@@ -1,11 +1,13 @@
 //! Page codecs: one page of `PAGE_WORDS` 64-bit words in one of three
-//! representations (dense, sparse position list, EWAH), its on-disk encoding
+//! representations (dense, sparse position list, run list, EWAH), its
+//! on-disk encoding
 //! and the bit operations the engine needs.
 //!
 //! # Representations
 //!
 //! * [`Encoding::Dense`]: the 512 words, boxed.
 //! * [`Encoding::Sparse`]: the strictly increasing list of set positions.
+//! * [`Encoding::Runs`]: the maximal runs of set bits (see [`runs`]).
 //! * [`Encoding::Ewah`]: an EWAH stream (see [`ewah`]).
 //!
 //! Every page caches its popcount. Pages built from computed data
@@ -15,13 +17,14 @@
 //! sparse and dense with hysteresis ([`SPARSE_MAX`], [`SPARSE_BACK`]) so a page
 //! hovering around the threshold does not convert on every write.
 //!
-//! # On-disk format, version 1
+//! # On-disk format, version 2
 //!
 //! All integers little-endian:
 //!
 //! ```text
-//! offset 0      u8   format version = 1 (PAGE_FORMAT_VERSION)
-//! offset 1      u8   encoding: 0 = dense, 1 = sparse, 2 = ewah
+//! offset 0      u8   format version = 2 (PAGE_FORMAT_VERSION); 1 is read
+//! offset 1      u8   encoding: 0 = dense, 1 = sparse, 2 = ewah, 3 = runs
+//!                    (runs only in version 2)
 //! offset 2..4   u16  popcount, 1..=32768 (empty pages are never stored)
 //! offset 4..n-4      body
 //! offset n-4..n u32  crc32 of bytes 0..n-4
@@ -31,6 +34,8 @@
 //! * Sparse body: popcount `u16` positions, strictly increasing, each below
 //!   32,768.
 //! * EWAH body: `u64` words, see [`ewah`].
+//! * Runs body: per run, `u16` first position and `u16` length - 1; runs
+//!   increasing, each inside the page, a clear bit between two runs.
 //!
 //! Callers never store an empty page: its encoding (popcount 0) is rejected by
 //! [`Page::decode`]. An empty page is represented by the absence of a record.
@@ -43,6 +48,7 @@ mod codec;
 mod dense;
 mod ewah;
 mod group;
+mod runs;
 mod sparse;
 #[cfg(test)]
 mod tests;
@@ -50,6 +56,8 @@ mod tests;
 use crate::geometry::{page_bit, page_count, position, word_mask, PAGE_BITS, PAGE_WORDS};
 
 pub(crate) use codec::encoded_len;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) use group::GROUP_FORMAT_VERSION;
 pub(crate) use group::{decode_group, encode_group, fits_group, split_group, Member, GROUP_HEADER_BYTES, GROUP_PAGES};
 
 /// Bits per page as a `u32` (32,768).
@@ -76,12 +84,14 @@ pub enum Encoding {
     Sparse,
     /// EWAH run-length words.
     Ewah,
+    /// Maximal runs of set bits.
+    Runs,
 }
 
 impl Encoding {
     #[cfg(any(test, feature = "testing"))]
     /// All encodings, in the order ties are broken when choosing the smallest.
-    pub(crate) const ALL: [Encoding; 3] = [Encoding::Sparse, Encoding::Ewah, Encoding::Dense];
+    pub(crate) const ALL: [Encoding; 4] = [Encoding::Sparse, Encoding::Runs, Encoding::Ewah, Encoding::Dense];
 
     /// Lower-case name, as used in file names and benchmark ids.
     pub(crate) const fn name(self) -> &'static str {
@@ -89,6 +99,7 @@ impl Encoding {
             Encoding::Dense => "dense",
             Encoding::Sparse => "sparse",
             Encoding::Ewah => "ewah",
+            Encoding::Runs => "runs",
         }
     }
 }
@@ -112,6 +123,8 @@ enum Repr {
     Sparse(Vec<u16>),
     /// A valid EWAH stream covering exactly 512 words (see [`ewah`]).
     Ewah(Vec<u64>),
+    /// The maximal runs of set bits, increasing (see [`runs`]).
+    Runs(Vec<runs::Run>),
 }
 
 /// One page of a bitmap.
@@ -133,6 +146,8 @@ impl PartialEq for Page {
             (Repr::Dense(a), Repr::Dense(b)) => a == b,
             (Repr::Sparse(a), Repr::Sparse(b)) => a == b,
             (Repr::Ewah(a), Repr::Ewah(b)) if a == b => true,
+            // Maximal runs are a function of the bits.
+            (Repr::Runs(a), Repr::Runs(b)) => a == b,
             _ => {
                 let mut a = [0u64; PAGE_WORDS];
                 let mut b = [0u64; PAGE_WORDS];
@@ -147,26 +162,39 @@ impl PartialEq for Page {
 impl Eq for Page {}
 
 /// The encoding with the smallest encoded size for the page `words`, which
-/// has `census.ones` set bits, and the length of its canonical EWAH stream
-/// if that had to be measured (0 if not). Ties prefer sparse, then EWAH, then
-/// dense.
+/// has `census.ones` set bits in `census.runs` runs, and the length of its
+/// canonical EWAH stream if that had to be measured (0 if not). Ties prefer
+/// sparse, then runs, then EWAH, then dense.
 ///
 /// Every dirty word (neither all zeros nor all ones) is a literal of the
 /// EWAH stream, which also starts with a marker: so the stream has at least
-/// `dirty + 1` words, and when sparse or dense beats that floor the stream is
-/// not measured at all (the common case for random data).
+/// `dirty + 1` words, and when another encoding beats that floor the stream
+/// is not measured at all (the common case for random data).
 fn choose(words: &[u64; PAGE_WORDS], census: Census) -> (Encoding, usize) {
-    let sparse = encoded_len(Encoding::Sparse, census.ones as usize);
-    let dense = encoded_len(Encoding::Dense, PAGE_WORDS);
     let ewah_floor = encoded_len(Encoding::Ewah, census.dirty as usize + 1);
-    if sparse <= dense && sparse <= ewah_floor {
-        return (Encoding::Sparse, 0);
-    }
-    if dense < sparse && dense < ewah_floor {
-        return (Encoding::Dense, 0);
+    let (best, best_len) = smallest_listed(census.ones, census.runs);
+    // EWAH wins only strictly below sparse and runs, and at or below dense.
+    let beats = |len: usize| if best == Encoding::Dense { len <= best_len } else { len < best_len };
+    if !beats(ewah_floor) {
+        return (best, 0);
     }
     let ewah_len = ewah::stream_len(words);
-    (smallest(census.ones, ewah_len), ewah_len)
+    (smallest(census.ones, census.runs, ewah_len), ewah_len)
+}
+
+/// The smallest of sparse, runs and dense for a page with `ones` set bits
+/// in `runs` runs, and its encoded length. Ties prefer sparse, then runs.
+fn smallest_listed(ones: u32, runs: u32) -> (Encoding, usize) {
+    let sparse = encoded_len(Encoding::Sparse, ones as usize);
+    let run_list = encoded_len(Encoding::Runs, runs as usize);
+    let dense = encoded_len(Encoding::Dense, PAGE_WORDS);
+    if sparse <= run_list && sparse <= dense {
+        (Encoding::Sparse, sparse)
+    } else if run_list <= dense {
+        (Encoding::Runs, run_list)
+    } else {
+        (Encoding::Dense, dense)
+    }
 }
 
 /// A bitwise operation [`fold_dense`] applies across pages.
@@ -237,12 +265,14 @@ pub(crate) fn truncate_words(words: &mut [u64; PAGE_WORDS], bits: u32) {
     dense::truncate(words, bits);
 }
 
-/// The set bits and the dirty words (neither 0 nor all ones) of a page's
-/// words, counted in one pass.
+/// The set bits, the maximal runs of set bits and the dirty words (neither
+/// 0 nor all ones) of a page's words, counted in one pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Census {
     /// Set bits.
     pub(crate) ones: u32,
+    /// Maximal runs of set bits.
+    pub(crate) runs: u32,
     /// Words that are neither 0 nor `u64::MAX`.
     pub(crate) dirty: u32,
 }
@@ -250,24 +280,21 @@ pub(crate) struct Census {
 impl Census {
     /// Counts `words`.
     pub(crate) fn of(words: &[u64; PAGE_WORDS]) -> Census {
-        let (ones, dirty) = dense::census(words);
-        Census { ones, dirty }
+        let (ones, runs, dirty) = dense::census(words);
+        Census { ones, runs, dirty }
     }
 }
 
 /// The encoding with the smallest encoded size for a page with `ones` set bits
-/// whose canonical EWAH stream has `ewah_words` words. Ties prefer sparse,
-/// then EWAH, then dense.
-fn smallest(ones: u32, ewah_words: usize) -> Encoding {
-    let sparse = encoded_len(Encoding::Sparse, ones as usize);
+/// in `runs` runs whose canonical EWAH stream has `ewah_words` words. Ties
+/// prefer sparse, then runs, then EWAH, then dense.
+fn smallest(ones: u32, runs: u32, ewah_words: usize) -> Encoding {
+    let (best, best_len) = smallest_listed(ones, runs);
     let ewah = encoded_len(Encoding::Ewah, ewah_words);
-    let dense = encoded_len(Encoding::Dense, PAGE_WORDS);
-    if sparse <= ewah && sparse <= dense {
-        Encoding::Sparse
-    } else if ewah <= dense {
-        Encoding::Ewah
-    } else {
-        Encoding::Dense
+    match best {
+        Encoding::Dense if ewah <= best_len => Encoding::Ewah,
+        Encoding::Sparse | Encoding::Runs if ewah < best_len => Encoding::Ewah,
+        _ => best,
     }
 }
 
@@ -277,9 +304,9 @@ impl Page {
         Page { repr: Repr::Sparse(Vec::new()), ones: 0 }
     }
 
-    /// The page with every bit set (one EWAH marker).
+    /// The page with every bit set (one run).
     pub(crate) fn full() -> Page {
-        Page { repr: Repr::Ewah(vec![ewah::marker(true, PAGE_WORDS, 0)]), ones: BITS }
+        Page { repr: Repr::Runs(vec![[0, position(BITS - 1)]]), ones: BITS }
     }
 
     /// A page with these words, in its smallest representation.
@@ -303,6 +330,7 @@ impl Page {
                 Repr::Ewah(stream)
             }
             Encoding::Dense => Repr::Dense(Box::new(*words)),
+            Encoding::Runs => Repr::Runs(runs::from_words(words, census.runs)),
         };
         Page { repr, ones: census.ones }
     }
@@ -385,6 +413,11 @@ impl Page {
                     }
                 }
             }
+            Repr::Runs(list) => {
+                let mut words = [0u64; PAGE_WORDS];
+                runs::to_words(list, &mut words);
+                dense::write_bytes(&words, out);
+            }
         }
     }
 
@@ -398,13 +431,14 @@ impl Page {
             }
             Repr::Sparse(pos) => u16::try_from(bit).is_ok_and(|b| pos.binary_search(&b).is_ok()),
             Repr::Ewah(stream) => ewah::get(stream, bit),
+            Repr::Runs(list) => runs::get(list, bit),
         }
     }
 
     /// Sets bit `bit` (below 32,768) to `value` and returns its old value.
     pub(crate) fn set(&mut self, bit: u32, value: bool) -> bool {
         debug_assert!(bit < BITS, "bit {bit} outside the page");
-        if let Repr::Ewah(_) = self.repr {
+        if let Repr::Ewah(_) | Repr::Runs(_) = self.repr {
             self.repr = if self.ones <= SPARSE_MAX {
                 Repr::Sparse(self.positions())
             } else {
@@ -456,7 +490,7 @@ impl Page {
                     }
                 }
             }
-            Repr::Ewah(_) => unreachable!("converted above"),
+            Repr::Ewah(_) | Repr::Runs(_) => unreachable!("converted above"),
         }
     }
 
@@ -488,6 +522,7 @@ impl Page {
             Repr::Dense(words) => dense::count_range(words, from, to),
             Repr::Sparse(pos) => sparse::count_range(pos, from, to),
             Repr::Ewah(stream) => ewah::count_range(stream, from, to),
+            Repr::Runs(list) => runs::count_range(list, from, to),
         }
     }
 
@@ -504,6 +539,7 @@ impl Page {
             Repr::Dense(words) => dense::find(words, value, from, to),
             Repr::Sparse(pos) => sparse::find(pos, value, from, to),
             Repr::Ewah(stream) => ewah::find(stream, value, from, to),
+            Repr::Runs(list) => runs::find(list, value, from, to),
         }
     }
 
@@ -522,6 +558,7 @@ impl Page {
                 Box::new(pos[lo..hi].iter().map(|&p| u32::from(p)))
             }
             Repr::Ewah(stream) => Box::new(ewah::ones_in(stream, from, to)),
+            Repr::Runs(list) => Box::new(runs::ones_in(list, from, to)),
         }
     }
 
@@ -534,6 +571,7 @@ impl Page {
                 sparse::or_into(pos, out);
             }
             Repr::Ewah(stream) => ewah::to_words(stream, out),
+            Repr::Runs(list) => runs::to_words(list, out),
         }
     }
 
@@ -543,6 +581,7 @@ impl Page {
             Repr::Dense(words) => acc.iter_mut().zip(words.iter()).for_each(|(a, w)| *a &= w),
             Repr::Sparse(pos) => sparse::and_into(pos, acc),
             Repr::Ewah(stream) => ewah::and_into(stream, acc),
+            Repr::Runs(list) => runs::and_into(list, acc),
         }
     }
 
@@ -552,6 +591,7 @@ impl Page {
             Repr::Dense(words) => acc.iter_mut().zip(words.iter()).for_each(|(a, w)| *a |= w),
             Repr::Sparse(pos) => sparse::or_into(pos, acc),
             Repr::Ewah(stream) => ewah::or_into(stream, acc),
+            Repr::Runs(list) => runs::or_into(list, acc),
         }
     }
 
@@ -561,6 +601,7 @@ impl Page {
             Repr::Dense(words) => acc.iter_mut().zip(words.iter()).for_each(|(a, w)| *a ^= w),
             Repr::Sparse(pos) => sparse::xor_into(pos, acc),
             Repr::Ewah(stream) => ewah::xor_into(stream, acc),
+            Repr::Runs(list) => runs::xor_into(list, acc),
         }
     }
 
@@ -570,6 +611,7 @@ impl Page {
             Repr::Dense(words) => acc.iter_mut().zip(words.iter()).for_each(|(a, w)| *a &= !w),
             Repr::Sparse(pos) => sparse::andnot_into(pos, acc),
             Repr::Ewah(stream) => ewah::andnot_into(stream, acc),
+            Repr::Runs(list) => runs::andnot_into(list, acc),
         }
     }
 
@@ -610,6 +652,7 @@ impl Page {
                 ewah::to_words(stream, &mut words);
                 sparse::retain_in_words(list, &words);
             }
+            Repr::Runs(set) => list.retain(|&p| runs::get(set, u32::from(p))),
         }
     }
 
@@ -689,6 +732,8 @@ impl Page {
         }
         if let Repr::Ewah(stream) = &self.repr {
             Page { repr: Repr::Ewah(ewah::invert(stream)), ones: BITS - self.ones }.compacted()
+        } else if let Repr::Runs(list) = &self.repr {
+            Page { repr: Repr::Runs(runs::invert(list)), ones: BITS - self.ones }.compacted()
         } else {
             let mut words = [0u64; PAGE_WORDS];
             self.to_words(&mut words);
@@ -722,6 +767,7 @@ impl Page {
                 dense::truncate(&mut words, bits);
                 *self = Page::from_words(&words);
             }
+            Repr::Runs(list) => self.ones = runs::truncate(list, bits),
         }
     }
 
@@ -741,6 +787,7 @@ impl Page {
             Repr::Dense(_) => Encoding::Dense,
             Repr::Sparse(_) => Encoding::Sparse,
             Repr::Ewah(_) => Encoding::Ewah,
+            Repr::Runs(_) => Encoding::Runs,
         }
     }
 
@@ -751,6 +798,7 @@ impl Page {
                 Repr::Dense(_) => std::mem::size_of::<[u64; PAGE_WORDS]>(),
                 Repr::Sparse(pos) => pos.capacity() * std::mem::size_of::<u16>(),
                 Repr::Ewah(stream) => stream.capacity() * std::mem::size_of::<u64>(),
+                Repr::Runs(list) => list.capacity() * std::mem::size_of::<runs::Run>(),
             }
     }
 
@@ -798,6 +846,7 @@ impl Page {
                 self.to_words(&mut words);
                 Repr::Ewah(ewah::encode(&words))
             }
+            Encoding::Runs => Repr::Runs(runs::from_positions(&self.positions())),
         };
         Page { repr, ones: self.ones }
     }
@@ -807,7 +856,7 @@ impl Page {
     pub(crate) fn smallest_encoding(&self) -> Encoding {
         let mut words = [0u64; PAGE_WORDS];
         self.to_words(&mut words);
-        smallest(self.ones, ewah::stream_len(&words))
+        smallest(self.ones, runs::count(&words), ewah::stream_len(&words))
     }
 
     /// All set positions, ascending.
@@ -820,6 +869,7 @@ impl Page {
                 out.extend(ewah::ones_in(stream, 0, BITS).map(position));
                 out
             }
+            Repr::Runs(list) => runs::ones_in(list, 0, BITS).map(position).collect(),
         }
     }
 
@@ -832,10 +882,25 @@ impl Page {
     fn compacted(self) -> Page {
         match &self.repr {
             // Four positions (16 bytes) never lose to one EWAH marker plus a
-            // literal; skip the word pass for tiny lists.
-            Repr::Sparse(pos) if pos.len() <= 4 => self,
+            // literal, nor to runs unless they form fewer than half as many
+            // runs; skip the word pass for tiny lists.
+            Repr::Sparse(pos) if pos.len() <= 4 && 2 * runs::in_positions(pos) >= pos.len() => self,
             Repr::Ewah(stream) if self.ones > 0 && ewah::is_canonical(stream) => {
-                if smallest(self.ones, stream.len()) == Encoding::Ewah {
+                let mut words = [0u64; PAGE_WORDS];
+                ewah::to_words(stream, &mut words);
+                if smallest(self.ones, runs::count(&words), stream.len()) == Encoding::Ewah {
+                    self
+                } else {
+                    Page::from_words(&words)
+                }
+            }
+            Repr::Runs(list) if self.ones > 0 => {
+                // A run list is smallest unless sparse or dense beat it, or
+                // EWAH does, whose stream has at least a word per 32 runs
+                // (a word holds the starts of at most 32 runs).
+                let ewah_floor = encoded_len(Encoding::Ewah, list.len().div_ceil(32));
+                let listed = smallest_listed(self.ones, page_count(list.len()));
+                if listed.0 == Encoding::Runs && ewah_floor >= listed.1 {
                     self
                 } else {
                     self.compacted_clone()
@@ -861,7 +926,7 @@ impl Page {
                 let k = if keep { sparse::Keep::AND } else { sparse::Keep::ANDNOT };
                 sparse::merge(list, pos, k)
             }
-            Repr::Ewah(_) => {
+            Repr::Ewah(_) | Repr::Runs(_) => {
                 let mut words = [0u64; PAGE_WORDS];
                 self.to_words(&mut words);
                 sparse::filter_words(list, &words, keep)

@@ -107,17 +107,18 @@ fn empty_page_is_in_memory_only() {
     }
 }
 
-/// The full page is one EWAH marker (running bit 1, run 512, no literals) and
-/// encodes to 16 bytes (header, one word, checksum).
+/// The full page is one run and encodes to 12 bytes (header, one run,
+/// checksum), 4 fewer than one EWAH marker.
 #[test]
-fn full_page_is_one_marker() {
+fn full_page_is_one_run() {
     let f = Page::full();
     assert!(f.is_full());
-    assert_eq!(f.encoding(), Encoding::Ewah);
-    assert!(matches!(&f.repr, Repr::Ewah(s) if s[..] == [1u64 | (512 << 1)]));
+    assert_eq!(f.encoding(), Encoding::Runs);
+    assert!(matches!(&f.repr, Repr::Runs(r) if r[..] == [[0, 32_767]]));
     let bytes = f.encode();
-    assert_eq!(bytes.len(), encoded_len(Encoding::Ewah, 1));
-    assert_eq!(bytes.len(), 16);
+    assert_eq!(bytes.len(), encoded_len(Encoding::Runs, 1));
+    assert_eq!(bytes.len(), 12);
+    assert_eq!(f.encode_as(Encoding::Ewah).len(), 16);
     assert_eq!(Page::from_words(&[u64::MAX; PAGE_WORDS]).encode(), bytes);
     assert_eq!(Page::decode(&bytes).unwrap(), f);
 }
@@ -193,8 +194,10 @@ fn set_hysteresis() {
 /// returns the old bit.
 #[test]
 fn set_on_ewah_converts() {
+    // 30 full words, then a word of 32 one-bit runs: EWAH is smallest.
     let mut runs = [0u64; PAGE_WORDS];
-    runs[0] = u64::MAX;
+    runs[..30].fill(u64::MAX);
+    runs[30] = 0xAAAA_AAAA_AAAA_AAAA;
     let mut small = Page::from_words(&runs);
     assert_eq!(small.encoding(), Encoding::Ewah);
     assert!(small.set(3, true));
@@ -332,13 +335,21 @@ fn truncated_or_extended_pages_are_rejected() {
 /// then encoding, popcount and length).
 #[test]
 fn header_errors_are_specific() {
-    let good = Page::from_positions(&[1, 2, 3]).encode();
+    let good = Page::from_positions(&[1, 3, 5]).encode();
     let mut bad_crc = good.clone();
     let n = bad_crc.len();
     bad_crc[n - 1] ^= 0x10;
     assert!(decode_err(&bad_crc).starts_with("checksum mismatch: stored 0x"));
     assert!(decode_err(&seal(7, 1, 1, &[0, 0])).starts_with("unsupported page format version 7"));
-    assert_eq!(decode_err(&seal(1, 3, 1, &[0, 0])), "unknown page encoding byte 3");
+    assert_eq!(decode_err(&seal(1, 3, 1, &[0, 0, 0, 0])), "run list (encoding byte 3) in a format version 1 record");
+    assert_eq!(decode_err(&seal(2, 4, 1, &[0, 0])), "unknown page encoding byte 4");
+    assert!(decode_err(&seal(2, 3, 1, &[0, 0])).starts_with("runs page body is 2 bytes"));
+    // Runs [5, 6] and [7, 7] touch: not maximal.
+    assert!(
+        decode_err(&seal(2, 3, 3, &[5, 0, 1, 0, 7, 0, 0, 0])).starts_with("run 1 starts at 7, not after a clear bit")
+    );
+    assert!(decode_err(&seal(2, 3, 2, &[0xff, 0x7f, 1, 0])).starts_with("run 0 ends at 32768, outside the page"));
+    assert!(decode_err(&seal(2, 3, 3, &[5, 0, 1, 0])).starts_with("popcount mismatch: header says 3, runs body has 2"));
     assert!(decode_err(&seal(1, 1, 0, &[])).starts_with("popcount 0"));
     assert!(decode_err(&seal(1, 0, 40_000, &[0; 4096])).contains("exceeds"));
     assert!(decode_err(&seal(1, 0, 1, &[0; 4095])).starts_with("dense page body is 4095 bytes"));

@@ -22,11 +22,12 @@ fn print_stats(name: &str, st: &bitsled::KeyStats) {
     println!("  logical bytes:  {}", st.len);
     println!("  set bits:       {}", st.ones);
     println!(
-        "  pages:          {} (dense {}, sparse {}, ewah {})",
+        "  pages:          {} (dense {}, sparse {}, ewah {}, runs {})",
         st.pages(),
         st.dense_pages,
         st.sparse_pages,
-        st.ewah_pages
+        st.ewah_pages,
+        st.runs_pages
     );
     println!("  records:        {} (page records and page groups)", st.records);
     let ratio = if st.len == 0 { 0.0 } else { st.stored_bytes as f64 / st.len as f64 };

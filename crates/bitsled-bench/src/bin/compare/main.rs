@@ -187,7 +187,7 @@ struct Report {
     rows: Vec<Row>,
     server_side: Vec<(String, Option<f64>, Option<f64>)>,
     sizes: Vec<SizePoint>,
-    encodings: Vec<(String, u64, u64, u64)>,
+    encodings: Vec<(String, u64, u64, u64, u64)>,
     redis_version: Option<String>,
 }
 
@@ -361,17 +361,19 @@ fn density_section(o: &Opts, pat: Pattern, idx: usize, con: Option<&mut Connecti
         db.flush()?;
         spent += t.elapsed().as_secs_f64();
         load.cells[BITSLED] = Some(Fig::one(spent));
-        let (mut stored, mut dense, mut sparse, mut ewah) = (0u64, 0u64, 0u64, 0u64);
+        let (mut stored, mut dense, mut sparse, mut ewah, mut runs) = (0u64, 0u64, 0u64, 0u64, 0u64);
         for key in &kb {
             let s = db.key_stats(key)?.ok_or("loaded key missing")?;
             stored += s.stored_bytes;
             dense += s.dense_pages;
             sparse += s.sparse_pages;
             ewah += s.ewah_pages;
+            runs += s.runs_pages;
         }
         size.cells[BITSLED] = Some(Fig::one(stored as f64 / DAYS as f64));
-        size.note = format!("bitsled pages over {DAYS} days: {dense} dense, {sparse} sparse, {ewah} EWAH");
-        rep.encodings.push((label.clone(), dense, sparse, ewah));
+        size.note =
+            format!("bitsled pages over {DAYS} days: {dense} dense, {sparse} sparse, {ewah} EWAH, {runs} run lists");
+        rep.encodings.push((label.clone(), dense, sparse, ewah, runs));
         and.cells[BITSLED] = Some(time(o.repeats, || {
             db.bitop(BitOp::And, b"dest:and", &kb[..7])?;
             check("bitsled AND", db.bitcount(b"dest:and", None)?, want_and)
