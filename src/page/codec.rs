@@ -232,30 +232,27 @@ pub(super) fn decode_parts(parts: &Parts<'_>) -> Result<Page, PageError> {
 pub(super) fn encode_smallest(page: &Page) -> Vec<u8> {
     let mut words = [0u64; PAGE_WORDS];
     page.to_words(&mut words);
-    let census = Census::of(&words);
-    let (encoding, ewah_len) = choose(&words, census);
-    match encoding {
-        Encoding::Sparse => {
-            if let Repr::Sparse(pos) = &page.repr {
-                write(Encoding::Sparse, page.ones, pos.len(), |out| write_sparse(pos, out))
-            } else {
-                let pos = dense::positions(&words, page.ones);
-                write(Encoding::Sparse, page.ones, pos.len(), |out| write_sparse(&pos, out))
-            }
-        }
-        Encoding::Ewah => write(Encoding::Ewah, page.ones, ewah_len, |out| {
-            let mut stream = Vec::with_capacity(ewah_len);
+    let known = match &page.repr {
+        Repr::Sparse(pos) => Some(&pos[..]),
+        _ => None,
+    };
+    let choice = choose(&words, Census::of(&words), known);
+    let positions = known.unwrap_or(&choice.positions);
+    match choice.encoding {
+        Encoding::Sparse => write(Encoding::Sparse, page.ones, positions.len(), |out| write_sparse(positions, out)),
+        Encoding::Ewah => write(Encoding::Ewah, page.ones, choice.ewah_len, |out| {
+            let mut stream = Vec::with_capacity(choice.ewah_len);
             ewah::encode_into(&words, &mut stream);
             write_words(&stream, out);
         }),
         Encoding::Dense => write(Encoding::Dense, page.ones, PAGE_WORDS, |out| write_words(&words, out)),
         Encoding::Runs => {
-            if let Repr::Runs(list) = &page.repr {
-                write(Encoding::Runs, page.ones, list.len(), |out| write_runs(list, out))
-            } else {
-                let list = runs::from_words(&words, census.runs);
-                write(Encoding::Runs, page.ones, list.len(), |out| write_runs(&list, out))
-            }
+            let list = match &page.repr {
+                Repr::Runs(list) => list.clone(),
+                _ if !positions.is_empty() => runs::from_positions(positions),
+                _ => runs::from_words(&words, choice.runs),
+            };
+            write(Encoding::Runs, page.ones, list.len(), |out| write_runs(&list, out))
         }
     }
 }

@@ -8,21 +8,14 @@ pub(super) fn popcount(words: &[u64]) -> u32 {
     words.iter().map(|w| w.count_ones()).sum()
 }
 
-/// Set bits, maximal runs of set bits and dirty words (neither 0 nor all
-/// ones), in one pass.
-pub(super) fn census(words: &[u64; PAGE_WORDS]) -> (u32, u32, u32) {
-    // Sums of at most 64 per word and 512 words: far below u32::MAX.
-    let (mut ones, mut runs, mut dirty) = (0u32, 0u32, 0u32);
-    let mut before = 0u64;
-    for &w in words {
-        ones += w.count_ones();
-        runs += super::runs::starts(w, before).count_ones();
+/// Set bits and dirty words (neither 0 nor all ones), in one pass.
+pub(super) fn census(words: &[u64; PAGE_WORDS]) -> (u32, u32) {
+    // Sums of at most 512 per word and 512 words: far below u32::MAX.
+    words.iter().fold((0u32, 0u32), |(ones, dirty), &w| {
         // w + 1 wraps all ones to 0 and maps 0 to 1; every dirty word lands
         // at 2 or above.
-        dirty += u32::from(w.wrapping_add(1) >= 2);
-        before = w;
-    }
-    (ones, runs, dirty)
+        (ones + w.count_ones(), dirty + u32::from(w.wrapping_add(1) >= 2))
+    })
 }
 
 /// Words per block of [`fold`]: one cache line.

@@ -161,25 +161,77 @@ impl PartialEq for Page {
 
 impl Eq for Page {}
 
+/// The smallest encoding of a page, and what choosing it measured.
+#[derive(Clone, Debug)]
+struct Choice {
+    encoding: Encoding,
+    /// The length of the canonical EWAH stream, if it was measured (else 0).
+    ewah_len: usize,
+    /// The runs, if they were counted to the end (else 0).
+    runs: u32,
+    /// The set positions, if they were listed (else empty).
+    positions: Vec<u16>,
+}
+
 /// The encoding with the smallest encoded size for the page `words`, which
-/// has `census.ones` set bits in `census.runs` runs, and the length of its
-/// canonical EWAH stream if that had to be measured (0 if not). Ties prefer
-/// sparse, then runs, then EWAH, then dense.
+/// has `census.ones` set bits (and these set positions, if `known`). Ties
+/// prefer sparse, then runs, then EWAH, then dense.
 ///
-/// Every dirty word (neither all zeros nor all ones) is a literal of the
-/// EWAH stream, which also starts with a marker: so the stream has at least
-/// `dirty + 1` words, and when another encoding beats that floor the stream
-/// is not measured at all (the common case for random data).
-fn choose(words: &[u64; PAGE_WORDS], census: Census) -> (Encoding, usize) {
+/// Runs are counted where that is cheap. With sparse no larger than dense
+/// (at most 2,048 set bits) the positions are listed, as sparse would need
+/// them, and the runs counted on the list; with more bits the count over
+/// the words stops once the run list is no smaller than dense (for random
+/// bits at 50%, after about 64 of the 512 words). Every dirty word (neither
+/// all zeros nor all ones) is a literal of the EWAH stream, which also
+/// starts with a marker: so the stream has at least `dirty + 1` words, and
+/// when another encoding beats that floor the stream is not measured at all
+/// (the common case for random data).
+fn choose(words: &[u64; PAGE_WORDS], census: Census, known: Option<&[u16]>) -> Choice {
+    let sparse = encoded_len(Encoding::Sparse, census.ones as usize);
+    let dense = encoded_len(Encoding::Dense, PAGE_WORDS);
+    let mut positions = Vec::new();
+    let (best, best_len, runs) = if sparse <= dense {
+        let listed = if let Some(pos) = known {
+            pos
+        } else {
+            positions = dense::positions(words, census.ones);
+            &positions
+        };
+        let r = page_count(runs::in_positions(listed));
+        let run_list = encoded_len(Encoding::Runs, r as usize);
+        // Ties go to sparse.
+        if run_list < sparse {
+            (Encoding::Runs, run_list, r)
+        } else {
+            (Encoding::Sparse, sparse, 0)
+        }
+    } else {
+        // The fewest runs that do not win against dense (ties go to runs).
+        let cap = page_count((dense - encoded_len(Encoding::Runs, 0)) / 4 + 1);
+        match runs::count_below(words, cap) {
+            Some(r) => (Encoding::Runs, encoded_len(Encoding::Runs, r as usize), r),
+            None => (Encoding::Dense, dense, 0),
+        }
+    };
     let ewah_floor = encoded_len(Encoding::Ewah, census.dirty as usize + 1);
-    let (best, best_len) = smallest_listed(census.ones, census.runs);
-    // EWAH wins only strictly below sparse and runs, and at or below dense.
-    let beats = |len: usize| if best == Encoding::Dense { len <= best_len } else { len < best_len };
-    if !beats(ewah_floor) {
-        return (best, 0);
+    if !ewah_beats(best, best_len, ewah_floor) {
+        return Choice { encoding: best, ewah_len: 0, runs, positions };
     }
     let ewah_len = ewah::stream_len(words);
-    (smallest(census.ones, census.runs, ewah_len), ewah_len)
+    let ewah = encoded_len(Encoding::Ewah, ewah_len);
+    let encoding = if ewah_beats(best, best_len, ewah) { Encoding::Ewah } else { best };
+    Choice { encoding, ewah_len, runs, positions }
+}
+
+/// Whether an EWAH stream of `ewah` encoded bytes is chosen over `best` of
+/// `best_len` bytes: strictly smaller than sparse or runs, no larger than
+/// dense.
+fn ewah_beats(best: Encoding, best_len: usize, ewah: usize) -> bool {
+    if best == Encoding::Dense {
+        ewah <= best_len
+    } else {
+        ewah < best_len
+    }
 }
 
 /// The smallest of sparse, runs and dense for a page with `ones` set bits
@@ -265,14 +317,12 @@ pub(crate) fn truncate_words(words: &mut [u64; PAGE_WORDS], bits: u32) {
     dense::truncate(words, bits);
 }
 
-/// The set bits, the maximal runs of set bits and the dirty words (neither
-/// 0 nor all ones) of a page's words, counted in one pass.
+/// The set bits and the dirty words (neither 0 nor all ones) of a page's
+/// words, counted in one pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Census {
     /// Set bits.
     pub(crate) ones: u32,
-    /// Maximal runs of set bits.
-    pub(crate) runs: u32,
     /// Words that are neither 0 nor `u64::MAX`.
     pub(crate) dirty: u32,
 }
@@ -280,8 +330,8 @@ pub(crate) struct Census {
 impl Census {
     /// Counts `words`.
     pub(crate) fn of(words: &[u64; PAGE_WORDS]) -> Census {
-        let (ones, runs, dirty) = dense::census(words);
-        Census { ones, runs, dirty }
+        let (ones, dirty) = dense::census(words);
+        Census { ones, dirty }
     }
 }
 
@@ -290,11 +340,10 @@ impl Census {
 /// prefer sparse, then runs, then EWAH, then dense.
 fn smallest(ones: u32, runs: u32, ewah_words: usize) -> Encoding {
     let (best, best_len) = smallest_listed(ones, runs);
-    let ewah = encoded_len(Encoding::Ewah, ewah_words);
-    match best {
-        Encoding::Dense if ewah <= best_len => Encoding::Ewah,
-        Encoding::Sparse | Encoding::Runs if ewah < best_len => Encoding::Ewah,
-        _ => best,
+    if ewah_beats(best, best_len, encoded_len(Encoding::Ewah, ewah_words)) {
+        Encoding::Ewah
+    } else {
+        best
     }
 }
 
@@ -321,16 +370,17 @@ impl Page {
         if census.ones == 0 {
             return Page::zeros();
         }
-        let (encoding, ewah_len) = choose(words, census);
-        let repr = match encoding {
-            Encoding::Sparse => Repr::Sparse(dense::positions(words, census.ones)),
+        let choice = choose(words, census, None);
+        let repr = match choice.encoding {
+            Encoding::Sparse => Repr::Sparse(choice.positions),
             Encoding::Ewah => {
-                let mut stream = Vec::with_capacity(ewah_len);
+                let mut stream = Vec::with_capacity(choice.ewah_len);
                 ewah::encode_into(words, &mut stream);
                 Repr::Ewah(stream)
             }
             Encoding::Dense => Repr::Dense(Box::new(*words)),
-            Encoding::Runs => Repr::Runs(runs::from_words(words, census.runs)),
+            Encoding::Runs if !choice.positions.is_empty() => Repr::Runs(runs::from_positions(&choice.positions)),
+            Encoding::Runs => Repr::Runs(runs::from_words(words, choice.runs)),
         };
         Page { repr, ones: census.ones }
     }
