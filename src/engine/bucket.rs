@@ -33,7 +33,10 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use super::entry::{entry_end, entry_expiry_end, put_entry, read_entry, sealed_body, shared_len, Reader, TAG_INLINE};
+use super::entry::{
+    entry_end, entry_expiry_end, put_entry, read_entry, sealed_body, shared_len, Reader, TAG_EXPIRY, TAG_INLINE,
+    TAG_PAGE,
+};
 use super::layout::key_hash;
 use super::record::{bad_meta, Body, Kind, Meta};
 use crate::error::{Error, Result};
@@ -54,7 +57,17 @@ const HEADER: usize = 6;
 /// An upper bound of the bytes an entry of a `name_len`-byte name with
 /// `meta` takes in a record (prefix compression only saves).
 pub(crate) fn record_bytes(name_len: usize, meta: &Meta) -> usize {
-    entry_bound(name_len, meta.inline_value().len())
+    entry_bound(name_len, meta.inline_len())
+}
+
+/// The bytes an entry of a `name_len`-byte name with `meta` takes in a
+/// record whose entries share no name prefix: the name's length and the
+/// name, then the entry as [`put_entry`] writes it.
+pub(crate) fn entry_bytes(name_len: usize, meta: &Meta) -> usize {
+    let mut b = Vec::with_capacity(entry_most(meta));
+    varint::put(&mut b, name_len as u64);
+    put_entry(&mut b, meta);
+    b.len() + name_len
 }
 
 /// [`record_bytes`] of a `name_len`-byte name whose inline value has
@@ -66,7 +79,7 @@ fn entry_bound(name_len: usize, inline_len: usize) -> usize {
 /// The most bytes [`put_entry`] writes for `meta`: a tag, a length
 /// varint, an expiry, and an inline value or two varints.
 fn entry_most(meta: &Meta) -> usize {
-    1 + 10 + 8 + meta.inline_value().len().max(20)
+    1 + 10 + 8 + meta.inline_len().max(20)
 }
 
 /// [`record_bytes`] of an entry in record form: a `name_len`-byte name,
@@ -76,6 +89,20 @@ fn raw_record_bytes(name_len: usize, entry: &[u8]) -> usize {
         Some(&tag) if tag & TAG_INLINE != 0 => {
             let mut at = 1;
             varint::read(entry, &mut at).ok().and_then(|n| usize::try_from(n).ok()).unwrap_or(0)
+        }
+        // As `Meta::inline_len` counts it: the member form's bytes and 11.
+        Some(&tag) if tag & TAG_PAGE != 0 => {
+            // The length, the expiry, the page number, then the member's bytes.
+            let member = || {
+                let mut at = 1;
+                varint::read(entry, &mut at).ok()?;
+                if tag & TAG_EXPIRY != 0 {
+                    at += 8;
+                }
+                varint::read(entry, &mut at).ok()?;
+                varint::read(entry, &mut at).ok()
+            };
+            member().and_then(|n| usize::try_from(n).ok()).unwrap_or(0).min(crate::page::LONE_MAX) + 11
         }
         _ => 0,
     };
@@ -336,7 +363,7 @@ impl Bucket {
     pub(crate) fn ids(&self) -> impl Iterator<Item = u64> + '_ {
         (0..self.len()).filter_map(|i| match self.entry(i).0.body {
             Body::Paged(id) => Some(id),
-            Body::Inline => None,
+            Body::Inline | Body::Page { .. } => None,
         })
     }
 
@@ -872,7 +899,7 @@ mod tests {
             if !covers(start, MIN_DEPTH, key_hash(name.as_bytes())) {
                 continue;
             }
-            let meta = match b.len() % 3 {
+            let meta = match b.len() % 4 {
                 0 => {
                     let mut m = Meta::empty(Kind::String);
                     m.inline[..2].copy_from_slice(&[0xff, 0x01]);
@@ -881,7 +908,18 @@ mod tests {
                     m
                 }
                 1 => Meta::paged(Kind::String, 77, 1 << 20, 5, 12345),
-                _ => Meta::paged(Kind::Bloom, 9, 8192, 0, 0),
+                2 => Meta::paged(Kind::Bloom, 9, 8192, 0, 0),
+                // A page kept in the entry: page 30, a run and a bit.
+                _ => {
+                    let member = crate::page::encode_lone(&crate::page::Page::from_positions(&[5, 6, 7, 100])).unwrap();
+                    let mut m = Meta::empty(Kind::String);
+                    m.inline[..member.len()].copy_from_slice(&member);
+                    m.body = Body::Page { page: 30, bytes: u8::try_from(member.len()).unwrap() };
+                    m.len = 30 * 4096 + 20;
+                    m.ones = 4;
+                    m.expire_at_ms = 777;
+                    m
+                }
             };
             b.put(name.as_bytes(), &meta);
         }
@@ -914,6 +952,49 @@ mod tests {
             assert!(Bucket::decode(1, start, &enc[..n]).is_err(), "truncation to {n} accepted");
         }
         assert!(Bucket::decode(1, start ^ 0x0100_0000, &enc).is_err(), "a bucket read at the wrong hash");
+    }
+
+    /// A kept page that does not decode, or lies past its value's
+    /// length, or a tag that marks an entry both inline and keeping a page,
+    /// is refused with a reason naming it, even under a good checksum.
+    #[test]
+    fn kept_pages_are_validated() {
+        let kept = |len: u64, member: Vec<u8>| {
+            let start = bucket_start(key_hash(b"k"), MIN_DEPTH);
+            let mut b = Bucket::new(MIN_DEPTH);
+            let mut m = Meta::empty(Kind::String);
+            m.inline[..member.len()].copy_from_slice(&member);
+            m.body = Body::Page { page: 2, bytes: u8::try_from(member.len()).unwrap() };
+            m.len = len;
+            m.ones = 1;
+            b.put(b"k", &m);
+            Bucket::decode(1, start, &b.encode()).map(|_| ())
+        };
+        let one = crate::page::encode_lone(&crate::page::Page::from_positions(&[9])).unwrap();
+        // Bit 2 * 32768 + 9 needs 8,194 bytes.
+        assert!(kept(8_194, one.clone()).is_ok());
+        let e = kept(8_193, one.clone()).unwrap_err().to_string();
+        assert!(e.contains("does not fit in 8193 bytes"), "{e}");
+        // Popcount 2 with one position: the member's body is cut short.
+        let mut bad = one.clone();
+        bad[1] = 2;
+        let e = kept(8_194, bad).unwrap_err().to_string();
+        assert!(e.contains("page kept in its entry"), "{e}");
+        // Inline and kept at once.
+        let start = bucket_start(key_hash(b"k"), MIN_DEPTH);
+        let mut b = Bucket::new(MIN_DEPTH);
+        b.put(b"k", &Meta::paged(Kind::String, 1, 8, 1, 0));
+        let mut enc = b.encode();
+        // The header, the shared length 0, the name's length and name,
+        // then the tag.
+        let tag_at = HEADER + 3;
+        assert_eq!(enc[tag_at], Kind::String as u8, "the tag of a paged string");
+        enc[tag_at] |= TAG_INLINE | TAG_PAGE;
+        let n = enc.len() - 4;
+        let crc = crc32fast::hash(&enc[..n]);
+        enc[n..].copy_from_slice(&crc.to_le_bytes());
+        let e = Bucket::decode(1, start, &enc).unwrap_err().to_string();
+        assert!(e.contains("unknown tag bits"), "{e}");
     }
 
     /// Splitting keeps every entry, each in the half holding its hash.

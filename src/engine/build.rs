@@ -19,6 +19,9 @@ pub(crate) struct Build<'e> {
     id: u64,
     /// The set bits of the pages put so far: the new value's count.
     ones: u64,
+    /// The non-empty pages put, and the number of the first.
+    pages: u64,
+    first_page: u64,
     published: bool,
 }
 
@@ -34,7 +37,7 @@ impl Engine {
         let id = self.store.next_id()?;
         self.building.lock().insert(id);
         self.journal.set(layout::reclaim_key(id), Some(Vec::new()));
-        Ok(Build { engine: self, db, id, ones: 0, published: false })
+        Ok(Build { engine: self, db, id, ones: 0, pages: 0, first_page: 0, published: false })
     }
 }
 
@@ -53,6 +56,10 @@ impl Build<'_> {
                 .ones
                 .checked_add(u64::from(p.count_ones()))
                 .ok_or_else(|| Error::Internal("a built value's set bit count overflows".into()))?;
+            if self.pages == 0 {
+                self.first_page = page;
+            }
+            self.pages += 1;
             self.engine.pages.put((self.id, page), Some(p));
             self.engine.after_change()?;
         }
@@ -102,16 +109,21 @@ impl Build<'_> {
         f: impl FnOnce(&mut WriteTx<'_>, &[u8]) -> Result<Option<Option<Meta>>>,
     ) -> Result<bool> {
         let engine = self.engine;
-        let id = self.id;
+        let (id, lone) = (self.id, self.lone_page());
         let done = engine.write(self.db, &[name], |tx| {
             let Some(meta) = f(tx, name)? else { return Ok(false) };
-            tx.publish(name, id, meta.as_ref())?;
+            tx.publish(name, id, lone, meta.as_ref())?;
             Ok(true)
         })?;
         if done {
             self.published();
         }
         Ok(done)
+    }
+
+    /// The number of the value's only page, if it has exactly one.
+    fn lone_page(&self) -> Option<u64> {
+        (self.pages == 1).then_some(self.first_page)
     }
 
     /// Notes that a transaction published the value.
@@ -157,7 +169,7 @@ impl Engine {
             for (name, value) in &items {
                 match value {
                     NewValue::Short(v) => tx.set_short(name, v, 0)?,
-                    NewValue::Built(build, meta) => tx.publish(name, build.id, Some(&**meta))?,
+                    NewValue::Built(build, meta) => tx.publish(name, build.id, build.lone_page(), Some(&**meta))?,
                 }
             }
             Ok(true)

@@ -5,7 +5,9 @@
 
 use super::record::{bad_meta, Body, Kind, Meta};
 use crate::error::{Error, Result};
+use crate::geometry::PAGE_BITS;
 use crate::le::read_u32;
+use crate::page::{decode_lone, LONE_MAX};
 use crate::varint;
 
 /// An entry tag's bits: the type.
@@ -13,7 +15,10 @@ const TAG_KIND: u8 = 0b11;
 /// An entry tag's bit: the value is inline.
 pub(super) const TAG_INLINE: u8 = 0b100;
 /// An entry tag's bit: an expiry follows the length.
-const TAG_EXPIRY: u8 = 0b1000;
+pub(super) const TAG_EXPIRY: u8 = 0b1000;
+/// An entry tag's bit: the value is one small page kept in the entry
+/// (format 9).
+pub(super) const TAG_PAGE: u8 = 0b1_0000;
 
 /// How many leading bytes `a` and `b` share: how names share prefixes in
 /// buckets and delta records.
@@ -62,8 +67,10 @@ pub(crate) fn sealed_body<'a>(
 /// share.
 pub(crate) fn put_entry(b: &mut Vec<u8>, m: &Meta) {
     let mut tag = m.kind as u8;
-    if m.body == Body::Inline {
-        tag |= TAG_INLINE;
+    match m.body {
+        Body::Inline => tag |= TAG_INLINE,
+        Body::Page { .. } => tag |= TAG_PAGE,
+        Body::Paged(_) => {}
     }
     if m.expire_at_ms != 0 {
         tag |= TAG_EXPIRY;
@@ -78,6 +85,11 @@ pub(crate) fn put_entry(b: &mut Vec<u8>, m: &Meta) {
         Body::Paged(id) => {
             varint::put(b, id);
             varint::put(b, m.ones);
+        }
+        Body::Page { page, bytes } => {
+            varint::put(b, page);
+            varint::put(b, u64::from(bytes));
+            b.extend_from_slice(&m.inline[..usize::from(bytes)]);
         }
     }
 }
@@ -106,6 +118,10 @@ pub(super) fn entry_expiry_end(b: &[u8], at: usize) -> (u64, usize) {
     if tag & TAG_INLINE != 0 {
         return (expiry, r.saturating_add(usize::try_from(len).unwrap_or(usize::MAX)));
     }
+    if tag & TAG_PAGE != 0 {
+        let (Ok(_), Ok(bytes)) = (varint::read(b, &mut r), varint::read(b, &mut r)) else { return (expiry, b.len()) };
+        return (expiry, r.saturating_add(usize::try_from(bytes).unwrap_or(usize::MAX)).min(b.len()));
+    }
     for _ in 0..2 {
         if varint::read(b, &mut r).is_err() {
             return (expiry, b.len());
@@ -121,7 +137,9 @@ pub(super) fn entry_expiry_end(b: &[u8], at: usize) -> (u64, usize) {
 /// [`Error::Corrupted`] naming `name` (or, for truncation, what `bad`
 /// names).
 pub(crate) fn read_entry(r: &mut Reader<'_>, name: &[u8], tag: u8, bad: &dyn Fn(String) -> Error) -> Result<Meta> {
-    if tag & !(TAG_KIND | TAG_INLINE | TAG_EXPIRY) != 0 {
+    if tag & !(TAG_KIND | TAG_INLINE | TAG_EXPIRY | TAG_PAGE) != 0
+        || tag & (TAG_INLINE | TAG_PAGE) == TAG_INLINE | TAG_PAGE
+    {
         return Err(bad_meta(name, format!("unknown tag bits {tag:#04x}")));
     }
     let kind = Kind::try_from(tag & TAG_KIND).map_err(|e| bad_meta(name, e))?;
@@ -146,6 +164,8 @@ pub(crate) fn read_entry(r: &mut Reader<'_>, name: &[u8], tag: u8, bad: &dyn Fn(
         meta.ones = bytes.iter().map(|b| u64::from(b.count_ones())).sum();
         meta.expire_at_ms = expire_at_ms;
         Ok(meta)
+    } else if tag & TAG_PAGE != 0 {
+        read_lone_page(r, name, kind, len, expire_at_ms, bad)
     } else {
         let id = r.varint(bad)?;
         let ones = r.varint(bad)?;
@@ -154,6 +174,42 @@ pub(crate) fn read_entry(r: &mut Reader<'_>, name: &[u8], tag: u8, bad: &dyn Fn(
         }
         Ok(Meta::paged(kind, id, len, ones, expire_at_ms))
     }
+}
+
+/// Reads the rest of an entry whose value is one page kept in it (the
+/// page number, the member form's length and the member form), validating
+/// the page and that the value's `len` bytes hold it.
+fn read_lone_page(
+    r: &mut Reader<'_>,
+    name: &[u8],
+    kind: Kind,
+    len: u64,
+    expire_at_ms: u64,
+    bad: &dyn Fn(String) -> Error,
+) -> Result<Meta> {
+    if kind != Kind::String {
+        return Err(bad_meta(name, format!("a page kept in the entry of a {kind:?} value")));
+    }
+    let page = r.varint(bad)?;
+    let bytes = r.varint(bad)?;
+    let n = usize::try_from(bytes)
+        .ok()
+        .filter(|&n| n <= LONE_MAX)
+        .ok_or_else(|| bad_meta(name, format!("a page kept in the entry in {bytes} bytes (at most {LONE_MAX})")))?;
+    let member = r.take(n, bad)?;
+    let p = decode_lone(member).map_err(|e| bad_meta(name, e))?;
+    // The value's bytes must reach the page's last set bit.
+    let last = p.last_set().map(|bit| page.checked_mul(PAGE_BITS).and_then(|b| b.checked_add(u64::from(bit))));
+    if last.flatten().is_none_or(|bit| len.checked_mul(8).is_none_or(|bits| bit >= bits)) {
+        return Err(bad_meta(name, format!("page {page} kept in the entry does not fit in {len} bytes")));
+    }
+    let mut meta = Meta::empty(kind);
+    meta.body = Body::Page { page, bytes: u8::try_from(n).unwrap_or(u8::MAX) };
+    meta.inline.room(n)[..n].copy_from_slice(member);
+    meta.len = len;
+    meta.ones = u64::from(p.count_ones());
+    meta.expire_at_ms = expire_at_ms;
+    Ok(meta)
 }
 
 /// A cursor over a record's bytes.

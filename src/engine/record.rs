@@ -89,6 +89,10 @@ pub(crate) enum Body {
     /// In the key's metadata entry itself (at most [`Kind::inline_max`]
     /// bytes).
     Inline,
+    /// One small page of a string, page number `page`, kept in the key's
+    /// metadata entry: the inline bytes hold its member form (`bytes` of
+    /// them, at most [`crate::page::LONE_MAX`]; `page::encode_lone`).
+    Page { page: u64, bytes: u8 },
 }
 
 /// Bytes of an inline value of any type (the largest limit), as a `usize`.
@@ -199,13 +203,42 @@ impl Meta {
     pub(super) fn id(&self) -> Option<u64> {
         match self.body {
             Body::Paged(id) => Some(id),
-            Body::Inline => None,
+            Body::Inline | Body::Page { .. } => None,
+        }
+    }
+
+    /// The page kept in the entry, with its number, for a value of one
+    /// page kept there (`Body::Page`).
+    ///
+    /// # Errors
+    /// [`Error::Corrupted`] naming `key` if the member form does not
+    /// decode (it was validated when the entry was read, so only a bug
+    /// reaches this).
+    pub(crate) fn lone_page(&self, key: &[u8]) -> Result<Option<(u64, crate::page::Page)>> {
+        let Body::Page { page, bytes } = self.body else { return Ok(None) };
+        let member = &self.inline[..usize::from(bytes).min(self.inline.len())];
+        crate::page::decode_lone(member).map(|p| Some((page, p))).map_err(|e| bad_meta(key, e))
+    }
+
+    /// Bytes the entry keeps beside its name, length and expiry for its
+    /// value: the inline value, or a kept page's member form with its page
+    /// number and length (at most 11 bytes of varints); 0 for a paged value.
+    pub(crate) fn inline_len(&self) -> usize {
+        match self.body {
+            Body::Inline => self.inline_value().len(),
+            Body::Page { bytes, .. } => usize::from(bytes) + 11,
+            Body::Paged(_) => 0,
         }
     }
 
     /// The number of set bits of the value.
     pub(crate) fn ones(&self) -> u64 {
         self.ones
+    }
+
+    /// Whether the value is in pages of the store (not kept in its entry).
+    pub(crate) fn is_paged(&self) -> bool {
+        matches!(self.body, Body::Paged(_))
     }
 
     /// Whether the value is kept inline (it has no pages).
@@ -244,7 +277,7 @@ impl Meta {
         match self.body {
             // len <= INLINE_MAX for an inline body.
             Body::Inline => &self.inline[..usize::try_from(self.len).unwrap_or(0).min(self.inline.len())],
-            Body::Paged(_) => &[],
+            Body::Paged(_) | Body::Page { .. } => &[],
         }
     }
 }

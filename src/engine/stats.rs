@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::bucket::record_bytes;
+use super::bucket::{entry_bytes, record_bytes};
 use super::layout;
 use super::record::Meta;
 use super::Engine;
@@ -24,10 +24,12 @@ pub struct KeyStats {
     pub ewah_pages: u64,
     /// Stored pages encoded as run lists.
     pub runs_pages: u64,
-    /// Bytes of the key's records as stored (its metadata entry, at most,
-    /// and its pages' keys and values), before the store's own overhead.
+    /// Bytes of the key's records as stored (its metadata entry with its
+    /// whole name, and its pages' keys and values), before the store's own
+    /// overhead.
     pub stored_bytes: u64,
-    /// The value is kept inline in the key's metadata entry (no pages).
+    /// The value is kept in the key's metadata entry (no page records):
+    /// a short value's bytes, or a string's one small page.
     pub inline: bool,
     /// Store records holding the pages: page records of their own and the
     /// group records of small pages.
@@ -95,8 +97,10 @@ impl Engine {
     /// caller keeps the store still).
     fn stored_stats(&self, key: &[u8], meta: &Meta) -> Result<KeyStats> {
         let mut st = KeyStats { len: meta.len, ones: meta.ones, ..KeyStats::default() };
-        // The key's share of its bucket record: its entry.
-        st.stored_bytes += record_bytes(key.len(), meta) as u64;
+        // The key's share of its bucket record: its entry, with its whole
+        // name (a bucket shares a name prefix among its entries, which
+        // only saves).
+        st.stored_bytes += entry_bytes(key.len(), meta) as u64;
         let Some(id) = meta.id() else {
             st.inline = true;
             return Ok(st);

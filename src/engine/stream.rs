@@ -18,8 +18,8 @@ pub(crate) struct PageStream(Source);
 
 enum Source {
     Paged(Box<Paged>),
-    /// An inline value: its one page, until taken.
-    Inline(Option<Arc<Page>>),
+    /// A value kept in its entry: its one page and its number, until taken.
+    Inline(Option<(u64, Arc<Page>)>),
 }
 
 impl PageStream {
@@ -29,9 +29,10 @@ impl PageStream {
         Ok(PageStream(Source::Paged(Box::new(Paged::new(engine, name, bitmap, from, to)?))))
     }
 
-    /// The page 0 of an inline value (a copy: nothing to pin), if any.
-    pub(super) fn inline(page0: Option<Arc<Page>>) -> PageStream {
-        PageStream(Source::Inline(page0))
+    /// The one page of a value kept in its entry (a copy: nothing to pin)
+    /// and its number, if any.
+    pub(super) fn inline(page: Option<(u64, Arc<Page>)>) -> PageStream {
+        PageStream(Source::Inline(page))
     }
 
     /// The page number of the next candidate page, without reading it.
@@ -39,7 +40,7 @@ impl PageStream {
     pub(crate) fn peek(&mut self) -> Result<Option<u64>> {
         match &mut self.0 {
             Source::Paged(p) => p.peek(),
-            Source::Inline(p) => Ok(p.as_ref().map(|_| 0)),
+            Source::Inline(p) => Ok(p.as_ref().map(|&(at, _)| at)),
         }
     }
 
@@ -67,7 +68,7 @@ impl PageStream {
     pub(crate) fn take(&mut self) -> Result<Option<(u64, Arc<Page>)>> {
         match &mut self.0 {
             Source::Paged(p) => p.take(),
-            Source::Inline(p) => Ok(p.take().map(|p| (0, p))),
+            Source::Inline(p) => Ok(p.take()),
         }
     }
 

@@ -379,6 +379,7 @@ impl<'e> ReadTx<'e> {
         match meta.body {
             Body::Paged(id) => self.engine.page(key, id, page),
             Body::Inline => Ok(inline_page(meta, page).map(Arc::new)),
+            Body::Page { .. } => Ok(meta.lone_page(key)?.filter(|&(at, _)| at == page).map(|(_, p)| Arc::new(p))),
         }
     }
 
@@ -405,7 +406,12 @@ impl<'e> ReadTx<'e> {
     pub(crate) fn stream(&self, key: &[u8], meta: &Meta, from: u64, to: u64) -> Result<PageStream> {
         match meta.body {
             Body::Paged(id) => PageStream::new(self.engine, key, id, from, to),
-            Body::Inline => Ok(PageStream::inline(inline_page(meta, 0).filter(|_| from == 0).map(Arc::new))),
+            Body::Inline => {
+                Ok(PageStream::inline(inline_page(meta, 0).filter(|_| from == 0).map(|p| (0, Arc::new(p)))))
+            }
+            Body::Page { .. } => Ok(PageStream::inline(
+                meta.lone_page(key)?.filter(|&(at, _)| (from..=to).contains(&at)).map(|(at, p)| (at, Arc::new(p))),
+            )),
         }
     }
 
@@ -438,13 +444,21 @@ impl<'e> ReadTx<'e> {
         Ok(Some(out))
     }
 
-    /// Moves an inline value into pages under a fresh bitmap id: page 0
-    /// holds what the inline bytes held.
-    fn promote(&self, meta: &mut Meta, page0: Option<Page>) -> Result<()> {
+    /// Moves a value kept in its entry into pages under a fresh bitmap id:
+    /// `page` (a page number and its bits) if given, else what the entry
+    /// held (an inline value's bytes as page 0, or the page kept there at
+    /// its number).
+    fn promote(&self, key: &[u8], meta: &mut Meta, page: Option<(u64, Page)>) -> Result<()> {
+        let page = match page {
+            Some(p) => Some(p),
+            None => match meta.body {
+                Body::Page { .. } => meta.lone_page(key)?,
+                _ => inline_page(meta, 0).map(|p| (0, p)),
+            },
+        };
         let id = self.engine.store.next_id()?;
-        let page0 = page0.or_else(|| inline_page(meta, 0));
-        if let Some(p) = page0.filter(|p| !p.is_empty()) {
-            self.engine.pages.put((id, 0), Some(p));
+        if let Some((at, p)) = page.filter(|(_, p)| !p.is_empty()) {
+            self.engine.pages.put((id, at), Some(p));
         }
         meta.body = Body::Paged(id);
         meta.inline = InlineBytes::zeroed();
@@ -482,7 +496,7 @@ impl<'e> ReadTx<'e> {
                     return Err(Error::Internal(format!("an inline {:?} value of {} bytes", m.kind, m.len)));
                 }
                 let mut paged = m.clone();
-                self.promote(&mut paged, None)?;
+                self.promote(key, &mut paged, None)?;
                 promoted = paged;
                 Some(&promoted)
             }

@@ -66,9 +66,10 @@ impl Db {
                 let mut build = dst.engine.begin_build(index)?;
                 while let Some((page, p)) = stream.next_page()? {
                     build.put(page, Arc::unwrap_or_clone(p))?;
-                    // An inline value's page is not a stored page, here or
-                    // there (publishing keeps it inline).
-                    report.pages += u64::from(!meta.is_inline());
+                    // A page kept in an entry is not a stored page, here
+                    // or there (publishing keeps an inline value and a
+                    // small lone page in the entry).
+                    report.pages += u64::from(meta.is_paged());
                 }
                 // The copy keeps the expiry, which publishing indexes.
                 let copy = build.adopt(&meta);

@@ -42,6 +42,10 @@ pub(crate) const GROUP_PAGES: u64 = 64;
 /// (see DESIGN.md, page geometry).
 pub(crate) const MEMBER_BODY_MAX: usize = 112;
 
+/// The most bytes a page's member form may take to be kept in its
+/// bitmap's metadata entry ([`encode_lone`]): 15 positions or 7 runs.
+pub(crate) const LONE_MAX: usize = 32;
+
 /// The group record format version this build writes. It reads this and
 /// version 1, the same layout without run lists.
 pub(crate) const GROUP_FORMAT_VERSION: u8 = 2;
@@ -164,51 +168,89 @@ pub(crate) fn split_group(bytes: &[u8]) -> Result<Vec<Member<'_>>, PageError> {
     if count == 0 || count as u64 > GROUP_PAGES {
         return Err(err(format!("{count} members, expected 1 to {GROUP_PAGES}")));
     }
-    let mut members = Vec::with_capacity(count);
+    let mut members: Vec<Member<'_>> = Vec::with_capacity(count);
     let mut at = GROUP_HEADER_LEN;
     for i in 0..count {
-        let member = |e: String| err(format!("member {i}: {e}"));
-        let head = *content.get(at).ok_or_else(|| member("truncated".into()))?;
-        at += 1;
-        let slot = head >> 2;
-        if u64::from(slot) >= GROUP_PAGES {
-            return Err(member(format!("slot {slot} is outside the group")));
-        }
-        if let Some(prev) = members.last().map(|m: &Member<'_>| m.slot) {
-            if slot <= prev {
-                return Err(member(format!("slots not increasing: {slot} after {prev}")));
+        let member = read_member(version, content, &mut at).map_err(|e| err(format!("member {i}: {e}")))?;
+        if let Some(prev) = members.last().map(|m| m.slot) {
+            if member.slot <= prev {
+                return Err(err(format!("member {i}: slots not increasing: {} after {prev}", member.slot)));
             }
         }
-        let encoding = codec::encoding_in(version, head & 3).map_err(|e| member(e.0))?;
-        let popcount = varint::read(content, &mut at).map_err(|e| member(e.to_string()))?;
-        let popcount = u32::try_from(popcount).map_err(|_| member(format!("popcount {popcount} is too large")))?;
-        let body_len = match encoding {
-            Encoding::Dense => crate::geometry::PAGE_WORDS * 8,
-            // A popcount past the page's bits is refused by `check_body`;
-            // 2 * u32::MAX fits in a u64-sized usize and is refused below.
-            Encoding::Sparse => 2 * popcount as usize,
-            Encoding::Ewah | Encoding::Runs => {
-                let (unit, what) = if encoding == Encoding::Ewah { (8, "EWAH body of") } else { (4, "run list of") };
-                let elements = varint::read(content, &mut at).map_err(|e| member(e.to_string()))?;
-                usize::try_from(elements)
-                    .ok()
-                    .and_then(|w| w.checked_mul(unit))
-                    .filter(|&n| n > 0)
-                    .ok_or_else(|| member(format!("{what} {elements} elements")))?
-            }
-        };
-        let end = at.checked_add(body_len).filter(|&e| e <= content.len()).ok_or_else(|| {
-            member(format!("body of {body_len} bytes passes the end of the record ({} bytes left)", content.len() - at))
-        })?;
-        let body = &content[at..end];
-        codec::check_body(encoding, popcount, body).map_err(|e| member(e.0))?;
-        at = end;
-        members.push(Member { slot, parts: Parts { encoding, popcount, body } });
+        members.push(member);
     }
     if at != content.len() {
         return Err(err(format!("{} bytes after the last member", content.len() - at)));
     }
     Ok(members)
+}
+
+/// One member at `at` of `content` (a record of group format `version`),
+/// moving `at` past it: validates the slot's range, the encoding byte, the
+/// popcount's range and the body's length, not the body.
+fn read_member<'a>(version: u8, content: &'a [u8], at: &mut usize) -> Result<Member<'a>, String> {
+    let head = *content.get(*at).ok_or("truncated")?;
+    *at += 1;
+    let slot = head >> 2;
+    if u64::from(slot) >= GROUP_PAGES {
+        return Err(format!("slot {slot} is outside the group"));
+    }
+    let encoding = codec::encoding_in(version, head & 3).map_err(|e| e.0)?;
+    let popcount = varint::read(content, at).map_err(|e| e.to_string())?;
+    let popcount = u32::try_from(popcount).map_err(|_| format!("popcount {popcount} is too large"))?;
+    let body_len = match encoding {
+        Encoding::Dense => crate::geometry::PAGE_WORDS * 8,
+        // A popcount past the page's bits is refused by `check_body`;
+        // 2 * u32::MAX fits in a u64-sized usize and is refused below.
+        Encoding::Sparse => 2 * popcount as usize,
+        Encoding::Ewah | Encoding::Runs => {
+            let (unit, what) = if encoding == Encoding::Ewah { (8, "EWAH body of") } else { (4, "run list of") };
+            let elements = varint::read(content, at).map_err(|e| e.to_string())?;
+            usize::try_from(elements)
+                .ok()
+                .and_then(|w| w.checked_mul(unit))
+                .filter(|&n| n > 0)
+                .ok_or_else(|| format!("{what} {elements} elements"))?
+        }
+    };
+    let end = at.checked_add(body_len).filter(|&e| e <= content.len()).ok_or_else(|| {
+        format!("body of {body_len} bytes passes the end of the record ({} bytes left)", content.len() - *at)
+    })?;
+    let body = &content[*at..end];
+    codec::check_body(encoding, popcount, body).map_err(|e| e.0)?;
+    *at = end;
+    Ok(Member { slot, parts: Parts { encoding, popcount, body } })
+}
+
+/// A small page's member form (slot 0, as in a group record of the current
+/// version) if it takes at most [`LONE_MAX`] bytes: how a bitmap of one
+/// small page keeps it in its metadata entry. `None` for a larger page or
+/// an empty one.
+pub(crate) fn encode_lone(page: &Page) -> Option<Vec<u8>> {
+    if page.is_empty() {
+        return None;
+    }
+    let record = page.encode();
+    let member = Member::of_record(0, &record).ok().flatten()?;
+    let mut out = Vec::with_capacity(member.encoded_len());
+    member.put_head(&mut out);
+    out.extend_from_slice(member.parts.body);
+    (out.len() <= LONE_MAX).then_some(out)
+}
+
+/// The page of a member form [`encode_lone`] wrote, fully validated: the
+/// bytes must be exactly one member in slot 0.
+///
+/// # Errors
+/// The first check that fails.
+pub(crate) fn decode_lone(bytes: &[u8]) -> Result<Page, PageError> {
+    let lone = |e: String| PageError(format!("page kept in its entry: {e}"));
+    let mut at = 0;
+    let member = read_member(GROUP_FORMAT_VERSION, bytes, &mut at).map_err(lone)?;
+    if member.slot != 0 || at != bytes.len() {
+        return Err(lone(format!("slot {} and {} bytes after the member", member.slot, bytes.len() - at)));
+    }
+    member.page().map_err(|e| lone(e.0))
 }
 
 /// Decodes and fully validates a group record: its members' slots and

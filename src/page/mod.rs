@@ -58,7 +58,10 @@ use crate::geometry::{page_bit, page_count, position, word_mask, PAGE_BITS, PAGE
 pub(crate) use codec::encoded_len;
 #[cfg(any(test, feature = "testing"))]
 pub(crate) use group::GROUP_FORMAT_VERSION;
-pub(crate) use group::{decode_group, encode_group, fits_group, split_group, Member, GROUP_HEADER_BYTES, GROUP_PAGES};
+pub(crate) use group::{
+    decode_group, decode_lone, encode_group, encode_lone, fits_group, split_group, Member, GROUP_HEADER_BYTES,
+    GROUP_PAGES, LONE_MAX,
+};
 
 /// Bits per page as a `u32` (32,768).
 const BITS: u32 = page_bit(PAGE_BITS - 1) + 1;
@@ -590,6 +593,20 @@ impl Page {
             Repr::Sparse(pos) => sparse::find(pos, value, from, to),
             Repr::Ewah(stream) => ewah::find(stream, value, from, to),
             Repr::Runs(list) => runs::find(list, value, from, to),
+        }
+    }
+
+    /// The last set bit, if any.
+    pub(crate) fn last_set(&self) -> Option<u32> {
+        match &self.repr {
+            Repr::Sparse(pos) => pos.last().map(|&p| u32::from(p)),
+            Repr::Runs(list) => list.last().map(|r| u32::from(r[1])),
+            Repr::Dense(_) | Repr::Ewah(_) => {
+                let mut words = [0u64; PAGE_WORDS];
+                self.to_words(&mut words);
+                let (w, &word) = words.iter().enumerate().rev().find(|(_, &word)| word != 0)?;
+                Some(crate::geometry::word_start(w) + 63 - word.trailing_zeros())
+            }
         }
     }
 

@@ -6,11 +6,11 @@
 use std::ops::{Deref, DerefMut};
 
 use super::super::layout;
-use super::super::record::{Body, Kind, Meta, INLINE_BYTES, INLINE_MAX};
+use super::super::record::{Body, InlineBytes, Kind, Meta, INLINE_BYTES, INLINE_MAX};
 use super::{inline_bit, inline_page, ReadTx, Signal, Target};
 use crate::error::{Error, Result};
 use crate::geometry::{locate, PAGE_BITS};
-use crate::page::Page;
+use crate::page::{encode_lone, Page};
 
 /// `ones`, the count of set bits of key `key`, less the `part` set bits
 /// of a page (or a bit) about to change: with [`count_with`], the count
@@ -49,6 +49,15 @@ fn only_strings_in_place(meta: &Meta) -> Result<()> {
     } else {
         Err(Error::Internal(format!("an inline {:?} value changed in place as a bitmap", meta.kind)))
     }
+}
+
+/// Makes `meta` keep page `page`, whose member form is `member` (at most
+/// `page::LONE_MAX` bytes), in its entry.
+fn keep(meta: &mut Meta, page: u64, member: &[u8]) {
+    meta.inline = InlineBytes::zeroed();
+    meta.inline.room(member.len())[..member.len()].copy_from_slice(member);
+    // At most LONE_MAX (32) bytes.
+    meta.body = Body::Page { page, bytes: u8::try_from(member.len()).unwrap_or(u8::MAX) };
 }
 
 /// The metadata of `value` kept inline as a value of type `kind`.
@@ -118,7 +127,9 @@ impl WriteTx<'_> {
     /// `key`) with `f`; an absent page starts all zero. `meta`'s count of
     /// set bits follows the page's; the caller then records `meta` (with
     /// its new length) with [`WriteTx::set`]. An inline value that outgrows
-    /// its bytes moves to pages, which `meta` then says.
+    /// its bytes, or a string's one page kept in its entry that grows or
+    /// gains a second page, moves to pages, which `meta` then says; a
+    /// string with one small page keeps it in its entry.
     ///
     /// # Errors
     /// [`Error::Corrupted`] if the stored page does not decode; a store
@@ -134,9 +145,7 @@ impl WriteTx<'_> {
         meta.changed_in_place = true;
         if meta.body == Body::Inline {
             only_strings_in_place(meta)?;
-            if page != 0 {
-                self.promote(meta, None)?;
-            } else {
+            if page == 0 {
                 let mut p = inline_page(meta, 0).unwrap_or_else(Page::zeros);
                 let rest = count_without(key, meta.ones, p.count_ones())?;
                 let r = f(&mut p);
@@ -145,10 +154,35 @@ impl WriteTx<'_> {
                 if p.count_range(inline_bits, u32::try_from(PAGE_BITS).unwrap_or(u32::MAX)) == 0 {
                     p.write_bytes(&mut meta.inline[..usize::try_from(INLINE_MAX).unwrap_or(INLINE_BYTES)]);
                 } else {
-                    self.promote(meta, Some(p))?;
+                    self.keep_or_promote(key, meta, 0, p)?;
                 }
                 return Ok(r);
             }
+            if meta.ones != 0 {
+                self.promote(key, meta, None)?;
+            } else {
+                // No bit set in the inline bytes: the page may be the
+                // value's only one.
+                let mut p = Page::zeros();
+                let r = f(&mut p);
+                meta.ones = u64::from(p.count_ones());
+                self.keep_or_promote(key, meta, page, p)?;
+                return Ok(r);
+            }
+        }
+        if let Body::Page { page: at, .. } = meta.body {
+            if at == page {
+                let Some((_, mut p)) = meta.lone_page(key)? else {
+                    return Err(Error::Internal("a kept page is missing".into()));
+                };
+                let rest = count_without(key, meta.ones, p.count_ones())?;
+                let r = f(&mut p);
+                meta.ones = count_with(key, rest, p.count_ones())?;
+                self.keep_or_promote(key, meta, page, p)?;
+                return Ok(r);
+            }
+            // A second page: the value moves to pages.
+            self.promote(key, meta, None)?;
         }
         let engine = self.engine;
         let Body::Paged(id) = meta.body else {
@@ -168,6 +202,19 @@ impl WriteTx<'_> {
         )??;
         meta.ones = ones;
         Ok(r)
+    }
+
+    /// Keeps `p`, page `page` and the only page of string `meta` (the value
+    /// of `key`), in the entry if its member form is small enough
+    /// (`page::encode_lone`), else moves the value to pages.
+    fn keep_or_promote(&self, key: &[u8], meta: &mut Meta, page: u64, p: Page) -> Result<()> {
+        match encode_lone(&p) {
+            Some(member) => {
+                keep(meta, page, &member);
+                Ok(())
+            }
+            None => self.promote(key, meta, Some((page, p))),
+        }
     }
 
     /// Sets bit `offset` of the value `meta` describes (the value of `key`)
@@ -369,9 +416,16 @@ impl WriteTx<'_> {
 
     /// Publishes bitmap `id` (built by a [`super::Build`]) as the value of
     /// `key`: `meta` describes it, or `None` deletes `key`. The value `key`
-    /// held is reclaimed. A small string is kept inline instead (and the
-    /// built pages are reclaimed).
-    pub(in crate::engine) fn publish(&mut self, key: &[u8], id: u64, meta: Option<&Meta>) -> Result<()> {
+    /// held is reclaimed. A small string is kept inline instead, and a
+    /// string whose only page is `lone` keeps that page in its entry if it
+    /// is small enough (and the built pages are reclaimed).
+    pub(in crate::engine) fn publish(
+        &mut self,
+        key: &[u8],
+        id: u64,
+        lone: Option<u64>,
+        meta: Option<&Meta>,
+    ) -> Result<()> {
         let meta = match meta.cloned() {
             // A paged Bloom filter spans at least two pages, far past its
             // inline limit: only a copy of an inline one is this short.
@@ -383,7 +437,15 @@ impl WriteTx<'_> {
                 m.body = Body::Inline;
                 Some(m)
             }
-            m => m,
+            Some(mut m) => {
+                if let (Kind::String, Some(at)) = (m.kind, lone) {
+                    if let Some(member) = self.engine.page(key, id, at)?.and_then(|p| encode_lone(&p)) {
+                        keep(&mut m, at, &member);
+                    }
+                }
+                Some(m)
+            }
+            None => None,
         };
         self.replace(key, meta.as_ref())?;
         // The built id is live now, or garbage. Garbage is marked again: a
