@@ -64,16 +64,18 @@ impl Db {
             for name in src.keys(b"*")? {
                 let Some((meta, mut stream)) = src.meta_and_all_pages(&name)? else { continue };
                 let mut build = dst.engine.begin_build(index)?;
+                let mut pages = 0;
                 while let Some((page, p)) = stream.next_page()? {
                     build.put(page, Arc::unwrap_or_clone(p))?;
-                    // A page kept in an entry is not a stored page, here
-                    // or there (publishing keeps an inline value and a
-                    // small lone page in the entry).
-                    report.pages += u64::from(meta.is_paged());
+                    pages += 1;
                 }
                 // The copy keeps the expiry, which publishing indexes.
                 let copy = build.adopt(&meta);
                 build.publish(&name, Some(&copy))?;
+                // Publishing keeps an inline value, and a string's one
+                // small page, in the entry: those are no stored pages.
+                let stored = dst.meta_and_all_pages(&name)?.is_some_and(|(m, _)| m.is_paged());
+                report.pages += if stored { pages } else { 0 };
                 report.keys += 1;
             }
         }

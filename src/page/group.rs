@@ -43,7 +43,9 @@ pub(crate) const GROUP_PAGES: u64 = 64;
 pub(crate) const MEMBER_BODY_MAX: usize = 112;
 
 /// The most bytes a page's member form may take to be kept in its
-/// bitmap's metadata entry ([`encode_lone`]): 15 positions or 7 runs.
+/// bitmap's metadata entry ([`encode_lone`]): 15 positions, 3 EWAH words, or 7 runs
+/// (6 once the page holds 16,384 set bits or more, whose popcount varint
+/// takes 3 bytes).
 pub(crate) const LONE_MAX: usize = 32;
 
 /// The group record format version this build writes. It reads this and
