@@ -74,7 +74,8 @@ impl Db {
                 build.publish(&name, Some(&copy))?;
                 // Publishing keeps an inline value, and a string's one
                 // small page, in the entry: those are no stored pages.
-                let stored = dst.meta_and_all_pages(&name)?.is_some_and(|(m, _)| m.is_paged());
+                let stored =
+                    dst.engine.read_untouched(index, &[&name[..]], |tx| tx.meta(&name))?.is_some_and(|m| m.is_paged());
                 report.pages += if stored { pages } else { 0 };
                 report.keys += 1;
             }

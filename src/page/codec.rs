@@ -247,12 +247,20 @@ pub(super) fn encode_smallest(page: &Page) -> Vec<u8> {
         }),
         Encoding::Dense => write(Encoding::Dense, page.ones, PAGE_WORDS, |out| write_words(&words, out)),
         Encoding::Runs => {
+            // A run-list page is written from its own list, not a copy.
+            let built;
             let list = match &page.repr {
-                Repr::Runs(list) => list.clone(),
-                _ if !positions.is_empty() => runs::from_positions(positions),
-                _ => runs::from_words(&words, choice.runs),
+                Repr::Runs(list) => list,
+                _ if !positions.is_empty() => {
+                    built = runs::from_positions(positions);
+                    &built
+                }
+                _ => {
+                    built = runs::from_words(&words, choice.runs);
+                    &built
+                }
             };
-            write(Encoding::Runs, page.ones, list.len(), |out| write_runs(&list, out))
+            write(Encoding::Runs, page.ones, list.len(), |out| write_runs(list, out))
         }
     }
 }
