@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo build --release -p bitsled-cli
-//! cargo run --release -p bitsled-bench --bin scale -- [--quick] [--keys N] [--big] [--out DIR]
+//! cargo run --release -p bitsled-bench --bin scale -- [--quick] [--keys N] [--maxmemory MIB] [--big] [--out DIR]
 //! ```
 //!
 //! Needs `redis-server`, `redis-cli` and `redis-benchmark` on the PATH and
@@ -22,6 +22,11 @@
 //! - FLUSHALL time, and how many keys a kill -9 two seconds after
 //!   FLUSHALL's reply brings back (must be 0; `--fsync everysec`);
 //! - embedded: `Db::set_bits` per key for the same keys (keys per second).
+//!
+//! `--maxmemory MIB` starts every `bitsled serve` with `--maxmemory
+//! MIBmb` and gives the embedded run the same budgets (cache three
+//! quarters, dirty changes and sled's cache an eighth each); Redis runs
+//! without a limit either way.
 //!
 //! `--quick` (the CI smoke run) uses 10^5 keys and 5 x 10^4 SETBITs.
 //! `--big` adds bitsled alone with a 256 MiB `--maxmemory`-style budget:
@@ -52,6 +57,8 @@ use bitsled_bench::{start_bitsled, start_redis, status_kb, Res};
 
 struct Opts {
     keys: u64,
+    /// `--maxmemory` of bitsled's server and embedded budgets, MiB.
+    maxmemory_mib: Option<u64>,
     bloom: Option<u64>,
     requests: u64,
     big: bool,
@@ -59,14 +66,21 @@ struct Opts {
 }
 
 fn parse_opts() -> Res<Opts> {
-    let mut o =
-        Opts { keys: 1_000_000, bloom: None, requests: 500_000, big: false, out: PathBuf::from("bench-results") };
+    let mut o = Opts {
+        keys: 1_000_000,
+        maxmemory_mib: None,
+        bloom: None,
+        requests: 500_000,
+        big: false,
+        out: PathBuf::from("bench-results"),
+    };
     let mut out_given = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--keys" => o.keys = args.next().ok_or("--keys N")?.parse()?,
             "--big" => o.big = true,
+            "--maxmemory" => o.maxmemory_mib = Some(args.next().ok_or("--maxmemory MIB")?.parse()?),
             "--bloom" => o.bloom = Some(args.next().ok_or("--bloom USERS")?.parse()?),
             "--quick" => {
                 o.keys = 100_000;
@@ -81,7 +95,7 @@ fn parse_opts() -> Res<Opts> {
             }
             other => {
                 return Err(format!(
-                    "unknown argument {other:?}; usage: scale [--quick] [--keys N] [--big] [--bloom USERS] [--out DIR]"
+                    "unknown argument {other:?}; usage: scale [--quick] [--keys N] [--maxmemory MIB] [--big] [--bloom USERS] [--out DIR]"
                 )
                 .into())
             }
@@ -271,7 +285,9 @@ fn main() -> Res<()> {
     // bitsled: the load, its figures, a graceful stop (then the disk), the
     // latency run on a restarted server, FLUSHALL and a kill -9 after it.
     let bdir = tmp.path().join("bitsled-data");
-    let mut b = start_bitsled(&bdir, &[])?;
+    let limit = o.maxmemory_mib.map(|m| format!("{m}mb"));
+    let serve_args: Vec<&str> = limit.as_deref().map_or_else(Vec::new, |l| vec!["--maxmemory", l]);
+    let mut b = start_bitsled(&bdir, &serve_args)?;
     let b_load = pipe(b.port, &file)?;
     let b_rss = b.rss();
     let mut bc = b.con()?;
@@ -281,7 +297,7 @@ fn main() -> Res<()> {
     let b_hwm = b.hwm();
     let b_stop = b.signal_and_wait("-TERM")?;
     let disk = du(&bdir);
-    let mut b = start_bitsled(&bdir, &[])?;
+    let mut b = start_bitsled(&bdir, &serve_args)?;
     let b_reads = random_reads(b.port, n, o.requests / 5)?;
     let b_bench = setbit_latency(b.port, o.requests)?;
     let mut bc = b.con()?;
@@ -290,10 +306,18 @@ fn main() -> Res<()> {
     let b_flush = t.elapsed().as_secs_f64();
     std::thread::sleep(Duration::from_secs(2));
     b.signal_and_wait("-KILL")?;
-    let b2 = start_bitsled(&bdir, &[])?;
+    let b2 = start_bitsled(&bdir, &serve_args)?;
     let back: u64 = redis::cmd("DBSIZE").query(&mut b2.con()?)?;
     drop(b2);
 
+    if let Some(m) = o.maxmemory_mib {
+        rows.push(Row(
+            "bitsled's memory limit".into(),
+            format!("serve --maxmemory {m}mb; embedded budgets the same"),
+            "no limit".into(),
+            "-".into(),
+        ));
+    }
     let keys_per_s =
         |s: f64| format!("{s:.2} s ({:.0}k keys/s, {:.0}k cmds/s)", n as f64 / s / 1e3, commands as f64 / s / 1e3);
     rows.push(Row(
@@ -361,7 +385,12 @@ fn main() -> Res<()> {
     // Embedded: set_bits per key.
     {
         let dir = tempfile::tempdir()?;
-        let db = bitsled::Db::open(dir.path())?;
+        let mut config = bitsled::Config::new(dir.path());
+        if let Some(m) = o.maxmemory_mib {
+            let budget = m << 20;
+            config = config.cache_bytes(budget / 4 * 3).dirty_bytes(budget / 8).store_cache_bytes(budget / 8);
+        }
+        let db = config.open()?;
         let mut r = rand::rngs::StdRng::seed_from_u64(1);
         let t = Instant::now();
         for uid in 0..n {
