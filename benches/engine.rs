@@ -1,6 +1,7 @@
 //! End-to-end engine benchmarks on a real on-disk store, each beside a peer
 //! measured in the same run: a plain in-memory `Vec<u64>` loop (the memory
-//! bandwidth limit) for BITOP and BITCOUNT.
+//! bandwidth limit) for BITOP and BITCOUNT, roaring-rs for the count of
+//! an AND of small bitmaps.
 //!
 //! `cargo bench --bench engine`; set `BITSLED_BENCH_BITS` to change the
 //! bitmap size (default 10^8 bits).
@@ -130,11 +131,49 @@ fn bitop_and(c: &mut Criterion) {
     g.finish();
 }
 
+/// The count of an AND of two small bitmaps (`Db::bitop_count`, warm
+/// cache) beside roaring-rs's `intersection_len` of the same two sets held
+/// in memory. Shapes: one value each (in the same page), 12 values each in
+/// one page (kept in the key's entry), 300 values each over 3 pages.
+fn small_and_count(c: &mut Criterion) {
+    let mut g = c.benchmark_group("small_and_count");
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+    let shapes: [(&str, usize, u64); 3] = [("one_value", 1, 1), ("12_values", 12, 20_000), ("300_values", 300, 90_000)];
+    for (name, values, span) in shapes {
+        let mut sets = Vec::new();
+        for side in ["a", "b"] {
+            let mut v: Vec<u64> = if values == 1 {
+                vec![1_000_007]
+            } else {
+                (0..values).map(|_| 1_000_000 + rng.gen_range(0..span)).collect()
+            };
+            v.sort_unstable();
+            v.dedup();
+            db.set_bits(format!("{name}:{side}").as_bytes(), &v, true).unwrap();
+            sets.push(v);
+        }
+        let (ka, kb) = (format!("{name}:a"), format!("{name}:b"));
+        let srcs: [&[u8]; 2] = [ka.as_bytes(), kb.as_bytes()];
+        g.bench_function(BenchmarkId::new("bitsled", name), |b| {
+            b.iter(|| db.bitop_count(BitOp::And, black_box(&srcs)).unwrap());
+        });
+        let ra: roaring::RoaringBitmap = sets[0].iter().map(|&x| u32::try_from(x).unwrap()).collect();
+        let rb: roaring::RoaringBitmap = sets[1].iter().map(|&x| u32::try_from(x).unwrap()).collect();
+        g.bench_function(BenchmarkId::new("roaring_intersection_len", name), |b| {
+            b.iter(|| black_box(&ra).intersection_len(black_box(&rb)));
+        });
+    }
+    g.finish();
+}
+
 /// Runs every group (criterion's macros would leave `main` undocumented).
 fn main() {
     let mut c = Criterion::default().configure_from_args();
     setbit(&mut c);
     bitcount(&mut c);
     bitop_and(&mut c);
+    small_and_count(&mut c);
     c.final_summary();
 }

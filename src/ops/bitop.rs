@@ -162,7 +162,7 @@ fn each_result_page(
     // Lengths are at most u64::MAX / 8 (offsets are limited so).
     let bits = len * 8;
     let last_page = (bits - 1) / PAGE_BITS;
-    let mut scratch = Scratch::new();
+    let mut scratch = Scratch::take();
     let mut column: Column = vec![None; streams.len()];
     let mut next = 0u64;
     while let Some(page) = next_page(op, &mut streams, next, last_page)? {
@@ -185,6 +185,13 @@ fn each_result_page(
                 let census = Census::of(&scratch.acc);
                 (census.ones > 0).then_some(ResultPage::Words(&scratch.acc, census))
             }
+            Some(Combined::Positions) => {
+                if let Some(t) = tail {
+                    let kept = scratch.list.partition_point(|&x| u32::from(x) < t);
+                    scratch.list.truncate(kept);
+                }
+                (!scratch.list.is_empty()).then_some(ResultPage::Positions(&scratch.list))
+            }
             Some(Combined::Page(mut p)) => {
                 if let Some(t) = tail {
                     p.truncate(t);
@@ -205,6 +212,7 @@ fn each_result_page(
         }
         next = page + 1;
     }
+    scratch.give_back();
     Ok(())
 }
 
@@ -212,6 +220,8 @@ fn each_result_page(
 enum ResultPage<'a> {
     /// Words computed in the scratch buffer, with their census.
     Words(&'a [u64; PAGE_WORDS], Census),
+    /// Set positions (ascending) computed in the scratch list.
+    Positions(&'a [u16]),
     /// A page computed whole.
     Page(Page),
     /// A source page that is the result as it is.
@@ -222,6 +232,8 @@ impl ResultPage<'_> {
     fn ones(&self) -> u32 {
         match self {
             ResultPage::Words(_, census) => census.ones,
+            // At most a page's bits, so it always fits.
+            ResultPage::Positions(list) => u32::try_from(list.len()).unwrap_or(u32::MAX),
             ResultPage::Page(p) => p.count_ones(),
             ResultPage::Shared(p) => p.count_ones(),
         }
@@ -231,6 +243,7 @@ impl ResultPage<'_> {
     fn into_page(self) -> Page {
         match self {
             ResultPage::Words(words, census) => Page::from_census(words, census),
+            ResultPage::Positions(list) => Page::from_positions(list),
             ResultPage::Page(p) => p,
             ResultPage::Shared(p) => Arc::unwrap_or_clone(p),
         }
@@ -346,14 +359,32 @@ struct Scratch {
     list: Vec<u16>,
 }
 
+thread_local! {
+    /// The scratch buffers of this thread's last BITOP, kept for its next
+    /// one: three zeroed 4 KiB buffers cost more than a small BITOP itself.
+    static SPARE_SCRATCH: std::cell::Cell<Option<Scratch>> = const { std::cell::Cell::new(None) };
+}
+
 impl Scratch {
-    fn new() -> Scratch {
-        Scratch {
+    /// This thread's spare buffers, or new ones. Every use of a buffer
+    /// writes what it reads first, so what a last BITOP left does not
+    /// matter.
+    fn take() -> Scratch {
+        SPARE_SCRATCH.with(std::cell::Cell::take).unwrap_or_else(|| Scratch {
             acc: Box::new([0; PAGE_WORDS]),
             other: Box::new([0; PAGE_WORDS]),
             twice: Box::new([0; PAGE_WORDS]),
             list: Vec::new(),
+        })
+    }
+
+    /// Keeps the buffers for this thread's next BITOP (not a list grown
+    /// past a sparse page's bound).
+    fn give_back(mut self) {
+        if self.list.capacity() > 4096 {
+            self.list = Vec::new();
         }
+        SPARE_SCRATCH.with(|c| c.set(Some(self)));
     }
 }
 
@@ -361,6 +392,8 @@ impl Scratch {
 enum Combined {
     /// In the scratch buffer `acc`.
     Words,
+    /// The set positions in the scratch list `list`, ascending.
+    Positions,
     /// Computed whole.
     Page(Page),
     /// One source page, unchanged.
@@ -390,7 +423,7 @@ fn combine(op: BitOp, col: &Column, s: &mut Scratch) -> Option<Combined> {
                         return None;
                     }
                 }
-                return Some(Combined::Page(Page::from_positions(&s.list)));
+                return Some(Combined::Positions);
             }
             page::fold_pages(Fold::And, present().map(|p| &**p), &mut s.acc);
             Combined::Words
