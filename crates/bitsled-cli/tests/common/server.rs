@@ -26,6 +26,12 @@ impl Served {
 
     /// [`Served::start`] with `env` (name, value) added to its environment.
     pub fn start_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Served {
+        Served::try_start_with_env(dir, extra, env).unwrap_or_else(|said| panic!("bitsled serve did not start: {said}"))
+    }
+
+    /// [`Served::start_with_env`], or all the server wrote to its standard
+    /// error (an error's causes follow its first line) if it exited.
+    fn try_start_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Result<Served, String> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_bitsled"))
             .arg("--db")
             .arg(dir)
@@ -40,21 +46,24 @@ impl Served {
         let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
         let mut line = String::new();
         stderr.read_line(&mut line).expect("read the start line");
-        let port = line
+        let Some(port) = line
             .split("listening on 127.0.0.1:")
             .nth(1)
             .and_then(|r| r.split_whitespace().next())
             .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| {
-                let _ = child.kill();
-                panic!("bitsled serve did not start: {line:?}")
-            });
+        else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let mut rest = String::new();
+            let _ = stderr.read_to_string(&mut rest);
+            return Err(format!("{line}{rest}"));
+        };
         // Keep draining stderr so the server never blocks on it.
         std::thread::spawn(move || {
             let mut rest = String::new();
             let _ = stderr.read_to_string(&mut rest);
         });
-        Served { child, port, dir: dir.to_path_buf() }
+        Ok(Served { child, port, dir: dir.to_path_buf() })
     }
 
     /// A `redis` crate connection.
