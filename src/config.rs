@@ -216,8 +216,9 @@ impl Config {
     /// it, changes stay in memory and writes are refused with
     /// [`crate::Error::DiskFull`] until space is freed (reads go on). sled
     /// cannot recover from a failed write without a reopen, so bitsled
-    /// checks first. The reserve also covers what the check does not
-    /// estimate (sled's log overhead and node rewrites, another process
+    /// checks first, counting a write-back's changes three times (sled's
+    /// log grows by about that much). The reserve covers what the check
+    /// does not estimate (a batch that grows the log more, another process
     /// writing to the same disk), so a small one risks meeting `ENOSPC`
     /// anyway, which poisons the handle. Default
     /// [`DEFAULT_DISK_RESERVE_BYTES`].

@@ -91,7 +91,8 @@ pub enum Error {
     Poisoned(String),
 
     /// The disk holding the store has less free space than the next
-    /// write-back and the reserve need ([`crate::Config::disk_reserve_bytes`]),
+    /// write-back (its changes counted three times: sled's log grows by
+    /// about that much) and the reserve need ([`crate::Config::disk_reserve_bytes`]),
     /// so changes stay in memory and writes are refused. Reads go on, and
     /// nothing already accepted is lost: it is written once there is room.
     ///

@@ -304,17 +304,18 @@ impl Engine {
     /// reserve (see `space.rs`). The estimate counts the dirty pages and
     /// the pinned metadata a fold may write whole (an ordinary write-back
     /// folds at most about twice its fold batch; delta records are smaller
-    /// than the buckets they change); sled's own overhead is what the
-    /// reserve is for.
+    /// than the buckets they change), three times over for the growth of
+    /// sled's log, and the logged pages a page fold writes whole, once;
+    /// the reserve is for what this does not see.
     fn check_space(&self, fold: Fold, extra: u64) -> Result<()> {
         let pinned = self.metas.pinned_bytes();
         let metadata = match fold {
             Fold::Auto => pinned.min(2 * metas::FOLD_BATCH),
             Fold::All | Fold::Shard(_) => pinned,
         };
-        // A page fold writes every logged page too.
-        let pages = self.pages.dirty_bytes().saturating_add(self.pages.logged_bytes());
-        let pending = u64::try_from(pages.saturating_add(metadata)).unwrap_or(u64::MAX);
+        let changed = u64::try_from(self.pages.dirty_bytes().saturating_add(metadata)).unwrap_or(u64::MAX);
+        let logged = u64::try_from(self.pages.logged_bytes()).unwrap_or(u64::MAX);
+        let pending = space::write_back_bytes(changed, logged);
         self.space.check(&*self.store, pending.saturating_add(extra), self.now_ms())
     }
 

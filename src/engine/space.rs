@@ -18,24 +18,29 @@ use crate::error::{Error, Result};
 pub struct DiskShortage {
     /// Bytes free for the store's directory when last checked.
     pub free_bytes: u64,
-    /// Bytes the held-back write-back and the reserve need.
+    /// Bytes the held-back write-back (its changes counted three times,
+    /// for sled's log growth) and the reserve need.
     pub needed_bytes: u64,
     /// When the shortage began, Unix milliseconds.
     pub since_ms: u64,
 }
 
-/// How many bytes of disk a write-back's batch is counted for. sled's log
-/// grows by more than the bytes it is given: new versions of the tree
-/// nodes a batch touches, consolidations, and segments it cannot reuse
-/// until later cleaning. Measured: a graceful stop writing back about 8 MB
-/// of 64 KiB values grew sled's file by 22-27 MB (`server_disk_full`), so
-/// about three times the batch; where the estimate fell short of that, the
-/// write met `ENOSPC`, which sled cannot recover from.
+/// How many bytes of disk each byte of a write-back's changes (dirty pages,
+/// metadata) is counted for. sled's log grows by more than the bytes it is
+/// given: new versions of the tree nodes a batch touches, consolidations,
+/// and segments it cannot reuse until later cleaning. Measured: a graceful
+/// stop writing back about 8 MB of 64 KiB values grew sled's file by 21-27
+/// MB (`server_disk_full`), so up to about three times the batch; where the
+/// estimate fell short of that, the write met `ENOSPC`, which sled cannot
+/// recover from.
 pub(super) const STORE_GROWTH_PER_BATCH_BYTE: u64 = 3;
 
-/// Free bytes a write-back of `batch_bytes` needs with `reserve` left over.
-fn needed_bytes(reserve: u64, batch_bytes: u64) -> u64 {
-    reserve.saturating_add(batch_bytes.saturating_mul(STORE_GROWTH_PER_BATCH_BYTE))
+/// Disk bytes a write-back may take: `changed_bytes` of dirty pages and
+/// metadata, grown as sled grows its log, and `logged_bytes` of logged
+/// pages that only a page fold writes whole (counted once: most
+/// write-backs write none of them).
+pub(super) fn write_back_bytes(changed_bytes: u64, logged_bytes: u64) -> u64 {
+    changed_bytes.saturating_mul(STORE_GROWTH_PER_BATCH_BYTE).saturating_add(logged_bytes)
 }
 
 /// The guard's state.
@@ -51,16 +56,15 @@ impl SpaceGuard {
         SpaceGuard { reserve: AtomicU64::new(reserve_bytes), short: AtomicBool::new(false), shortage: Mutex::new(None) }
     }
 
-    /// Checks that the store has room for a write-back of `batch_bytes`
-    /// (counted [`STORE_GROWTH_PER_BATCH_BYTE`] times) plus the reserve,
+    /// Checks that the store has `needed_bytes` free besides the reserve,
     /// recording the outcome (at `now_ms`).
     ///
     /// # Errors
     /// [`Error::DiskFull`] if it has not; a store error reading the space.
-    pub(super) fn check(&self, store: &dyn Store, batch_bytes: u64, now_ms: u64) -> Result<()> {
+    pub(super) fn check(&self, store: &dyn Store, needed_bytes: u64, now_ms: u64) -> Result<()> {
         // A store that cannot tell (no such call on the platform) is never short.
         let Some(free) = store.available_bytes()? else { return Ok(()) };
-        let needed = needed_bytes(self.reserve.load(Ordering::Relaxed), batch_bytes);
+        let needed = self.reserve.load(Ordering::Relaxed).saturating_add(needed_bytes);
         let mut s = self.shortage.lock();
         if free >= needed {
             *s = None;
@@ -97,13 +101,13 @@ impl SpaceGuard {
 mod tests {
     use super::*;
 
-    /// Invariant: a write-back of `b` bytes needs the reserve plus three
-    /// times `b` free (sled's log grows by about that much), without
-    /// overflowing.
+    /// Invariant: a write-back's changes count three times (sled's log
+    /// grows by about that much), logged pages once, without overflowing.
     #[test]
-    fn a_batch_is_counted_with_the_log_growth() {
-        assert_eq!(needed_bytes(1000, 500), 2500);
-        assert_eq!(needed_bytes(64 << 20, 0), 64 << 20);
-        assert_eq!(needed_bytes(1, u64::MAX / 2), u64::MAX);
+    fn changes_are_counted_with_the_log_growth() {
+        assert_eq!(write_back_bytes(500, 0), 1500);
+        assert_eq!(write_back_bytes(500, 1000), 2500);
+        assert_eq!(write_back_bytes(0, 7), 7);
+        assert_eq!(write_back_bytes(u64::MAX / 2, 1), u64::MAX);
     }
 }

@@ -54,7 +54,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_parser = parse_memory)]
     maxmemory: Option<u64>,
     /// Free disk space to keep: with less free than this plus the next
-    /// write-back, changes stay in memory and writes are refused
+    /// write-back (three times its changes, for the store's log growth),
+    /// changes stay in memory and writes are refused
     /// (`-MISCONF`) until space is freed; reads go on [default: 64mb].
     #[arg(long, value_parser = parse_memory)]
     disk_reserve: Option<u64>,

@@ -144,8 +144,11 @@ fn a_full_disk_refuses_writes_keeps_reads_and_recovers() {
     // always: the write that cannot be made durable gets the error, and
     // the connection stays usable.
     let () = redis::cmd("CONFIG").arg("SET").arg("appendfsync").arg("always").query(&mut con).unwrap();
-    let filler = fill(fs.path(), 5 << 20);
+    // Room for some writes: each needs the reserve, half the reserve
+    // again, and its own flush.
+    let filler = fill(fs.path(), 8 << 20);
     let (acked_always, refusal) = write_until_refused(&mut con, "always");
+    assert!(!acked_always.is_empty(), "writes were acknowledged before the refusal");
     assert!(refusal.starts_with("MISCONF "), "{refusal}");
     let pong: String = redis::cmd("PING").query(&mut con).expect("the connection is still open");
     assert_eq!(pong, "PONG");

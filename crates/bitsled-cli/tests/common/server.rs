@@ -29,8 +29,10 @@ impl Served {
         Served::try_start_with_env(dir, extra, env).unwrap_or_else(|said| panic!("bitsled serve did not start: {said}"))
     }
 
-    /// [`Served::start_with_env`], or all the server wrote to its standard
-    /// error (an error's causes follow its first line) if it exited.
+    /// [`Served::start_with_env`], or, when the server's first line is not
+    /// the one saying where it listens (an error: the server is killed if
+    /// it has not exited), all it wrote to its standard error (an error's
+    /// causes follow its first line).
     fn try_start_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Result<Served, String> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_bitsled"))
             .arg("--db")
