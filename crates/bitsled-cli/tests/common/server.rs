@@ -29,10 +29,10 @@ impl Served {
         Served::try_start_with_env(dir, extra, env).unwrap_or_else(|said| panic!("bitsled serve did not start: {said}"))
     }
 
-    /// [`Served::start_with_env`], or, when the server's first line is not
-    /// the one saying where it listens (an error: the server is killed if
-    /// it has not exited), all it wrote to its standard error (an error's
-    /// causes follow its first line).
+    /// [`Served::start_with_env`], or, if the server exits before it says
+    /// where it listens, all it wrote to its standard error (an error's
+    /// causes follow its first line). Lines before the listening one (a
+    /// note about open files or malloc's tunables) are passed over.
     fn try_start_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Result<Served, String> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_bitsled"))
             .arg("--db")
@@ -46,19 +46,22 @@ impl Served {
             .spawn()
             .expect("spawn bitsled serve");
         let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
-        let mut line = String::new();
-        stderr.read_line(&mut line).expect("read the start line");
-        let Some(port) = line
-            .split("listening on 127.0.0.1:")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .and_then(|p| p.parse().ok())
-        else {
-            let _ = child.kill();
-            let _ = child.wait();
-            let mut rest = String::new();
-            let _ = stderr.read_to_string(&mut rest);
-            return Err(format!("{line}{rest}"));
+        let mut said = String::new();
+        let port = loop {
+            let mut line = String::new();
+            if stderr.read_line(&mut line).expect("read the server's standard error") == 0 {
+                let _ = child.wait();
+                return Err(said);
+            }
+            let port = line
+                .split("listening on 127.0.0.1:")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .and_then(|p| p.parse::<u16>().ok());
+            if let Some(port) = port {
+                break port;
+            }
+            said.push_str(&line);
         };
         // Keep draining stderr so the server never blocks on it.
         std::thread::spawn(move || {
