@@ -187,8 +187,7 @@ fn each_result_page(
             }
             Some(Combined::Positions) => {
                 if let Some(t) = tail {
-                    let kept = scratch.list.partition_point(|&x| u32::from(x) < t);
-                    scratch.list.truncate(kept);
+                    page::truncate_positions(&mut scratch.list, t);
                 }
                 (!scratch.list.is_empty()).then_some(ResultPage::Positions(&scratch.list))
             }
@@ -381,7 +380,7 @@ impl Scratch {
     /// Keeps the buffers for this thread's next BITOP (not a list grown
     /// past a sparse page's bound).
     fn give_back(mut self) {
-        if self.list.capacity() > 4096 {
+        if self.list.capacity() > page::SPARSE_MAX as usize {
             self.list = Vec::new();
         }
         SPARE_SCRATCH.with(|c| c.set(Some(self)));

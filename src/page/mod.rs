@@ -320,6 +320,12 @@ pub(crate) fn truncate_words(words: &mut [u64; PAGE_WORDS], bits: u32) {
     dense::truncate(words, bits);
 }
 
+/// Cuts an ascending position list to the bits below `bits`, as
+/// [`Page::truncate`] cuts a sparse page.
+pub(crate) fn truncate_positions(list: &mut Vec<u16>, bits: u32) {
+    list.truncate(sparse::rank(list, bits));
+}
+
 /// The set bits and the dirty words (neither 0 nor all ones) of a page's
 /// words, counted in one pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -818,7 +824,7 @@ impl Page {
         }
         match &mut self.repr {
             Repr::Sparse(pos) => {
-                pos.truncate(sparse::rank(pos, bits));
+                truncate_positions(pos, bits);
                 self.ones = page_count(pos.len());
             }
             Repr::Dense(words) => {
