@@ -19,8 +19,10 @@
 //!                                    copy a running Redis's string keys in
 //! bitsled [--db DIR] serve [--port 6380] [--requirepass PW] [--fsync always|everysec|no] ...
 //!                                    serve the Redis protocol (RESP2/RESP3) over TCP
+//! bitsled cluster create HOST:PORT...  make `serve --cluster-enabled yes` nodes one cluster
 //! ```
 
+mod cluster;
 mod compact;
 mod demo;
 mod export;
@@ -136,6 +138,10 @@ enum Command {
     /// accepting, finishes the requests it has received, flushes and exits
     /// with status 0 (a second signal exits at once).
     Serve(ServeArgs),
+    /// Make running `serve --cluster-enabled yes` nodes one cluster (the
+    /// topology pushed with CLUSTERX), or show a node's view of it.
+    #[command(subcommand)]
+    Cluster(cluster::ClusterCommand),
     /// Any Redis command, e.g. `bitsled SETBIT k 7 1`.
     #[command(external_subcommand)]
     Redis(Vec<OsString>),
@@ -225,6 +231,10 @@ fn run(cli: Cli) -> Result<i32> {
         Some(Command::Migrate(args)) => migrate::migrate(&open(&cli.db)?, &cli.db, &args)?,
         Some(Command::Serve(args)) => {
             serve::serve(&cli.db, args)?;
+            0
+        }
+        Some(Command::Cluster(command)) => {
+            cluster::cluster(&command)?;
             0
         }
     })

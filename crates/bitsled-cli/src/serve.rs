@@ -15,7 +15,7 @@ pub(crate) struct ServeArgs {
     /// A configuration file in redis.conf syntax (one `directive value`
     /// per line, `#` comments): bind, port, tcp-backlog, requirepass,
     /// maxclients, appendfsync, timeout, protected-mode, maxmemory, databases,
-    /// slowlog-log-slower-than, slowlog-max-len, disk-reserve; `save`, `appendonly`,
+    /// slowlog-log-slower-than, slowlog-max-len, disk-reserve, cluster-enabled; `save`, `appendonly`,
     /// `daemonize no` and `loglevel` are accepted and ignored.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -92,6 +92,13 @@ pub(crate) struct ServeArgs {
     /// [default: the number of cores, at least 2].
     #[arg(long, value_name = "N")]
     malloc_arenas: Option<usize>,
+    /// `yes`: serve as a node of a cluster, as Redis's `cluster-enabled`:
+    /// key slots, `MOVED` redirections, CLUSTER SLOTS/SHARDS/NODES; the
+    /// topology is pushed with CLUSTERX (`bitsled cluster create`) and kept
+    /// in the database directory. Only database 0 is served
+    /// [default: no].
+    #[arg(long, value_parser = ["yes", "no"])]
+    cluster_enabled: Option<String>,
 }
 
 impl ServeArgs {
@@ -115,6 +122,7 @@ impl ServeArgs {
         self.slowlog_log_slower_than = self.slowlog_log_slower_than.or(file.slowlog_log_slower_than);
         self.slowlog_max_len = self.slowlog_max_len.or(file.slowlog_max_len);
         self.notify_keyspace_events = self.notify_keyspace_events.or(file.notify_keyspace_events);
+        self.cluster_enabled = self.cluster_enabled.or(file.cluster_enabled);
         Ok(self)
     }
 }
@@ -173,6 +181,10 @@ fn parse_config(text: &[u8]) -> Result<ServeArgs> {
                 out.slowlog_max_len = Some(len);
             }
             "notify-keyspace-events" => out.notify_keyspace_events = Some(values.join("")),
+            "cluster-enabled" => match one()?.to_ascii_lowercase().as_str() {
+                v @ ("yes" | "no") => out.cluster_enabled = Some(v.to_string()),
+                v => bail!("line {n}: cluster-enabled is yes or no, not {v:?}"),
+            },
             // Snapshots and the AOF have no counterpart (every write goes to
             // the store); the server does not daemonize or keep a log file.
             "save" | "appendonly" | "loglevel" => {}
@@ -278,6 +290,7 @@ pub(crate) fn serve(dir: &PathBuf, args: ServeArgs) -> Result<()> {
             slower_than,
             args.slowlog_max_len.map_or(bitsled_redis::server::DEFAULT_SLOWLOG_MAX_LEN, i64::unsigned_abs),
         )
+        .cluster_enabled(args.cluster_enabled.as_deref() == Some("yes"))
         .notify_keyspace_events(args.notify_keyspace_events.as_deref().unwrap_or(""))
         .map_err(|why| anyhow::anyhow!("notify-keyspace-events: {why}"))?;
     if let Some(bytes) = args.maxmemory.filter(|&b| b < bitsled_redis::server::LEAST_BUDGET_BYTES) {
@@ -351,8 +364,10 @@ mod tests {
         assert_eq!((a.databases, a.protected_mode.as_deref()), (Some(4), Some("no")));
         assert_eq!((a.slowlog_log_slower_than, a.slowlog_max_len), (Some(-1), Some(1024)));
         assert_eq!(a.tcp_backlog, Some(2048));
-        let err = parse_config(b"port 1\ncluster-enabled yes\n").unwrap_err();
-        assert!(format!("{err:#}").contains("line 2: unsupported directive \"cluster-enabled\""), "{err:#}");
+        let err = parse_config(b"port 1\ncluster-config-file nodes.conf\n").unwrap_err();
+        assert!(format!("{err:#}").contains("line 2: unsupported directive \"cluster-config-file\""), "{err:#}");
+        assert_eq!(parse_config(b"cluster-enabled yes\n").unwrap().cluster_enabled.as_deref(), Some("yes"));
+        assert!(parse_config(b"cluster-enabled maybe\n").is_err());
         assert!(parse_config(b"port x\n").is_err());
         assert!(parse_config(b"slowlog-max-len -1\n").is_err());
         assert!(parse_config(b"slowlog-max-len 9223372036854775808\n").is_err());

@@ -5,5 +5,6 @@
 //! here goes through `bitsled`'s public API.
 #![deny(missing_docs, unsafe_code)]
 
+pub mod cluster;
 pub mod command;
 pub mod server;

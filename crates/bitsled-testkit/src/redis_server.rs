@@ -51,6 +51,12 @@ pub fn tools_present(tools: &[&str]) -> bool {
 /// binds it; the server that answers is therefore asked for its process id,
 /// and a server that is not ours means another try on another port.
 pub fn start() -> Option<Server> {
+    start_with(&[])
+}
+
+/// [`start`] with `extra` arguments for `redis-server` (for example
+/// `--cluster-enabled yes`).
+pub fn start_with(extra: &[&str]) -> Option<Server> {
     if !tools_present(&["redis-server"]) {
         return None;
     }
@@ -59,6 +65,7 @@ pub fn start() -> Option<Server> {
         let dir = tempfile::tempdir().expect("tempdir");
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(extra)
             .current_dir(dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

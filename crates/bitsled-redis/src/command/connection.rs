@@ -133,6 +133,9 @@ pub(crate) fn hello(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
 /// `SELECT index`.
 pub(crate) fn select(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
     let index = super::keyspace::db_index(&s.db, &a[1], None)?;
+    if index != 0 && s.in_cluster() {
+        return Err(Fail::new("ERR SELECT is not allowed in cluster mode"));
+    }
     s.db = s.db.select(index)?;
     if let Some(host) = &s.host {
         host.set_client_db(index);

@@ -46,6 +46,15 @@ impl Session {
         if !self.authed && !spec.flags.contains(Flags::NO_AUTH) {
             return self.refuse(NOAUTH);
         }
+        if let Some(text) = self.cluster_refusal(spec, args) {
+            // As Redis: a redirected EXEC discards its transaction, and
+            // the reply is the redirection itself.
+            if spec.name == "exec" {
+                self.multi = None;
+                self.watches.clear();
+            }
+            return self.refuse(text);
+        }
         if let Some(refused) = self.refuse_for_memory(spec) {
             return refused;
         }

@@ -327,4 +327,7 @@ pub(crate) trait Host: Send + Sync {
     /// # Errors
     /// The flush's error.
     fn shutdown(&self) -> bitsled::Result<()>;
+
+    /// The server's cluster state, in cluster mode.
+    fn cluster(&self) -> Option<&crate::cluster::Cluster>;
 }

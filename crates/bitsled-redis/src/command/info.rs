@@ -136,7 +136,10 @@ fn section(db: &Db, host: Option<&dyn Host>, name: &str) -> Result<Option<String
             )
         }
         "modules" => write!(out, "# Modules\r\n"),
-        "cluster" => write!(out, "# Cluster\r\ncluster_enabled:0\r\n"),
+        "cluster" => {
+            let enabled = u8::from(host.is_some_and(|h| h.cluster().is_some()));
+            write!(out, "# Cluster\r\ncluster_enabled:{enabled}\r\n")
+        }
         _ => return Ok(host.and_then(|h| h.info_section(name))),
     };
     Ok(Some(out))

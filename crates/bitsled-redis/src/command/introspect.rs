@@ -204,6 +204,31 @@ fn variable_flags(spec: &Spec, call: &[Vec<u8>]) -> Option<KeyFlags> {
     }
 }
 
+/// The positions of the keys of a call (`args`, its name first) of
+/// `spec`, with their key specs' flags: [`key_positions`], but MIGRATE's
+/// keys move with its KEYS option (Redis's `migrateGetKeys`).
+fn call_positions(spec: &Spec, args: &[Vec<u8>]) -> Option<Vec<(usize, KeyFlags)>> {
+    if spec.name == "migrate" {
+        let flags = spec.key_specs.first()?.flags;
+        Some(super::migrate::key_positions(args).into_iter().map(|i| (i, flags)).collect())
+    } else {
+        key_positions(spec, args)
+    }
+}
+
+/// The keys of a call (`args`, its name first) of `spec`; none for a call
+/// whose key count does not parse (it fails when it runs).
+pub(super) fn call_keys<'a>(spec: &Spec, args: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
+    if spec.key_specs.is_empty() {
+        return Vec::new();
+    }
+    call_positions(spec, args)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(i, _)| args.get(i).map(Vec::as_slice))
+        .collect()
+}
+
 /// The keys of the call `a[2..]` for COMMAND GETKEYS and GETKEYSANDFLAGS,
 /// with Redis 7's errors.
 fn keys_of<'a>(a: &'a [Vec<u8>], c: &dyn Commands) -> Result<Vec<(&'a [u8], KeyFlags)>, Fail> {
@@ -219,14 +244,7 @@ fn keys_of<'a>(a: &'a [Vec<u8>], c: &dyn Commands) -> Result<Vec<(&'a [u8], KeyF
     if !spec.arity_ok(call.len()) {
         return Err(Fail::new("ERR Invalid number of arguments specified for command"));
     }
-    // MIGRATE's keys move with its KEYS option (Redis's `migrateGetKeys`).
-    let positions = if spec.name == "migrate" {
-        let flags = spec.key_specs[0].flags;
-        Some(super::migrate::key_positions(call).into_iter().map(|i| (i, flags)).collect())
-    } else {
-        key_positions(spec, call)
-    };
-    match positions {
+    match call_positions(spec, call) {
         Some(keys) if !keys.is_empty() => {
             let flags = |f: KeyFlags| {
                 if f.contains(&"variable_flags") {

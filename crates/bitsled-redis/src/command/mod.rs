@@ -30,6 +30,7 @@ mod args;
 mod bitfield;
 mod bitmaps;
 mod bloom;
+mod cluster;
 mod connection;
 mod dispatch;
 mod dump;

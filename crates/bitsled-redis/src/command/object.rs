@@ -130,12 +130,6 @@ pub(crate) fn memory_usage(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     })
 }
 
-/// `CLUSTER ...`: this server runs standalone; every subcommand answers
-/// as a standalone Redis does.
-pub(crate) fn cluster_disabled(_db: &Db, _a: &[Vec<u8>]) -> CmdResult {
-    Err(Fail::new("ERR This instance has cluster support disabled"))
-}
-
 /// `MEMORY DOCTOR`: what bitsled can say about its memory.
 pub(crate) fn memory_doctor(db: &Db, _a: &[Vec<u8>]) -> CmdResult {
     let m = db.memory_stats();

@@ -7,8 +7,8 @@ use std::sync::OnceLock;
 
 use super::spec::{Begin, Find, Flags, Handler, KeySpec, Spec};
 use super::{
-    admin, bitfield, bitmaps, bloom, connection, dump, expiry, hll, info, introspect, keyspace, lcs, migrate, object,
-    pubsub, scan, strings, tracking, transaction,
+    admin, bitfield, bitmaps, bloom, cluster, connection, dump, expiry, hll, info, introspect, keyspace, lcs, migrate,
+    object, pubsub, scan, strings, tracking, transaction,
 };
 
 const NONE: u32 = Flags::NONE.bits();
@@ -1210,6 +1210,28 @@ pub static COMMANDS: &[Spec] = &[
         key_specs: &[],
         subcommands: &[
             Spec {
+                name: "cluster|countkeysinslot",
+                arity: 3,
+                flags: fl(STALE),
+                keys: (0, 0, 0),
+                acl: &["@slow"],
+                tips: &[],
+                key_specs: &[],
+                subcommands: &[],
+                run: Conn(cluster::countkeysinslot),
+            },
+            Spec {
+                name: "cluster|getkeysinslot",
+                arity: 4,
+                flags: fl(STALE),
+                keys: (0, 0, 0),
+                acl: &["@slow"],
+                tips: &["nondeterministic_output"],
+                key_specs: &[],
+                subcommands: &[],
+                run: Conn(cluster::getkeysinslot),
+            },
+            Spec {
                 name: "cluster|help",
                 arity: 2,
                 flags: fl(LOADING | STALE),
@@ -1218,7 +1240,7 @@ pub static COMMANDS: &[Spec] = &[
                 tips: &[],
                 key_specs: &[],
                 subcommands: &[],
-                run: Data(object::cluster_disabled),
+                run: Conn(cluster::help),
             },
             Spec {
                 name: "cluster|info",
@@ -1229,7 +1251,7 @@ pub static COMMANDS: &[Spec] = &[
                 tips: &[],
                 key_specs: &[],
                 subcommands: &[],
-                run: Data(object::cluster_disabled),
+                run: Conn(cluster::info),
             },
             Spec {
                 name: "cluster|keyslot",
@@ -1240,7 +1262,7 @@ pub static COMMANDS: &[Spec] = &[
                 tips: &[],
                 key_specs: &[],
                 subcommands: &[],
-                run: Data(object::cluster_disabled),
+                run: Conn(cluster::keyslot),
             },
             Spec {
                 name: "cluster|myid",
@@ -1251,7 +1273,7 @@ pub static COMMANDS: &[Spec] = &[
                 tips: &[],
                 key_specs: &[],
                 subcommands: &[],
-                run: Data(object::cluster_disabled),
+                run: Conn(cluster::myid),
             },
             Spec {
                 name: "cluster|nodes",
@@ -1262,7 +1284,7 @@ pub static COMMANDS: &[Spec] = &[
                 tips: &[],
                 key_specs: &[],
                 subcommands: &[],
-                run: Data(object::cluster_disabled),
+                run: Conn(cluster::nodes),
             },
             Spec {
                 name: "cluster|shards",
@@ -1273,7 +1295,7 @@ pub static COMMANDS: &[Spec] = &[
                 tips: &[],
                 key_specs: &[],
                 subcommands: &[],
-                run: Data(object::cluster_disabled),
+                run: Conn(cluster::shards),
             },
             Spec {
                 name: "cluster|slots",
@@ -1284,10 +1306,54 @@ pub static COMMANDS: &[Spec] = &[
                 tips: &[],
                 key_specs: &[],
                 subcommands: &[],
-                run: Data(object::cluster_disabled),
+                run: Conn(cluster::slots),
             },
         ],
-        run: Data(object::cluster_disabled),
+        run: Conn(cluster::help),
+    },
+    Spec {
+        name: "clusterx",
+        arity: -2,
+        flags: fl(ADMIN | NOSCRIPT | LOADING | STALE),
+        keys: (0, 0, 0),
+        acl: &["@admin", "@slow", "@dangerous"],
+        tips: &[],
+        key_specs: &[],
+        subcommands: &[],
+        run: Conn(cluster::clusterx),
+    },
+    Spec {
+        name: "asking",
+        arity: 1,
+        flags: fl(FAST),
+        keys: (0, 0, 0),
+        acl: &["@fast", "@connection"],
+        tips: &[],
+        key_specs: &[],
+        subcommands: &[],
+        run: Conn(cluster::accepted),
+    },
+    Spec {
+        name: "readonly",
+        arity: 1,
+        flags: fl(LOADING | STALE | FAST),
+        keys: (0, 0, 0),
+        acl: &["@fast", "@connection"],
+        tips: &[],
+        key_specs: &[],
+        subcommands: &[],
+        run: Conn(cluster::accepted),
+    },
+    Spec {
+        name: "readwrite",
+        arity: 1,
+        flags: fl(LOADING | STALE | FAST),
+        keys: (0, 0, 0),
+        acl: &["@fast", "@connection"],
+        tips: &[],
+        key_specs: &[],
+        subcommands: &[],
+        run: Conn(cluster::accepted),
     },
     Spec {
         name: "dump",

@@ -22,6 +22,10 @@ pub(super) struct Link {
 }
 
 impl Host for Link {
+    fn cluster(&self) -> Option<&crate::cluster::Cluster> {
+        self.shared.cluster.as_ref()
+    }
+
     fn client_id(&self) -> u64 {
         self.info.id
     }

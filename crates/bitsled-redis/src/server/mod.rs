@@ -169,6 +169,7 @@ pub struct ServerConfig {
     slowlog_max_len: u64,
     auth_limits: auth::AuthLimits,
     tcp_backlog: u32,
+    cluster_enabled: bool,
 }
 
 impl Default for ServerConfig {
@@ -200,7 +201,17 @@ impl ServerConfig {
             slowlog_max_len: slowlog::DEFAULT_MAX_LEN,
             auth_limits: auth::AuthLimits::default(),
             tcp_backlog: DEFAULT_TCP_BACKLOG,
+            cluster_enabled: false,
         }
+    }
+
+    /// Redis's `cluster-enabled`: serve as a node of a cluster (key slots,
+    /// `MOVED` redirections, the CLUSTER and CLUSTERX commands), with the
+    /// topology a controller pushes (DESIGN.md, "Cluster"), kept in the
+    /// database directory's `cluster-nodes.conf`. Default off.
+    pub fn cluster_enabled(mut self, enabled: bool) -> ServerConfig {
+        self.cluster_enabled = enabled;
+        self
     }
 
     /// Redis's `tcp-backlog`: how many connections the kernel queues for
@@ -537,6 +548,8 @@ struct Shared {
     exec_lock: RwLock<()>,
     /// Pub/sub subscriptions.
     pubsub: pubsub::PubSub,
+    /// The cluster state, in cluster mode.
+    cluster: Option<crate::cluster::Cluster>,
     /// Client-side caching.
     tracking: tracking::Tracking,
     clients: Mutex<HashMap<u64, Arc<ClientInfo>>>,
@@ -663,7 +676,15 @@ impl Server {
         let auth_budget = auth::FailureBudget::new(&config.auth_limits);
         let settings = settings::Settings::new(config.maxmemory, config.timeout, config.max_clients, &db);
         settings.set_keyspace_events(config.keyspace_events);
+        let cluster = if config.cluster_enabled {
+            let c = crate::cluster::Cluster::open(db.path(), local_addr.port())
+                .map_err(|e| Error::InvalidArgument(format!("cluster topology: {e}")))?;
+            Some(c)
+        } else {
+            None
+        };
         let shared = Arc::new(Shared {
+            cluster,
             settings,
             db,
             config,

@@ -1,0 +1,262 @@
+//! Cluster mode (`serve --cluster-enabled yes`, `bitsled cluster create`):
+//!
+//! - three nodes answer redis-py's `RedisCluster` and ioredis v5's
+//!   `Redis.Cluster` (which read CLUSTER SLOTS and follow MOVED) with the
+//!   answers one plain node gives to the seed workload, and each node
+//!   holds only its slots' keys;
+//! - a one-node bitsled cluster and a one-node Redis 7 cluster give the
+//!   same bytes for key slots, CROSSSLOT, COUNTKEYSINSLOT/GETKEYSINSLOT,
+//!   their argument errors, SELECT, READONLY/READWRITE/ASKING and a
+//!   transaction across slots;
+//! - MOVED names the owner, a stale topology is refused, and the topology
+//!   survives a restart.
+//!
+//! The Redis and Python parts need `redis-server` and `python3` with the
+//! `redis` package; without them those tests print a notice and pass,
+//! unless `BITSLED_REQUIRE_REDIS=1` is set. The ioredis part needs `node`,
+//! `npm` and the npm registry (a notice and a pass without them).
+
+use std::process::Command;
+use std::time::Duration;
+
+use bitsled_testkit::redis_server;
+use bitsled_testkit::wire::{words, Client};
+#[path = "common/node.rs"]
+mod node;
+#[path = "common/server.rs"]
+mod server;
+
+use server::Served;
+
+/// `bitsled cluster create` of the nodes at `ports`; its stdout.
+fn create(ports: &[u16]) -> String {
+    let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let out = Command::new(env!("CARGO_BIN_EXE_bitsled")).args(["cluster", "create"]).args(&addrs).output().unwrap();
+    assert!(out.status.success(), "cluster create failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Raw reply bytes of `line` (words split at spaces) on `port`.
+fn call(port: u16, line: &str) -> Vec<u8> {
+    Client::connect(port).call(&words(line))
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn cluster_node(dir: &std::path::Path) -> Served {
+    Served::start(dir, &["--cluster-enabled", "yes"])
+}
+
+/// A Python that can import redis (and its cluster client), or `None`
+/// with a notice (a failure under `BITSLED_REQUIRE_REDIS=1`).
+fn python_with_redis() -> Option<&'static str> {
+    let found = ["/usr/bin/python3", "python3"]
+        .into_iter()
+        .find(|py| Command::new(py).args(["-c", "import redis.cluster"]).output().is_ok_and(|o| o.status.success()));
+    if found.is_none() {
+        assert!(
+            std::env::var("BITSLED_REQUIRE_REDIS").as_deref() != Ok("1"),
+            "BITSLED_REQUIRE_REDIS=1 but no python3 can import redis.cluster (apt-get install python3-redis)"
+        );
+        eprintln!("NOTICE: python3 with the redis package not found; skipping the cluster client test");
+    }
+    found
+}
+
+const SEED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/cluster_seed.py");
+
+fn run_seed(python: &str, port: u16, mode: &str) -> String {
+    let out = Command::new(python).arg(SEED).arg("127.0.0.1").arg(port.to_string()).arg(mode).output().unwrap();
+    assert!(out.status.success(), "cluster_seed.py {mode} failed:\n{}\n{}", text(&out.stdout), text(&out.stderr));
+    text(&out.stdout)
+}
+
+fn dbsize(port: u16) -> u64 {
+    let reply = text(&call(port, "DBSIZE"));
+    reply.trim().trim_start_matches(':').parse().unwrap()
+}
+
+/// Invariant: a cluster client over three nodes gets the answers one
+/// plain node gives, and the keys are split between the nodes (each
+/// holds some, together exactly the workload's).
+#[test]
+fn three_nodes_answer_a_cluster_client_as_one_node_does() {
+    let Some(python) = python_with_redis() else { return };
+    let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let nodes: Vec<Served> = dirs[..3].iter().map(|d| cluster_node(d.path())).collect();
+    let single = Served::start(dirs[3].path(), &[]);
+    let ports: Vec<u16> = nodes.iter().map(|n| n.port).collect();
+    let said = create(&ports);
+    assert!(said.contains("cluster of 3 node(s)"), "{said}");
+
+    let on_cluster = run_seed(python, ports[0], "cluster");
+    let on_single = run_seed(python, single.port, "single");
+    assert_eq!(on_cluster, on_single, "the cluster answers as one node");
+    let keys: u64 = on_single.lines().find_map(|l| l.strip_prefix("keys ")).unwrap().parse().unwrap();
+    let sizes: Vec<u64> = ports.iter().map(|&p| dbsize(p)).collect();
+    assert!(sizes.iter().all(|&n| n > 0), "every node holds keys: {sizes:?}");
+    assert_eq!(sizes.iter().sum::<u64>(), keys, "each key on exactly one node: {sizes:?}");
+    assert_eq!(dbsize(single.port), keys);
+}
+
+/// The replies a one-node cluster gives, bitsled and Redis 7 alike.
+#[test]
+fn a_one_node_cluster_answers_as_redis_does() {
+    let Some(redis) = redis_server::start_with(&["--cluster-enabled", "yes"]) else { return };
+    assert_eq!(text(&call(redis.port, "CLUSTER ADDSLOTSRANGE 0 16383")), "+OK\r\n");
+    // One node: its state turns ok at once, or within a second.
+    for _ in 0..100 {
+        if text(&call(redis.port, "CLUSTER INFO")).contains("cluster_state:ok") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let node = cluster_node(dir.path());
+    assert_eq!(text(&call(node.port, "SET x 1")), "-CLUSTERDOWN Hash slot not served\r\n", "before a topology");
+    create(&[node.port]);
+
+    let script = [
+        "CLUSTER KEYSLOT foo",
+        "CLUSTER KEYSLOT {user1000}.following",
+        "CLUSTER KEYSLOT 123456789",
+        "CLUSTER KEYSLOT {}foo",
+        "CLUSTER KEYSLOT foo{}{bar}",
+        "CLUSTER KEYSLOT foo{{bar}}zap",
+        "CLUSTER KEYSLOT",
+        "SETBIT {u}:a 7 1",
+        "SETBIT {u}:b 9 1",
+        "SET foo bar",
+        "BITOP AND {u}:c {u}:a {u}:b",
+        "BITOP AND dest {u}:a {u}:b",
+        "MGET {u}:a foo",
+        "MGET {u}:a {u}:b",
+        "CLUSTER COUNTKEYSINSLOT 12182",
+        "CLUSTER GETKEYSINSLOT 12182 10",
+        "CLUSTER COUNTKEYSINSLOT 16384",
+        "CLUSTER COUNTKEYSINSLOT -1",
+        "CLUSTER COUNTKEYSINSLOT abc",
+        "CLUSTER GETKEYSINSLOT -1 1",
+        "CLUSTER GETKEYSINSLOT 1 -1",
+        "CLUSTER GETKEYSINSLOT 1 x",
+        "SELECT 1",
+        "SELECT 0",
+        "READONLY",
+        "READWRITE",
+        "ASKING",
+        "CLUSTER NOSUCH",
+    ];
+    let (mut b, mut r) = (Client::connect(node.port), Client::connect(redis.port));
+    for line in script {
+        assert_eq!(text(&b.call(&words(line))), text(&r.call(&words(line))), "{line}");
+    }
+    // A transaction across slots: each command is queued, EXEC is refused
+    // and the transaction discarded.
+    for line in ["MULTI", "SET {u}:a 1", "SET foo 2", "EXEC", "GET foo"] {
+        assert_eq!(text(&b.call(&words(line))), text(&r.call(&words(line))), "{line}");
+    }
+    let info = text(&call(node.port, "CLUSTER INFO"));
+    assert!(info.contains("cluster_state:ok\r\ncluster_slots_assigned:16384\r\n"), "{info}");
+    assert!(text(&call(node.port, "INFO cluster")).contains("cluster_enabled:1"));
+    // CLUSTER SLOTS: one run, the node's address, id and (Redis 7) an empty
+    // map, shaped as Redis's.
+    let (slots_b, slots_r) = (text(&call(node.port, "CLUSTER SLOTS")), text(&call(redis.port, "CLUSTER SLOTS")));
+    // A lone Redis node does not know its own address (no peer told it):
+    // the address is left out of the comparison.
+    let shape = |s: &str, port: u16| {
+        let lines: Vec<String> = s.lines().map(|l| l.replace(&port.to_string(), "PORT")).collect();
+        let at = lines.iter().position(|l| l == "*4").unwrap();
+        let id = |l: &String| l.len() == 40 && l.bytes().all(|c| c.is_ascii_hexdigit());
+        lines
+            .iter()
+            .enumerate()
+            .filter(|&(i, l)| i != at + 1 && i != at + 2 && !id(l))
+            .map(|(_, l)| l.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(shape(&slots_b, node.port), shape(&slots_r, redis.port), "{slots_b}\n{slots_r}");
+}
+
+/// Invariant: a key of another node's slot is redirected to that node;
+/// the topology is versioned (stale pushes refused) and kept across a
+/// restart.
+#[test]
+fn moved_names_the_owner_and_the_topology_survives_a_restart() {
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut nodes: Vec<Served> = dirs.iter().map(|d| cluster_node(d.path())).collect();
+    let ports: Vec<u16> = nodes.iter().map(|n| n.port).collect();
+    create(&ports);
+    // foo is slot 12182, the second node's half.
+    assert_eq!(text(&call(ports[0], "SET foo bar")), format!("-MOVED 12182 127.0.0.1:{}\r\n", ports[1]));
+    assert_eq!(text(&call(ports[1], "SET foo bar")), "+OK\r\n");
+    assert_eq!(text(&call(ports[0], "CLUSTERX VERSION")), "$1\r\n1\r\n");
+    let stale = format!("{} 127.0.0.1 1 master - 0-16383", "a".repeat(40));
+    let mut c = Client::connect(ports[0]);
+    let args = [b"CLUSTERX".to_vec(), b"SETNODES".to_vec(), stale.into_bytes(), b"0".to_vec()];
+    assert_eq!(text(&c.call(&args)), "-ERR Invalid cluster version\r\n");
+    assert_eq!(text(&c.call(&words("CLUSTERX SETSLOT 0 NODE x 2"))), "-ERR Invalid node id\r\n");
+    // Give slot 12182 to the first node at version 2, on both.
+    let first_id = text(&call(ports[0], "CLUSTER MYID"));
+    let first_id = first_id.lines().nth(1).unwrap().to_owned();
+    for &p in &ports {
+        let reply = call(p, &format!("CLUSTERX SETSLOT 12182 NODE {first_id} 2"));
+        assert_eq!(text(&reply), "+OK\r\n");
+    }
+    assert_eq!(text(&call(ports[1], "GET foo")), format!("-MOVED 12182 127.0.0.1:{}\r\n", ports[0]));
+
+    // A restart (on another port: the node is known by its id) keeps it.
+    nodes[0].signal("-TERM");
+    nodes[0].wait_exit(Duration::from_secs(10));
+    nodes[0] = cluster_node(dirs[0].path());
+    let port = nodes[0].port;
+    assert_eq!(text(&call(port, "CLUSTERX VERSION")), "$1\r\n2\r\n");
+    assert_eq!(text(&call(port, "CLUSTER MYID")), format!("$40\r\n{first_id}\r\n"));
+    assert_eq!(text(&call(port, "SET foo mine")), "+OK\r\n", "slot 12182 is its own");
+    assert_eq!(text(&call(port, "SET a x")), format!("-MOVED 15495 127.0.0.1:{}\r\n", ports[1]));
+}
+
+/// Without `--cluster-enabled`, cluster commands answer as a standalone
+/// Redis does.
+#[test]
+fn standalone_servers_refuse_cluster_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Served::start(dir.path(), &[]);
+    for line in ["CLUSTER INFO", "CLUSTER KEYSLOT foo", "READONLY", "ASKING"] {
+        assert_eq!(text(&call(node.port, line)), "-ERR This instance has cluster support disabled\r\n", "{line}");
+    }
+    assert_eq!(text(&call(node.port, "CLUSTERX VERSION")), "-ERR Cluster mode is not enabled\r\n");
+    assert_eq!(text(&call(node.port, "SELECT 1")), "+OK\r\n");
+    assert!(text(&call(node.port, "INFO cluster")).contains("cluster_enabled:0"));
+}
+
+/// The same invariant through ioredis v5's cluster client.
+#[test]
+fn three_nodes_answer_ioredis_cluster_as_one_node_does() {
+    let Some(modules) = node::node_modules("ioredis5", "ioredis@5") else { return };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/node/ioredis_cluster.js");
+    let run = |port: u16, mode: &str| {
+        let out = Command::new("node")
+            .arg(script)
+            .arg("127.0.0.1")
+            .arg(port.to_string())
+            .arg(mode)
+            .env("NODE_PATH", &modules)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ioredis_cluster.js {mode}:\n{}\n{}", text(&out.stdout), text(&out.stderr));
+        text(&out.stdout)
+    };
+    let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let nodes: Vec<Served> = dirs[..3].iter().map(|d| cluster_node(d.path())).collect();
+    let single = Served::start(dirs[3].path(), &[]);
+    let ports: Vec<u16> = nodes.iter().map(|n| n.port).collect();
+    create(&ports);
+    let on_cluster = run(ports[0], "cluster");
+    assert_eq!(on_cluster, run(single.port, "single"), "the cluster answers as one node");
+    let keys: u64 = on_cluster.lines().find_map(|l| l.strip_prefix("keys ")).unwrap().parse().unwrap();
+    let sizes: Vec<u64> = ports.iter().map(|&p| dbsize(p)).collect();
+    assert!(sizes.iter().all(|&n| n > 0), "every node holds keys: {sizes:?}");
+    assert_eq!(sizes.iter().sum::<u64>(), keys, "each key on exactly one node: {sizes:?}");
+}

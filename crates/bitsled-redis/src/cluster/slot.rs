@@ -1,0 +1,87 @@
+//! Redis Cluster's key slots: CRC16 (the XMODEM variant: polynomial
+//! 0x1021, initial value 0, no reflection) of the key, or of its hash tag,
+//! modulo 16384.
+
+/// Slots in a cluster.
+pub const SLOTS: u16 = 16384;
+
+/// The CRC16 lookup table, built at compile time from the polynomial.
+const TABLE: [u16; 256] = {
+    let mut t = [0u16; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut crc = (i as u16) << 8;
+        let mut bit = 0;
+        while bit < 8 {
+            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+            bit += 1;
+        }
+        t[i] = crc;
+        i += 1;
+    }
+    t
+};
+
+/// CRC16/XMODEM of `bytes`.
+#[must_use]
+pub fn crc16(bytes: &[u8]) -> u16 {
+    bytes.iter().fold(0u16, |crc, &b| (crc << 8) ^ TABLE[usize::from((crc >> 8) as u8 ^ b)])
+}
+
+/// The part of `key` that is hashed: the bytes between its first `{` and
+/// the first `}` after it when there are any, else the whole key (so
+/// `{user1}:a` and `{user1}:b` share a slot, and `{}x` hashes whole).
+#[must_use]
+pub fn hash_tag(key: &[u8]) -> &[u8] {
+    let Some(open) = key.iter().position(|&b| b == b'{') else { return key };
+    let rest = &key[open + 1..];
+    match rest.iter().position(|&b| b == b'}') {
+        Some(0) | None => key,
+        Some(close) => &rest[..close],
+    }
+}
+
+/// The slot of `key`.
+#[must_use]
+pub fn key_slot(key: &[u8]) -> u16 {
+    crc16(hash_tag(key)) & (SLOTS - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc16_matches_the_xmodem_check_value() {
+        // The standard check value of CRC-16/XMODEM, which Redis's
+        // cluster specification also quotes.
+        assert_eq!(crc16(b"123456789"), 0x31C3);
+        assert_eq!(crc16(b""), 0);
+    }
+
+    #[test]
+    fn slots_are_redis_s() {
+        // Values CLUSTER KEYSLOT gives on Redis 7.
+        assert_eq!(key_slot(b"foo"), 12182);
+        assert_eq!(key_slot(b"bar"), 5061);
+        assert_eq!(key_slot(b"a"), 15495);
+        assert_eq!(key_slot(b"123456789"), 12739);
+        assert_eq!(key_slot(b"{user1000}.following"), 3443);
+        assert_eq!(key_slot(b"{}foo"), 9500);
+        assert_eq!(key_slot(b"foo{}{bar}"), 8363);
+        assert_eq!(key_slot(b"foo{{bar}}zap"), 4015);
+        assert_eq!(key_slot(b"foo{bar}{zap}"), 5061);
+        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"{user1000}.followers"));
+    }
+
+    #[test]
+    fn hash_tags_follow_the_first_braces() {
+        assert_eq!(hash_tag(b"{a}b"), b"a");
+        assert_eq!(hash_tag(b"x{a}{b}"), b"a");
+        assert_eq!(hash_tag(b"{}a"), b"{}a", "an empty tag hashes the whole key");
+        assert_eq!(hash_tag(b"{{a}}"), b"{a", "the first closing brace after the first opening one");
+        assert_eq!(hash_tag(b"a{b"), b"a{b", "no closing brace");
+        assert_eq!(hash_tag(b"a}b{"), b"a}b{");
+    }
+}
