@@ -95,7 +95,9 @@ fn create(addrs: &[String]) -> Result<()> {
             .arg("VERSION")
             .query(&mut con)
             .with_context(|| format!("{addr}: is it a `bitsled serve --cluster-enabled yes`?"))?;
-        version = version.max(v.parse::<i64>().with_context(|| format!("{addr}: CLUSTERX VERSION {v:?}"))? + 1).max(1);
+        let v: i64 = v.parse().with_context(|| format!("{addr}: CLUSTERX VERSION {v:?}"))?;
+        version =
+            version.max(v.checked_add(1).with_context(|| format!("{addr}: topology version {v} is the last"))?).max(1);
         let id: String = redis::cmd("CLUSTERX").arg("MYID").query(&mut con)?;
         let id = if id.len() == 40 { id } else { new_node_id() };
         nodes.push((addr, host, port, id, con));

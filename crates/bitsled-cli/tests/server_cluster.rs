@@ -147,6 +147,14 @@ fn a_one_node_cluster_answers_as_redis_does() {
         "READWRITE",
         "ASKING",
         "CLUSTER NOSUCH",
+        "CLUSTER GETKEYSINSLOT 99999 abc",
+        "MOVE foo 1",
+        "SWAPDB 0 1",
+        "COPY {u}:a {u}:z DB 1",
+        "COPY {u}:a {u}:z DB 0",
+        "COPY {u}:a {u}:y",
+        "COPY {u}:a foo",
+        "DBSIZE",
     ];
     let (mut b, mut r) = (Client::connect(node.port), Client::connect(redis.port));
     for line in script {
@@ -192,6 +200,16 @@ fn moved_names_the_owner_and_the_topology_survives_a_restart() {
     assert_eq!(text(&call(ports[0], "SET foo bar")), format!("-MOVED 12182 127.0.0.1:{}\r\n", ports[1]));
     assert_eq!(text(&call(ports[1], "SET foo bar")), "+OK\r\n");
     assert_eq!(text(&call(ports[0], "CLUSTERX VERSION")), "$1\r\n1\r\n");
+    // A redirected command inside MULTI fails the transaction, as in Redis.
+    let mut tx = Client::connect(ports[0]);
+    for (line, want) in [
+        ("MULTI", "+OK\r\n".to_string()),
+        ("SET foo x", format!("-MOVED 12182 127.0.0.1:{}\r\n", ports[1])),
+        ("EXEC", "-EXECABORT Transaction discarded because of previous errors.\r\n".to_string()),
+    ] {
+        assert_eq!(text(&tx.call(&words(line))), want, "{line}");
+    }
+    assert_eq!(text(&call(ports[1], "GET foo")), "$3\r\nbar\r\n", "the aborted SET did not run");
     let stale = format!("{} 127.0.0.1 1 master - 0-16383", "a".repeat(40));
     let mut c = Client::connect(ports[0]);
     let args = [b"CLUSTERX".to_vec(), b"SETNODES".to_vec(), stale.into_bytes(), b"0".to_vec()];

@@ -8,6 +8,7 @@ pub mod slot;
 pub mod topology;
 
 use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use parking_lot::{RwLock, RwLockReadGuard};
@@ -23,25 +24,51 @@ pub const TOPOLOGY_FILE: &str = "cluster-nodes.conf";
 pub struct Cluster {
     topology: RwLock<Topology>,
     file: PathBuf,
-    /// The port this server listens on (how SETNODES finds this node when
-    /// no id was given).
-    port: u16,
+    /// Where this server listens (how SETNODES finds this node when no id
+    /// was given).
+    addr: SocketAddr,
+}
+
+/// This server's address, as SETNODES recognises this node's entry.
+#[derive(Clone, Copy, Debug)]
+pub struct Me(SocketAddr);
+
+impl Me {
+    /// Whether a node listed at `ip:port` is this server: the port is the
+    /// one it listens on, and the address the one it is bound to (or, bound
+    /// to all addresses, one of this machine's: a loopback address,
+    /// `localhost`, or one a socket can be bound to).
+    #[must_use]
+    pub fn is(&self, ip: &str, port: u16) -> bool {
+        if port != self.0.port() {
+            return false;
+        }
+        let bound = self.0.ip();
+        let Ok(listed) = ip.parse::<IpAddr>() else {
+            return ip.eq_ignore_ascii_case("localhost") && (bound.is_loopback() || bound.is_unspecified());
+        };
+        if bound.is_unspecified() {
+            listed.is_loopback() || std::net::UdpSocket::bind((listed, 0)).is_ok()
+        } else {
+            listed == bound
+        }
+    }
 }
 
 impl Cluster {
-    /// The cluster state of a server on `port` whose database lives in
-    /// `dir`: the topology its file holds, or none.
+    /// The cluster state of a server listening on `addr` whose database
+    /// lives in `dir`: the topology its file holds, or none.
     ///
     /// # Errors
     /// The file exists but cannot be read or parsed (the message names it).
-    pub fn open(dir: &Path, port: u16) -> Result<Cluster, String> {
+    pub fn open(dir: &Path, addr: SocketAddr) -> Result<Cluster, String> {
         let file = dir.join(TOPOLOGY_FILE);
         let topology = match std::fs::read_to_string(&file) {
             Ok(text) => Topology::from_file_text(&text).map_err(|e| format!("{}: {e}", file.display()))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Topology::default(),
             Err(e) => return Err(format!("{}: {e}", file.display())),
         };
-        Ok(Cluster { topology: RwLock::new(topology), file, port })
+        Ok(Cluster { topology: RwLock::new(topology), file, addr })
     }
 
     /// The current topology.
@@ -49,10 +76,10 @@ impl Cluster {
         self.topology.read()
     }
 
-    /// The port the server listens on.
+    /// This server's address.
     #[must_use]
-    pub fn port(&self) -> u16 {
-        self.port
+    pub fn address(&self) -> Me {
+        Me(self.addr)
     }
 
     /// Applies `change` to a copy of the topology and, if it succeeds and
@@ -67,17 +94,24 @@ impl Cluster {
         if !change(&mut next)? {
             return Ok(());
         }
-        write_durably(&self.file, next.to_file_text().as_bytes())
-            .map_err(|e| format!("failed to save the cluster topology to {}: {e}", self.file.display()))?;
+        let text = next.to_file_text();
+        let failed = |e: std::io::Error| format!("failed to save the cluster topology to {}: {e}", self.file.display());
+        let renamed = write_and_rename(&self.file, text.as_bytes()).map_err(failed)?;
+        // Renamed, the file holds the change: a restart would load it, so
+        // it applies now even if the directory's sync fails (reported).
         *current = next;
+        if let Err(e) = renamed {
+            eprintln!("bitsled serve: {} (the change is applied)", failed(e));
+        }
         Ok(())
     }
 }
 
 /// Replaces `path` with `bytes`: a temporary file beside it, synced, then
-/// renamed over it, and the directory synced, so a crash leaves the old
-/// file or the new one.
-fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// renamed over it; then the directory is synced, so a crash leaves the
+/// old file or the new one. The outer error: nothing was replaced; the
+/// inner one: the rename happened but the directory's sync failed.
+fn write_and_rename(path: &Path, bytes: &[u8]) -> std::io::Result<std::io::Result<()>> {
     let tmp = path.with_extension("conf.tmp");
     let _ = std::fs::remove_file(&tmp);
     let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
@@ -85,10 +119,8 @@ fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     f.sync_all()?;
     drop(f);
     std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    Ok(std::fs::File::open(dir).and_then(|d| d.sync_all()))
 }
 
 #[cfg(test)]
@@ -96,20 +128,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn this_node_is_recognised_by_port_and_address() {
+        let lo = Me("127.0.0.1:7001".parse().unwrap());
+        assert!(lo.is("127.0.0.1", 7001));
+        assert!(lo.is("localhost", 7001));
+        assert!(!lo.is("127.0.0.1", 7002), "another port");
+        assert!(!lo.is("10.0.0.5", 7001), "another machine on the same port");
+        let any = Me("0.0.0.0:7001".parse().unwrap());
+        assert!(any.is("127.0.0.1", 7001));
+        assert!(!any.is("192.0.2.1", 7001), "a documentation address is no address of this machine");
+    }
+
+    #[test]
     fn the_topology_survives_a_restart_and_failed_changes_are_not_kept() {
         let dir = tempfile::tempdir().unwrap();
         let id = "a".repeat(40);
-        let c = Cluster::open(dir.path(), 7001).unwrap();
+        let addr: SocketAddr = "127.0.0.1:7001".parse().unwrap();
+        let me = |ip: &str, port: u16| Me(addr).is(ip, port);
+        let c = Cluster::open(dir.path(), addr).unwrap();
         assert!(!c.read().initialized());
-        c.update(|t| t.set_nodes(&format!("{id} 127.0.0.1 7001 master - 0-16383"), 1, false, 7001)).unwrap();
-        assert!(c.update(|t| t.set_nodes("bad", 2, false, 7001)).is_err());
-        let again = Cluster::open(dir.path(), 7001).unwrap();
+        c.update(|t| t.set_nodes(&format!("{id} 127.0.0.1 7001 master - 0-16383"), 1, false, &me)).unwrap();
+        assert!(c.update(|t| t.set_nodes("bad", 2, false, &me)).is_err());
+        let again = Cluster::open(dir.path(), addr).unwrap();
         assert_eq!(*again.read(), *c.read());
         assert_eq!(again.read().version(), 1);
         assert_eq!(again.read().owner(42), Owner::Myself);
 
         std::fs::write(dir.path().join(TOPOLOGY_FILE), "version one\n").unwrap();
-        let err = Cluster::open(dir.path(), 7001).unwrap_err();
+        let err = Cluster::open(dir.path(), addr).unwrap_err();
         assert!(err.contains(TOPOLOGY_FILE) && err.contains("line 1"), "{err}");
     }
 }

@@ -146,7 +146,7 @@ impl Topology {
     /// # Errors
     /// The reason, when `id` is not 40 characters long.
     pub fn set_node_id(&mut self, id: &str) -> Result<(), String> {
-        if id.len() != NODE_ID_LEN {
+        if !valid_id(id) {
             return Err("Invalid cluster node id".into());
         }
         self.myid = Some(id.to_owned());
@@ -157,14 +157,21 @@ impl Topology {
     /// topology with `text` (one node per line: `id ip port master -
     /// slots...` or `id ip port slave master-id`) at `version`. A version
     /// older than the current one is refused (unless forced); the current
-    /// one changes nothing. Without a node id yet (or when forced), this
-    /// node is the one listed at `port` (this server's own).
+    /// one changes nothing. Without a node id yet, this node is the one
+    /// entry `is_me` accepts (given its address and port), if exactly one
+    /// does; an id given by SETNODEID is kept, forced or not.
     ///
     /// Returns whether anything changed.
     ///
     /// # Errors
     /// The reason (Kvrocks's texts), with the topology unchanged.
-    pub fn set_nodes(&mut self, text: &str, version: i64, force: bool, port: u16) -> Result<bool, String> {
+    pub fn set_nodes(
+        &mut self,
+        text: &str,
+        version: i64,
+        force: bool,
+        is_me: &dyn Fn(&str, u16) -> bool,
+    ) -> Result<bool, String> {
         if version < 0 || (!force && self.version > version) {
             return Err("Invalid cluster version".into());
         }
@@ -172,8 +179,9 @@ impl Topology {
             return Ok(false);
         }
         let (nodes, owners) = parse_nodes(text)?;
-        if self.myid.is_none() || force {
-            if let Some(n) = nodes.iter().find(|n| n.port == port) {
+        if self.myid.is_none() {
+            let mut mine = nodes.iter().filter(|n| is_me(&n.ip, n.port));
+            if let (Some(n), None) = (mine.next(), mine.next()) {
                 self.myid = Some(n.id.clone());
             }
         }
@@ -189,7 +197,7 @@ impl Topology {
     /// # Errors
     /// The reason (Kvrocks's texts), with the topology unchanged.
     pub fn set_slots(&mut self, slots: &[SlotRange], id: &str, version: i64) -> Result<(), String> {
-        if version <= 0 || version != self.version + 1 {
+        if version <= 0 || Some(version) != self.version.checked_add(1) {
             return Err("Invalid cluster version".into());
         }
         let Some(index) = self.nodes.iter().position(|n| n.id == id) else {
@@ -325,6 +333,12 @@ impl Topology {
     }
 }
 
+/// Whether `id` can be a node id: 40 printable characters (Kvrocks checks
+/// the length; no space or control byte, so the topology file keeps it).
+fn valid_id(id: &str) -> bool {
+    id.len() == NODE_ID_LEN && id.bytes().all(|b| b.is_ascii_graphic())
+}
+
 /// `a-b`, or `a` for one slot.
 fn range_text((start, end): SlotRange) -> String {
     if start == end {
@@ -351,8 +365,11 @@ fn parse_nodes(text: &str) -> Result<(Vec<Node>, Vec<u16>), String> {
             return Err(BAD_INFO.into());
         }
         let id = fields[0];
-        if id.len() != NODE_ID_LEN {
+        if !valid_id(id) {
             return Err("Invalid cluster node id".into());
+        }
+        if !fields[1].bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(BAD_INFO.into());
         }
         let port: u16 = fields[2].parse().map_err(|_| "Invalid cluster node port".to_string())?;
         let role = fields[3].to_ascii_lowercase();
@@ -364,7 +381,7 @@ fn parse_nodes(text: &str) -> Result<(Vec<Node>, Vec<u16>), String> {
                 None
             }
             "slave" | "replica" => {
-                if fields[4].len() != NODE_ID_LEN {
+                if !valid_id(fields[4]) {
                     return Err("Invalid cluster node id".into());
                 }
                 if fields.len() != 5 {
@@ -374,6 +391,8 @@ fn parse_nodes(text: &str) -> Result<(Vec<Node>, Vec<u16>), String> {
             }
             _ => return Err("Invalid cluster node role".into()),
         };
+        // A node listed twice: the later line wins, its slots with it.
+        claims.retain(|c| c.2 != id);
         for token in &fields[5..] {
             if token.len() == NODE_ID_LEN && token.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err("Invalid nodes definition: Missing newline between node entries.".into());
@@ -381,7 +400,6 @@ fn parse_nodes(text: &str) -> Result<(Vec<Node>, Vec<u16>), String> {
             let (start, end) = parse_range(token).ok_or("Slot is out of range")?;
             claims.push((start, end, id.to_owned()));
         }
-        // A node listed twice: the later line wins.
         nodes.retain(|n| n.id != id);
         nodes.push(Node { id: id.to_owned(), ip: fields[1].to_owned(), port, master });
     }
@@ -421,7 +439,13 @@ fn parse_range(token: &str) -> Option<SlotRange> {
 /// Kvrocks's texts for a bad item.
 pub fn parse_slot_list(list: &str) -> Result<Vec<SlotRange>, String> {
     let slot = |s: &str| -> Result<u16, String> {
-        let n: i64 = s.parse().map_err(|_| "Invalid slot id: encounter non-integer characters".to_string())?;
+        let n: i64 = s.parse().map_err(|_| {
+            if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+                "Invalid slot id: out of numeric range".to_string()
+            } else {
+                "Invalid slot id: encounter non-integer characters".to_string()
+            }
+        })?;
         u16::try_from(n).ok().filter(|&n| n < SLOTS).ok_or_else(|| "Invalid slot id: out of numeric range".to_string())
     };
     let mut out = Vec::new();
@@ -463,6 +487,10 @@ pub fn parse_slot_list(list: &str) -> Result<Vec<SlotRange>, String> {
 mod tests {
     use super::*;
 
+    fn nobody(_: &str, _: u16) -> bool {
+        false
+    }
+
     fn id(c: char) -> String {
         std::iter::repeat_n(c, NODE_ID_LEN).collect()
     }
@@ -484,7 +512,7 @@ mod tests {
         let mut t = Topology::default();
         assert_eq!(t.owner(0), Owner::Unserved, "no topology: nothing served");
         t.set_node_id(&id('b')).unwrap();
-        assert!(t.set_nodes(&three(), 1, false, 0).unwrap());
+        assert!(t.set_nodes(&three(), 1, false, &nobody).unwrap());
         assert_eq!(t.owner(5461), Owner::Myself);
         assert_eq!(t.owner(10922), Owner::Myself);
         match t.owner(5460) {
@@ -499,26 +527,79 @@ mod tests {
 
     #[test]
     fn versions_order_pushes() {
+        let at_7001 = |_: &str, port: u16| port == 7001;
         let mut t = Topology::default();
-        t.set_nodes(&three(), 5, false, 7001).unwrap();
-        assert_eq!(t.myid(), Some(id('a').as_str()), "found by its port");
-        assert_eq!(t.set_nodes(&three(), 4, false, 7001), Err("Invalid cluster version".into()), "stale");
-        assert_eq!(t.set_nodes("garbage", 5, false, 7001), Ok(false), "the same version changes nothing");
-        assert_eq!(t.set_nodes(&three(), -1, true, 7001), Err("Invalid cluster version".into()));
-        let one = format!("{} 127.0.0.1 7001 master - 0-16383", id('a'));
-        assert_eq!(t.set_nodes(&one, 2, true, 7001), Ok(true), "force takes an older version");
+        t.set_nodes(&three(), 5, false, &at_7001).unwrap();
+        assert_eq!(t.myid(), Some(id('a').as_str()), "found by its address");
+        assert_eq!(t.set_nodes(&three(), 4, false, &at_7001), Err("Invalid cluster version".into()), "stale");
+        assert_eq!(t.set_nodes("garbage", 5, false, &at_7001), Ok(false), "the same version changes nothing");
+        assert_eq!(t.set_nodes(&three(), -1, true, &at_7001), Err("Invalid cluster version".into()));
+        let two = format!("{} 127.0.0.1 7001 master - 0-10922\n{} 127.0.0.1 7002 master - 10923", id('a'), id('b'));
+        assert_eq!(t.set_nodes(&two, 2, true, &at_7001), Ok(true), "force takes an older version");
         assert_eq!(t.version(), 2);
-        assert_eq!(t.owner(16383), Owner::Myself, "dropped slots do not keep old owners");
+        assert_eq!(t.owner(10922), Owner::Myself);
+        assert!(matches!(t.owner(10923), Owner::Other(n) if n.id == id('b')));
+        assert_eq!(t.owner(10924), Owner::Unserved, "slots left out of a push have no owner");
+        assert_eq!(t.owner(16383), Owner::Unserved);
         assert_eq!(t.set_slots(&[(0, 10)], &id('a'), 4), Err("Invalid cluster version".into()), "not current + 1");
         assert_eq!(t.set_slots(&[(0, 10)], &id('e'), 3), Err("No this node in the cluster".into()));
         assert_eq!(t.version(), 2, "refused changes leave the version");
+        t.set_nodes(&two, i64::MAX, false, &at_7001).unwrap();
+        assert_eq!(t.set_slots(&[(0, 0)], &id('a'), i64::MIN), Err("Invalid cluster version".into()));
+        assert_eq!(
+            t.set_slots(&[(0, 0)], &id('a'), i64::MAX),
+            Err("Invalid cluster version".into()),
+            "no version after the last"
+        );
+    }
+
+    #[test]
+    fn an_id_is_guessed_only_from_one_matching_entry_and_never_replaced() {
+        let me = |ip: &str, port: u16| ip == "127.0.0.1" && port == 7001;
+        let text = format!("{} 10.0.0.5 7001 master - 0-100\n{} 127.0.0.1 7001 master - 101-200", id('a'), id('b'));
+        let mut t = Topology::default();
+        t.set_nodes(&text, 1, false, &me).unwrap();
+        assert_eq!(t.myid(), Some(id('b').as_str()), "the same port on another address is another node");
+        let mut both = Topology::default();
+        both.set_nodes(&text, 1, false, &|_: &str, p: u16| p == 7001).unwrap();
+        assert_eq!(both.myid(), None, "two candidates: no guess");
+        t.set_node_id(&id('a')).unwrap();
+        t.set_nodes(&text, 2, true, &me).unwrap();
+        assert_eq!(t.myid(), Some(id('a').as_str()), "a forced push keeps the id SETNODEID gave");
+    }
+
+    #[test]
+    fn a_node_listed_twice_keeps_only_its_last_line() {
+        let text = format!(
+            "{} 127.0.0.1 7001 master - 0-16383\n{} 127.0.0.1 7002 master -\n{} 127.0.0.1 7001 slave {}",
+            id('a'),
+            id('c'),
+            id('a'),
+            id('c')
+        );
+        let mut t = Topology::default();
+        t.set_node_id(&id('a')).unwrap();
+        t.set_nodes(&text, 1, false, &nobody).unwrap();
+        assert_eq!(t.slots_assigned(), 0, "a replica owns no slots");
+        assert_eq!(t.owner(0), Owner::Unserved);
+        assert_eq!(Topology::from_file_text(&t.to_file_text()).unwrap(), t, "the file says what memory holds");
+    }
+
+    #[test]
+    fn ids_with_spaces_or_control_bytes_are_refused() {
+        let mut t = Topology::default();
+        let spaced = format!("{} ", "a".repeat(39));
+        assert_eq!(t.set_node_id(&spaced), Err("Invalid cluster node id".into()));
+        let crlf = format!("{} 127.0.0.1 7001 slave {}\r", id('a'), "b".repeat(39));
+        assert_eq!(t.set_nodes(&crlf, 1, false, &nobody), Err("Invalid cluster node id".into()));
+        assert_eq!(t, Topology::default());
     }
 
     #[test]
     fn set_slots_moves_slots_to_a_master() {
         let mut t = Topology::default();
         t.set_node_id(&id('a')).unwrap();
-        t.set_nodes(&three(), 1, false, 0).unwrap();
+        t.set_nodes(&three(), 1, false, &nobody).unwrap();
         assert_eq!(t.set_slots(&[(0, 0)], &id('d'), 2), Err("The node isn't a master".into()));
         t.set_slots(&[(0, 1), (7000, 7000)], &id('c'), 2).unwrap();
         assert!(matches!(t.owner(1), Owner::Other(n) if n.id == id('c')));
@@ -547,7 +628,7 @@ mod tests {
         ];
         for (text, why) in cases {
             let mut t = Topology::default();
-            assert_eq!(t.set_nodes(&text, 1, false, 0), Err(why.to_string()), "{text:?}");
+            assert_eq!(t.set_nodes(&text, 1, false, &nobody), Err(why.to_string()), "{text:?}");
             assert_eq!(t, Topology::default(), "a refused push changes nothing");
         }
     }
@@ -560,6 +641,7 @@ mod tests {
         assert!(parse_slot_list("1-2-3").unwrap_err().contains("form `int1-int2`"));
         assert!(parse_slot_list("4-3").unwrap_err().contains("int1 <= int2"));
         assert!(parse_slot_list("16384").unwrap_err().contains("out of numeric range"));
+        assert!(parse_slot_list("99999999999999999999").unwrap_err().contains("out of numeric range"));
         assert!(parse_slot_list("x").unwrap_err().contains("non-integer"));
     }
 
@@ -567,7 +649,7 @@ mod tests {
     fn the_file_text_round_trips() {
         let mut t = Topology::default();
         t.set_node_id(&id('c')).unwrap();
-        t.set_nodes(&three(), 7, false, 0).unwrap();
+        t.set_nodes(&three(), 7, false, &nobody).unwrap();
         t.set_slots(&[(100, 200), (16000, 16000)], &id('c'), 8).unwrap();
         let back = Topology::from_file_text(&t.to_file_text()).unwrap();
         assert_eq!(back, t);
@@ -580,7 +662,7 @@ mod tests {
     fn nodes_text_has_redis_s_fields() {
         let mut t = Topology::default();
         t.set_node_id(&id('a')).unwrap();
-        t.set_nodes(&three(), 3, false, 0).unwrap();
+        t.set_nodes(&three(), 3, false, &nobody).unwrap();
         let text = t.nodes_text(1000);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], format!("{} 127.0.0.1:7001@17001 myself,master - 0 1000 3 connected 0-5460", id('a')));

@@ -71,13 +71,30 @@ impl Session {
         if let Err(text) = checked {
             return Some(text);
         }
-        let slot = slot?;
-        let t = c.read();
-        match t.owner(slot) {
-            Owner::Myself => None,
-            Owner::Other(n) => Some(format!("MOVED {slot} {}:{}", n.ip, n.port)),
-            Owner::Unserved => Some("CLUSTERDOWN Hash slot not served".into()),
+        if let Some(slot) = slot {
+            let t = c.read();
+            match t.owner(slot) {
+                Owner::Myself => {}
+                Owner::Other(n) => return Some(format!("MOVED {slot} {}:{}", n.ip, n.port)),
+                Owner::Unserved => return Some("CLUSTERDOWN Hash slot not served".into()),
+            }
         }
+        other_database_refusal(spec.name, args).map(str::to_owned)
+    }
+}
+
+/// Redis's refusal, in cluster mode, of the commands that reach a
+/// database other than 0 (a cluster serves only database 0).
+fn other_database_refusal(name: &str, args: &[Vec<u8>]) -> Option<&'static str> {
+    match name {
+        "move" => Some("ERR MOVE is not allowed in cluster mode"),
+        "swapdb" => Some("ERR SWAPDB is not allowed in cluster mode"),
+        "copy" => {
+            let db = args.iter().skip(3).position(|a| a.eq_ignore_ascii_case(b"db")).and_then(|i| args.get(i + 4))?;
+            (super::args::parse_i64(db) != Some(0))
+                .then_some("ERR Copying to another database is not allowed in cluster mode")
+        }
+        _ => None,
     }
 }
 
@@ -161,10 +178,10 @@ pub(crate) fn keyslot(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Integer(i64::from(key_slot(&a[2]))))
 }
 
-/// A slot argument of COUNTKEYSINSLOT/GETKEYSINSLOT, or `invalid`.
-fn slot_arg(arg: &[u8], invalid: &str) -> Result<u16, Fail> {
+/// A slot argument of COUNTKEYSINSLOT, or Redis's error.
+fn slot_arg(arg: &[u8]) -> Result<u16, Fail> {
     let n = int(arg)?;
-    u16::try_from(n).ok().filter(|&n| n < SLOTS).ok_or_else(|| Fail::new(invalid))
+    u16::try_from(n).ok().filter(|&n| n < SLOTS).ok_or_else(|| Fail::new("ERR Invalid slot"))
 }
 
 /// Up to `limit` keys of this node's database in `slot`. Cost: a scan of
@@ -186,7 +203,7 @@ fn keys_in_slot(s: &Session, slot: u16, limit: usize) -> Result<Vec<Vec<u8>>, Fa
 /// `CLUSTER COUNTKEYSINSLOT slot`.
 pub(crate) fn countkeysinslot(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
     cluster(s)?;
-    let slot = slot_arg(&a[2], "ERR Invalid slot")?;
+    let slot = slot_arg(&a[2])?;
     let n = keys_in_slot(s, slot, usize::MAX)?.len();
     Ok(Reply::Integer(i64::try_from(n).unwrap_or(i64::MAX)))
 }
@@ -195,8 +212,10 @@ pub(crate) fn countkeysinslot(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
 pub(crate) fn getkeysinslot(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
     cluster(s)?;
     const INVALID: &str = "ERR Invalid slot or number of keys";
-    let slot = slot_arg(&a[2], INVALID)?;
-    let count = usize::try_from(int(&a[3])?).map_err(|_| Fail::new(INVALID))?;
+    // As Redis: both arguments are integers before either is checked.
+    let (slot, count) = (int(&a[2])?, int(&a[3])?);
+    let slot = u16::try_from(slot).ok().filter(|&n| n < SLOTS).ok_or_else(|| Fail::new(INVALID))?;
+    let count = usize::try_from(count).map_err(|_| Fail::new(INVALID))?;
     Ok(Reply::Array(keys_in_slot(s, slot, count)?.into_iter().map(|k| Reply::Bulk(Some(k))).collect()))
 }
 
@@ -271,8 +290,8 @@ pub(crate) fn clusterx(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
                 Some(_) => return Err(Fail::new("ERR Invalid setnodes options")),
             };
             let nodes = text(&a[2])?;
-            let port = c.port();
-            changed(c.update(|t| t.set_nodes(&nodes, version, force, port)))
+            let me = c.address();
+            changed(c.update(|t| t.set_nodes(&nodes, version, force, &|ip, port| me.is(ip, port))))
         }
         (b"setslot", 6) => {
             let slots = parse_slot_list(&text(&a[2])?).map_err(|e| Fail(format!("ERR {e}").into_bytes()))?;

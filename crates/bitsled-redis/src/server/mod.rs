@@ -677,7 +677,7 @@ impl Server {
         let settings = settings::Settings::new(config.maxmemory, config.timeout, config.max_clients, &db);
         settings.set_keyspace_events(config.keyspace_events);
         let cluster = if config.cluster_enabled {
-            let c = crate::cluster::Cluster::open(db.path(), local_addr.port())
+            let c = crate::cluster::Cluster::open(db.path(), local_addr)
                 .map_err(|e| Error::InvalidArgument(format!("cluster topology: {e}")))?;
             Some(c)
         } else {
