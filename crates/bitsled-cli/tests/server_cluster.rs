@@ -23,9 +23,12 @@ use bitsled_testkit::redis_server;
 use bitsled_testkit::wire::{words, Client};
 #[path = "common/node.rs"]
 mod node;
+#[path = "common/python.rs"]
+mod python;
 #[path = "common/server.rs"]
 mod server;
 
+use python::python_with_redis;
 use server::Served;
 
 /// `bitsled cluster create` of the nodes at `ports`; its stdout.
@@ -47,22 +50,6 @@ fn text(b: &[u8]) -> String {
 
 fn cluster_node(dir: &std::path::Path) -> Served {
     Served::start(dir, &["--cluster-enabled", "yes"])
-}
-
-/// A Python that can import redis (and its cluster client), or `None`
-/// with a notice (a failure under `BITSLED_REQUIRE_REDIS=1`).
-fn python_with_redis() -> Option<&'static str> {
-    let found = ["/usr/bin/python3", "python3"]
-        .into_iter()
-        .find(|py| Command::new(py).args(["-c", "import redis.cluster"]).output().is_ok_and(|o| o.status.success()));
-    if found.is_none() {
-        assert!(
-            std::env::var("BITSLED_REQUIRE_REDIS").as_deref() != Ok("1"),
-            "BITSLED_REQUIRE_REDIS=1 but no python3 can import redis.cluster (apt-get install python3-redis)"
-        );
-        eprintln!("NOTICE: python3 with the redis package not found; skipping the cluster client test");
-    }
-    found
 }
 
 const SEED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/cluster_seed.py");

@@ -14,27 +14,14 @@ use std::process::Command;
 
 #[allow(dead_code, reason = "only part of the helpers is used here")]
 use bitsled_testkit::redis_server;
+#[path = "common/python.rs"]
+mod python;
 #[path = "common/server.rs"]
 mod server;
 
-const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/seed_scenarios.py");
+use python::python_with_redis;
 
-/// A Python interpreter that can import `redis`: the system's (where
-/// Debian's `python3-redis` installs it) or the first `python3` on the PATH.
-/// Under `BITSLED_REQUIRE_REDIS=1` its absence fails the test.
-fn python_with_redis() -> Option<&'static str> {
-    let found = ["/usr/bin/python3", "python3"]
-        .into_iter()
-        .find(|py| Command::new(py).args(["-c", "import redis"]).output().is_ok_and(|o| o.status.success()));
-    if found.is_none() {
-        assert!(
-            std::env::var("BITSLED_REQUIRE_REDIS").as_deref() != Ok("1"),
-            "BITSLED_REQUIRE_REDIS=1 but no python3 can import redis (apt-get install python3-redis)"
-        );
-        eprintln!("NOTICE: python3 with the redis package not found; skipping the Python client test");
-    }
-    found
-}
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/seed_scenarios.py");
 
 /// Runs the script against `port`; returns its stdout, failing the test
 /// (with the script's output) if it fails.
