@@ -9,7 +9,9 @@
 //!   their argument errors, SELECT, READONLY/READWRITE/ASKING and a
 //!   transaction across slots;
 //! - MOVED names the owner, a stale topology is refused, and the topology
-//!   survives a restart.
+//!   survives a restart;
+//! - kill -9 of one node fails only its slots, and its keys are back when
+//!   it restarts.
 //!
 //! The Redis and Python parts need `redis-server` and `python3` with the
 //! `redis` package; without them those tests print a notice and pass,
@@ -264,4 +266,45 @@ fn three_nodes_answer_ioredis_cluster_as_one_node_does() {
     let sizes: Vec<u64> = ports.iter().map(|&p| dbsize(p)).collect();
     assert!(sizes.iter().all(|&n| n > 0), "every node holds keys: {sizes:?}");
     assert_eq!(sizes.iter().sum::<u64>(), keys, "each key on exactly one node: {sizes:?}");
+}
+
+/// Invariant: with one of three nodes killed (kill -9), every key of the
+/// other nodes' slots still reads its value there, the dead node's keys
+/// are redirected to it (clients get a connection error, never another
+/// value), and a restart brings every acknowledged write back.
+#[test]
+fn a_killed_node_fails_only_its_slots_and_restarts_with_its_keys() {
+    use bitsled_redis::cluster::slot::key_slot;
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut nodes: Vec<Served> =
+        dirs.iter().map(|d| Served::start(d.path(), &["--cluster-enabled", "yes", "--fsync", "always"])).collect();
+    let ports: Vec<u16> = nodes.iter().map(|n| n.port).collect();
+    create(&ports);
+    // redis-cli's split of three: 0-5460, 5461-10922, 10923-16383.
+    let owner = |key: &str| match key_slot(key.as_bytes()) {
+        0..=5460 => 0,
+        5461..=10922 => 1,
+        _ => 2,
+    };
+    let keys: Vec<String> = (0..300).map(|i| format!("user:{i}")).collect();
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(text(&call(ports[owner(k)], &format!("SETBIT {k} {i} 1"))), ":0\r\n", "{k}");
+    }
+    nodes[2].signal("-KILL");
+    nodes[2].wait_exit(Duration::from_secs(10));
+    for (i, k) in keys.iter().enumerate() {
+        let o = owner(k);
+        if o == 2 {
+            let reply = text(&call(ports[0], &format!("GETBIT {k} {i}")));
+            assert_eq!(reply, format!("-MOVED {} 127.0.0.1:{}\r\n", key_slot(k.as_bytes()), ports[2]), "{k}");
+        } else {
+            assert_eq!(text(&call(ports[o], &format!("GETBIT {k} {i}"))), ":1\r\n", "{k} on a live node");
+        }
+    }
+    assert!(std::net::TcpStream::connect(("127.0.0.1", ports[2])).is_err(), "the killed node does not answer");
+    nodes[2] = Served::start(dirs[2].path(), &["--cluster-enabled", "yes", "--fsync", "always"]);
+    let back = nodes[2].port;
+    for (i, k) in keys.iter().enumerate().filter(|(_, k)| owner(k) == 2) {
+        assert_eq!(text(&call(back, &format!("GETBIT {k} {i}"))), ":1\r\n", "{k} is back");
+    }
 }

@@ -40,9 +40,12 @@ for rg in range(RANGES):
                 p.setbit(day_key(rg, d), u, 1)
     p.execute()
 
-streak = wau = dau = retained = 0
+streak = wau = dau = retained = counted = 0
 for rg in range(RANGES):
     days = [day_key(rg, d) for d in range(DAYS)]
+    # bitsled's BITOP.COUNT: the count BITOP would store, routed by the
+    # client from the command's key specs (COMMAND) like any command.
+    counted += r.execute_command("BITOP.COUNT", "AND", *days)
     r.bitop("AND", f"streak:{{r{rg}}}", *days)
     r.bitop("OR", f"wau:{{r{rg}}}", *days)
     r.bitop("AND", f"retained:{{r{rg}}}", days[0], days[-1])
@@ -56,6 +59,7 @@ for rg in range(RANGES):
 keys = [day_key(rg, d) for rg in range(RANGES) for d in range(DAYS)]
 lengths = sum(r.strlen(k) for k in keys)
 
+assert counted == streak, (counted, streak)
 print(f"streak {streak}")
 print(f"wau {wau}")
 print(f"dau {dau}")
