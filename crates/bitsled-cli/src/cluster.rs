@@ -20,6 +20,33 @@ pub(crate) enum ClusterCommand {
         #[arg(required = true)]
         nodes: Vec<String>,
     },
+    /// Add the node at NODE (a `bitsled serve --cluster-enabled yes`) to
+    /// the cluster that the node at --cluster belongs to, as a master with
+    /// no slots yet (give it some with `cluster migrate`): the topology,
+    /// at the next version, goes to every node.
+    Add {
+        /// A node of the cluster, HOST:PORT.
+        #[arg(long)]
+        cluster: String,
+        /// The new node, HOST:PORT.
+        node: String,
+    },
+    /// Move SLOTS from the node that owns them to another node of the
+    /// cluster while clients go on: writes to the slots get TRYAGAIN
+    /// (cluster clients retry) while their keys are copied, then every
+    /// node is given the new owner (CLUSTERX SETSLOT at the next version)
+    /// and the source deletes its copies.
+    Migrate {
+        /// The node that owns the slots, HOST:PORT.
+        #[arg(long)]
+        from: String,
+        /// The node to give them to, HOST:PORT.
+        #[arg(long)]
+        to: String,
+        /// The slots: `N` or `A-B`, one or more.
+        #[arg(required = true)]
+        slots: Vec<String>,
+    },
     /// Print a node's view of the cluster (CLUSTER NODES).
     Nodes {
         /// The node, HOST:PORT.
@@ -31,6 +58,8 @@ pub(crate) enum ClusterCommand {
 pub(crate) fn cluster(command: &ClusterCommand) -> Result<()> {
     match command {
         ClusterCommand::Create { nodes } => create(nodes),
+        ClusterCommand::Add { cluster, node } => add(cluster, node),
+        ClusterCommand::Migrate { from, to, slots } => migrate(from, to, &slots.join(" ")),
         ClusterCommand::Nodes { node } => {
             let (host, port) = split_addr(node)?;
             let text: String = redis::cmd("CLUSTER").arg("NODES").query(&mut connect(&host, port)?)?;
@@ -134,6 +163,142 @@ fn create(addrs: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// A CLUSTER NODES text as the SETNODES text that gives the same
+/// topology, with each node's address.
+fn setnodes_text(nodes: &str) -> Result<(String, Vec<(String, u16)>)> {
+    let mut lines = Vec::new();
+    let mut addrs = Vec::new();
+    for line in nodes.lines().filter(|l| !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split(' ').collect();
+        let (Some(id), Some(addr), Some(flags), Some(master)) = (f.first(), f.get(1), f.get(2), f.get(3)) else {
+            bail!("a CLUSTER NODES line that does not parse: {line:?}");
+        };
+        let (host, port) = split_addr(addr.split('@').next().unwrap_or(addr))?;
+        if flags.split(',').any(|x| x == "slave") {
+            lines.push(format!("{id} {host} {port} slave {master}"));
+        } else {
+            let slots: Vec<&str> = f.iter().skip(8).copied().filter(|x| !x.starts_with('[')).collect();
+            lines.push(format!("{id} {host} {port} master - {}", slots.join(" ")).trim_end().to_owned());
+        }
+        addrs.push((host, port));
+    }
+    Ok((lines.join("\n"), addrs))
+}
+
+fn add(cluster: &str, node: &str) -> Result<()> {
+    let (host, port) = split_addr(cluster)?;
+    let mut con = connect(&host, port)?;
+    let nodes: String =
+        redis::cmd("CLUSTER").arg("NODES").query(&mut con).with_context(|| format!("{cluster}: CLUSTER NODES"))?;
+    let v: String = redis::cmd("CLUSTERX").arg("VERSION").query(&mut con)?;
+    let version =
+        v.parse::<i64>().ok().and_then(|v| v.checked_add(1)).with_context(|| format!("{cluster}: version {v:?}"))?;
+    let (text, mut addrs) = setnodes_text(&nodes)?;
+    let (new_host, new_port) = split_addr(node)?;
+    if addrs.contains(&(new_host.clone(), new_port)) {
+        bail!("{node} is in the cluster already");
+    }
+    let mut new = connect(&new_host, new_port)?;
+    let id: String = redis::cmd("CLUSTERX")
+        .arg("MYID")
+        .query(&mut new)
+        .with_context(|| format!("{node}: is it a `bitsled serve --cluster-enabled yes`?"))?;
+    let id = if id.len() == 40 { id } else { new_node_id() };
+    redis::cmd("CLUSTERX")
+        .arg("SETNODEID")
+        .arg(&id)
+        .query::<()>(&mut new)
+        .with_context(|| format!("{node}: SETNODEID"))?;
+    let text = format!("{text}\n{id} {new_host} {new_port} master -");
+    addrs.push((new_host, new_port));
+    for (h, p) in &addrs {
+        redis::cmd("CLUSTERX")
+            .arg("SETNODES")
+            .arg(&text)
+            .arg(version)
+            .query::<()>(&mut connect(h, *p)?)
+            .with_context(|| format!("{h}:{p}: SETNODES"))?;
+    }
+    println!("{node} {id} added (no slots yet), topology version {version} on {} node(s)", addrs.len());
+    Ok(())
+}
+
+/// The `field:value` line `field` of a CLUSTER INFO text.
+fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
+    info.lines().find_map(|l| l.strip_prefix(field).and_then(|r| r.strip_prefix(':')))
+}
+
+fn migrate(from: &str, to: &str, slots: &str) -> Result<()> {
+    let (src_host, src_port) = split_addr(from)?;
+    let (dst_host, dst_port) = split_addr(to)?;
+    let mut src = connect(&src_host, src_port)?;
+    let mut dst = connect(&dst_host, dst_port)?;
+    let target: String =
+        redis::cmd("CLUSTERX").arg("MYID").query(&mut dst).with_context(|| format!("{to}: CLUSTERX MYID"))?;
+    if target.len() != 40 {
+        bail!("{to} has no node id: is it part of the cluster (bitsled cluster create)?");
+    }
+    redis::cmd("CLUSTERX")
+        .arg("MIGRATE")
+        .arg(slots)
+        .arg(&target)
+        .arg("ASYNC")
+        .query::<()>(&mut src)
+        .with_context(|| format!("{from}: CLUSTERX MIGRATE {slots}"))?;
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {elapsed} migrating slots {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    let keys = loop {
+        let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut src)?;
+        let keys = info_field(&info, "migrated_keys").unwrap_or("0").to_owned();
+        match info_field(&info, "migrating_state") {
+            Some("start") => bar.set_message(format!("{slots}: {keys} keys copied")),
+            Some("success") => break keys,
+            _ => {
+                bar.abandon();
+                bail!(
+                    "migrating slots {slots} from {from} failed (the source's log says why); the slots stay on {from}"
+                );
+            }
+        }
+        bar.tick();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    bar.finish_and_clear();
+    // Every node learns the new owner, the target first.
+    let v: String = redis::cmd("CLUSTERX").arg("VERSION").query(&mut src)?;
+    let version =
+        v.parse::<i64>().ok().and_then(|v| v.checked_add(1)).with_context(|| format!("{from}: version {v:?}"))?;
+    let nodes: String = redis::cmd("CLUSTER").arg("NODES").query(&mut src)?;
+    let mut addrs: Vec<(String, u16)> = vec![(dst_host.clone(), dst_port)];
+    for line in nodes.lines() {
+        let Some(addr) = line.split(' ').nth(1).and_then(|a| a.split('@').next()) else { continue };
+        let (host, port) = split_addr(addr)?;
+        let is_target = line.starts_with(&target);
+        if !is_target && !addrs.contains(&(host.clone(), port)) {
+            addrs.push((host, port));
+        }
+    }
+    for (host, port) in &addrs {
+        let mut con = connect(host, *port)?;
+        redis::cmd("CLUSTERX")
+            .arg("SETSLOT")
+            .arg(slots)
+            .arg("NODE")
+            .arg(&target)
+            .arg(version)
+            .query::<()>(&mut con)
+            .with_context(|| format!("{host}:{port}: CLUSTERX SETSLOT {slots} NODE {target} {version}"))?;
+    }
+    println!(
+        "slots {slots} moved from {from} to {to} ({keys} keys), topology version {version} on {} node(s)",
+        addrs.len()
+    );
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,6 +328,18 @@ mod tests {
         assert_eq!(a.len(), 40);
         assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn nodes_texts_turn_into_setnodes_texts() {
+        let a = "a".repeat(40);
+        let b = "b".repeat(40);
+        let nodes = format!(
+            "{a} 127.0.0.1:7001@17001 myself,master - 0 1 3 connected 0-100 200\n{b} 10.0.0.2:7002@17002 slave {a} 1 1 3 connected\n"
+        );
+        let (text, addrs) = setnodes_text(&nodes).unwrap();
+        assert_eq!(text, format!("{a} 127.0.0.1 7001 master - 0-100 200\n{b} 10.0.0.2 7002 slave {a}"));
+        assert_eq!(addrs, vec![("127.0.0.1".to_string(), 7001), ("10.0.0.2".to_string(), 7002)]);
     }
 
     #[test]

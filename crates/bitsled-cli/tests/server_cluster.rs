@@ -11,7 +11,11 @@
 //! - MOVED names the owner, a stale topology is refused, and the topology
 //!   survives a restart;
 //! - kill -9 of one node fails only its slots, and its keys are back when
-//!   it restarts.
+//!   it restarts;
+//! - `bitsled cluster add` and `cluster migrate` move half the slots to a
+//!   new node while a client writes: every acknowledged write is there
+//!   afterwards, on the slot's owner only; a migration to a dead node
+//!   fails and leaves the slots where they were.
 //!
 //! The Redis and Python parts need `redis-server` and `python3` with the
 //! `redis` package; without them those tests print a notice and pass,
@@ -32,6 +36,13 @@ mod server;
 
 use python::python_with_redis;
 use server::Served;
+
+/// `bitsled cluster ARGS...`; its stdout, asserting it succeeded.
+fn cli(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_bitsled")).arg("cluster").args(args).output().unwrap();
+    assert!(out.status.success(), "bitsled cluster {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
 
 /// `bitsled cluster create` of the nodes at `ports`; its stdout.
 fn create(ports: &[u16]) -> String {
@@ -307,4 +318,115 @@ fn a_killed_node_fails_only_its_slots_and_restarts_with_its_keys() {
     for (i, k) in keys.iter().enumerate().filter(|(_, k)| owner(k) == 2) {
         assert_eq!(text(&call(back, &format!("GETBIT {k} {i}"))), ":1\r\n", "{k} is back");
     }
+}
+
+/// A client that follows MOVED and retries TRYAGAIN, as cluster clients
+/// do: `SET key value`, until a node acknowledges it.
+fn set_following(conns: &mut std::collections::HashMap<u16, Client>, mut port: u16, key: &str, value: &str) {
+    for _ in 0..10_000 {
+        let c = conns.entry(port).or_insert_with(|| Client::connect(port));
+        let reply = text(&c.call(&words(&format!("SET {key} {value}"))));
+        if reply == "+OK\r\n" {
+            return;
+        }
+        if let Some(rest) = reply.strip_prefix("-MOVED ") {
+            port = rest.trim().rsplit(':').next().unwrap().parse().unwrap();
+        } else if reply.starts_with("-TRYAGAIN ") {
+            std::thread::sleep(Duration::from_millis(2));
+        } else {
+            panic!("SET {key}: {reply}");
+        }
+    }
+    panic!("SET {key} never succeeded");
+}
+
+/// The keys a node holds (KEYS runs on the node, whoever owns the slots).
+fn keys_on(port: u16) -> std::collections::BTreeSet<String> {
+    let reply = text(&call(port, "KEYS *"));
+    reply.lines().filter(|l| !l.starts_with('*') && !l.starts_with('$')).map(str::to_owned).collect()
+}
+
+/// Invariant: slots moved while a client writes keep every acknowledged
+/// write (its last value), each key on exactly the node that owns its
+/// slot afterwards.
+#[test]
+fn slots_move_to_an_added_node_under_writes_without_losing_any() {
+    use bitsled_redis::cluster::slot::key_slot;
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let nodes: Vec<Served> = dirs.iter().map(|d| cluster_node(d.path())).collect();
+    let (a, b) = (nodes[0].port, nodes[1].port);
+    create(&[a]);
+    let said = cli(&["add", "--cluster", &format!("127.0.0.1:{a}"), &format!("127.0.0.1:{b}")]);
+    assert!(said.contains("added (no slots yet)"), "{said}");
+    const KEYS: usize = 3000;
+    let mut preload = Client::connect(a);
+    for i in 0..KEYS {
+        assert_eq!(text(&preload.call(&words(&format!("SET k:{i} 0")))), "+OK\r\n");
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut conns = std::collections::HashMap::new();
+            let mut last = vec![0u64; KEYS];
+            let mut round = 1u64;
+            // Rounds over every key until told to stop, then one more.
+            loop {
+                let last_round = stop.load(std::sync::atomic::Ordering::SeqCst);
+                for (i, v) in last.iter_mut().enumerate() {
+                    set_following(&mut conns, a, &format!("k:{i}"), &round.to_string());
+                    *v = round;
+                }
+                if last_round {
+                    return last;
+                }
+                round += 1;
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let said = cli(&["migrate", "--from", &format!("127.0.0.1:{a}"), "--to", &format!("127.0.0.1:{b}"), "0-8191"]);
+    assert!(said.contains("slots 0-8191 moved"), "{said}");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let last = writer.join().unwrap();
+
+    let (on_a, on_b) = (keys_on(a), keys_on(b));
+    assert!(on_a.is_disjoint(&on_b), "no key on both nodes");
+    assert_eq!(on_a.len() + on_b.len(), KEYS, "every key somewhere");
+    for k in &on_a {
+        assert!(key_slot(k.as_bytes()) > 8191, "{k} on the node that kept 8192-16383");
+    }
+    for k in &on_b {
+        assert!(key_slot(k.as_bytes()) <= 8191, "{k} on the node given 0-8191");
+    }
+    assert!(!on_b.is_empty() && !on_a.is_empty());
+    for (i, v) in last.iter().enumerate() {
+        let k = format!("k:{i}");
+        let port = if key_slot(k.as_bytes()) <= 8191 { b } else { a };
+        assert_eq!(text(&call(port, &format!("GET {k}"))), format!("${}\r\n{v}\r\n", v.to_string().len()), "{k}");
+    }
+    let info = text(&call(b, "CLUSTER INFO"));
+    assert!(info.contains("cluster_current_epoch:3"), "create, add, migrate: version 3\n{info}");
+}
+
+/// Invariant: a migration whose target is gone fails, and the source goes
+/// on serving the slots, writes included, with every key.
+#[test]
+fn a_migration_to_a_dead_node_fails_and_keeps_the_slots() {
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut nodes: Vec<Served> = dirs.iter().map(|d| cluster_node(d.path())).collect();
+    let (a, b) = (nodes[0].port, nodes[1].port);
+    create(&[a]);
+    cli(&["add", "--cluster", &format!("127.0.0.1:{a}"), &format!("127.0.0.1:{b}")]);
+    for i in 0..200 {
+        assert_eq!(text(&call(a, &format!("SET k:{i} {i}"))), "+OK\r\n");
+    }
+    let b_id = text(&call(b, "CLUSTER MYID")).lines().nth(1).unwrap().to_owned();
+    nodes[1].signal("-KILL");
+    nodes[1].wait_exit(Duration::from_secs(10));
+    let reply = text(&call(a, &format!("CLUSTERX MIGRATE 0-16383 {b_id} SYNC")));
+    assert!(reply.starts_with("-ERR connecting to"), "{reply}");
+    assert!(text(&call(a, "CLUSTER INFO")).contains("migrating_state:fail"));
+    assert_eq!(dbsize(a), 200);
+    assert_eq!(text(&call(a, "SET k:0 again")), "+OK\r\n", "writes go on");
 }

@@ -4,6 +4,7 @@
 //! SETNODEID`/`SETNODES`/`SETSLOT`/`VERSION`): nodes run no gossip of
 //! their own. DESIGN.md, "Cluster", says what is built and what is not.
 
+pub mod migration;
 pub mod slot;
 pub mod topology;
 
@@ -11,8 +12,9 @@ use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
-use parking_lot::{RwLock, RwLockReadGuard};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
+pub use migration::{Imports, Migration, MigrationState};
 pub use topology::{Node, Owner, Topology};
 
 /// The file, in the database directory, that keeps the topology across
@@ -27,6 +29,10 @@ pub struct Cluster {
     /// Where this server listens (how SETNODES finds this node when no id
     /// was given).
     addr: SocketAddr,
+    /// The last slot migration this node ran (as the source).
+    pub migration: Mutex<Option<Migration>>,
+    /// Slots this node imports or has imported (as the target).
+    pub imports: Mutex<Imports>,
 }
 
 /// This server's address, as SETNODES recognises this node's entry.
@@ -68,7 +74,13 @@ impl Cluster {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Topology::default(),
             Err(e) => return Err(format!("{}: {e}", file.display())),
         };
-        Ok(Cluster { topology: RwLock::new(topology), file, addr })
+        Ok(Cluster {
+            topology: RwLock::new(topology),
+            file,
+            addr,
+            migration: Mutex::default(),
+            imports: Mutex::default(),
+        })
     }
 
     /// The current topology.

@@ -3,8 +3,12 @@
 //! ASKING, READONLY and READWRITE; and the check every keyed command
 //! passes before it runs (`MOVED`, `CROSSSLOT`, `CLUSTERDOWN`).
 
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::cluster::migration::{covers, Migration, MigrationState};
 use crate::cluster::slot::{key_slot, SLOTS};
-use crate::cluster::topology::{parse_slot_list, Node, Topology};
+use crate::cluster::topology::{parse_slot_list, Node, SlotRange, Topology};
 use crate::cluster::{Cluster, Owner};
 
 use super::args::int;
@@ -19,7 +23,7 @@ const DISABLED: &str = "ERR This instance has cluster support disabled";
 const NOT_INITIALIZED: &str = "CLUSTERDOWN The cluster is not initialized";
 
 /// The cluster state of the session's server, or Redis's error.
-fn cluster(s: &Session) -> Result<&Cluster, Fail> {
+fn cluster(s: &Session) -> Result<&Arc<Cluster>, Fail> {
     s.host.as_deref().and_then(|h| h.cluster()).ok_or_else(|| Fail::new(DISABLED))
 }
 
@@ -46,6 +50,7 @@ impl Session {
     /// as one request. Commands without keys always run.
     pub(super) fn cluster_refusal(&self, spec: &'static Spec, args: &[Vec<u8>]) -> Option<String> {
         let c = self.host.as_deref().and_then(|h| h.cluster())?;
+        let mut write = spec.is_write();
         let mut slot = None;
         let mut check = |keys: Vec<&[u8]>| -> Result<(), String> {
             for k in keys {
@@ -62,7 +67,10 @@ impl Session {
         let checked = if spec.name == "exec" {
             let queued = self.multi.as_ref().map(|m| m.queue.as_slice()).unwrap_or_default();
             queued.iter().try_for_each(|q| match super::dispatch::resolve(q) {
-                Ok(spec) => check(super::introspect::call_keys(spec, q)),
+                Ok(spec) => {
+                    write |= spec.is_write();
+                    check(super::introspect::call_keys(spec, q))
+                }
                 Err(_) => Ok(()),
             })
         } else {
@@ -71,16 +79,122 @@ impl Session {
         if let Err(text) = checked {
             return Some(text);
         }
-        if let Some(slot) = slot {
-            let t = c.read();
-            match t.owner(slot) {
-                Owner::Myself => {}
-                Owner::Other(n) => return Some(format!("MOVED {slot} {}:{}", n.ip, n.port)),
-                Owner::Unserved => return Some("CLUSTERDOWN Hash slot not served".into()),
-            }
+        if let Some(refused) = slot.and_then(|slot| route(c, slot, write, self.importing)) {
+            return Some(refused);
         }
         other_database_refusal(spec.name, args).map(str::to_owned)
     }
+
+    /// The refusal of a write to a slot this node has begun to migrate,
+    /// checked again while the command holds the transaction lock shared:
+    /// a migration starts by taking it exclusively, so a write that passed
+    /// the first check before the migration began has finished before the
+    /// keys are read, and one that has not is refused here.
+    pub(super) fn migration_refusal(&self, spec: &'static Spec, args: &[Vec<u8>]) -> Option<String> {
+        if !spec.is_write() {
+            return None;
+        }
+        let c = self.host.as_deref().and_then(|h| h.cluster())?;
+        let m = c.migration.lock();
+        let m = m.as_ref().filter(|m| m.state == MigrationState::Running)?;
+        let key = super::introspect::call_keys(spec, args).first().copied()?;
+        m.covers(key_slot(key)).then(|| TRYAGAIN.to_string())
+    }
+}
+
+/// Kvrocks's refusal of a write to a slot being migrated.
+const TRYAGAIN: &str = "TRYAGAIN Can't write to slot being migrated which is in write forbidden phase";
+
+/// Where a command for `slot` runs, as this node sees it: here (`None`),
+/// or the error that sends it elsewhere. A slot of this node that is being
+/// migrated takes reads but refuses writes (`TRYAGAIN`), and once migrated
+/// sends everything to the target (`MOVED`); a slot of another node that
+/// this node has imported is served here, and one it is importing only to
+/// the connection the keys arrive on.
+fn route(c: &Cluster, slot: u16, write: bool, importing: bool) -> Option<String> {
+    let t = c.read();
+    match t.owner(slot) {
+        Owner::Myself => {
+            let m = c.migration.lock();
+            match m.as_ref().filter(|m| m.covers(slot)).map(|m| (&m.state, &m.target)) {
+                Some((MigrationState::Running, _)) if write => Some(TRYAGAIN.to_string()),
+                Some((MigrationState::Done, n)) => Some(format!("MOVED {slot} {}:{}", n.ip, n.port)),
+                _ => None,
+            }
+        }
+        Owner::Other(n) => {
+            let i = c.imports.lock();
+            if covers(&i.imported, slot) || (importing && covers(&i.importing, slot)) {
+                None
+            } else {
+                Some(format!("MOVED {slot} {}:{}", n.ip, n.port))
+            }
+        }
+        Owner::Unserved => Some("CLUSTERDOWN Hash slot not served".into()),
+    }
+}
+
+/// After a topology push: a finished migration whose slots now belong to
+/// another node drops this node's copies of their keys, and imported
+/// slots that now belong to this node are simply its own.
+fn settle(s: &Session, c: &Cluster) {
+    let (moved, mine) = {
+        let t = c.read();
+        let mut m = c.migration.lock();
+        let moved = match m.as_ref() {
+            Some(mig)
+                if mig.state == MigrationState::Done
+                    && mig.slots.iter().all(|&(a, b)| (a..=b).all(|s| matches!(t.owner(s), Owner::Other(_)))) =>
+            {
+                m.take().map(|mig| mig.slots)
+            }
+            _ => None,
+        };
+        let mine: Vec<SlotRange> =
+            t.runs().into_iter().filter(|&(a, _, _)| t.owner(a) == Owner::Myself).map(|(a, b, _)| (a, b)).collect();
+        (moved, mine)
+    };
+    c.imports.lock().forget(&mine);
+    if let Some(slots) = moved {
+        if let Err(e) = super::slot_migration::drop_keys(&s.db, &slots) {
+            eprintln!("bitsled serve: could not delete the keys of migrated slots: {e}");
+        }
+    }
+}
+
+/// `CLUSTER IMPORT slots 0|1|2`, sent by a migration's source on the
+/// connection its keys arrive on: 0 starts an import (any keys this node
+/// holds in the slots are dropped first: they are older than the
+/// source's), 1 ends it (the slots are served here until a push gives
+/// them to this node), 2 abandons it (the keys that arrived are dropped).
+pub(crate) fn import(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
+    let c = Arc::clone(cluster(s)?);
+    let list = std::str::from_utf8(&a[2]).map_err(|_| Fail::new("ERR Invalid slot id"))?;
+    let slots = parse_slot_list(list).map_err(|e| Fail(format!("ERR {e}").into_bytes()))?;
+    let dropped = |s: &Session| {
+        super::slot_migration::drop_keys(&s.db, &slots).map_err(|e| Fail(format!("ERR {e}").into_bytes()))
+    };
+    match &a[3][..] {
+        b"0" => {
+            c.imports.lock().forget(&slots);
+            dropped(s)?;
+            c.imports.lock().importing.extend(&slots);
+            s.importing = true;
+        }
+        b"1" => {
+            let mut i = c.imports.lock();
+            i.forget(&slots);
+            i.imported.extend(&slots);
+            s.importing = false;
+        }
+        b"2" => {
+            c.imports.lock().forget(&slots);
+            dropped(s)?;
+            s.importing = false;
+        }
+        _ => return Err(Fail::new("ERR Invalid import state")),
+    }
+    Ok(Reply::ok())
 }
 
 /// Redis's refusal, in cluster mode, of the commands that reach a
@@ -100,7 +214,27 @@ fn other_database_refusal(name: &str, args: &[Vec<u8>]) -> Option<&'static str> 
 
 /// `CLUSTER INFO`.
 pub(crate) fn info(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
-    Ok(Reply::bulk(initialized(cluster(s)?)?.info_text()))
+    let c = cluster(s)?;
+    let mut text = initialized(c)?.info_text();
+    if let Some(m) = c.migration.lock().as_ref() {
+        text.push_str(&format!(
+            "migrating_slot(s):{}\r\ndestination_node:{}\r\nmigrating_state:{}\r\nmigrated_keys:{}\r\n",
+            super::slot_migration::slot_list(&m.slots),
+            m.target.id,
+            m.state_name(),
+            m.keys
+        ));
+    }
+    let i = c.imports.lock();
+    if !i.importing.is_empty() || !i.imported.is_empty() {
+        let state = if i.importing.is_empty() { "success" } else { "start" };
+        let all: Vec<SlotRange> = i.importing.iter().chain(&i.imported).copied().collect();
+        text.push_str(&format!(
+            "importing_slot(s):{}\r\nimport_state:{state}\r\n",
+            super::slot_migration::slot_list(&all)
+        ));
+    }
+    Ok(Reply::bulk(text))
 }
 
 /// `CLUSTER MYID`: this node's id (empty before CLUSTERX SETNODEID).
@@ -265,7 +399,7 @@ const CLUSTERX_USAGE: &str = "ERR CLUSTERX command, CLUSTERX VERSION|MYID|SETNOD
 /// (Kvrocks's syntax, checks and replies). A change is saved in the
 /// database directory before the reply.
 pub(crate) fn clusterx(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
-    let c = cluster(s).map_err(|_| Fail::new("ERR Cluster mode is not enabled"))?;
+    let c = Arc::clone(cluster(s).map_err(|_| Fail::new("ERR Cluster mode is not enabled"))?);
     let sub = a[1].to_ascii_lowercase();
     let text = |arg: &[u8]| String::from_utf8(arg.to_vec()).map_err(|_| Fail::new(CLUSTERX_USAGE));
     let changed = |r: Result<(), String>| r.map(|()| Reply::ok()).map_err(|e| Fail(format!("ERR {e}").into_bytes()));
@@ -291,7 +425,9 @@ pub(crate) fn clusterx(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
             };
             let nodes = text(&a[2])?;
             let me = c.address();
-            changed(c.update(|t| t.set_nodes(&nodes, version, force, &|ip, port| me.is(ip, port))))
+            let reply = changed(c.update(|t| t.set_nodes(&nodes, version, force, &|ip, port| me.is(ip, port))))?;
+            settle(s, &c);
+            Ok(reply)
         }
         (b"setslot", 6) => {
             let slots = parse_slot_list(&text(&a[2])?).map_err(|e| Fail(format!("ERR {e}").into_bytes()))?;
@@ -306,9 +442,100 @@ pub(crate) fn clusterx(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
             if version < 0 {
                 return Err(Fail::new("ERR Invalid version"));
             }
-            changed(c.update(|t| t.set_slots(&slots, &id, version).map(|()| true)))
+            let reply = changed(c.update(|t| t.set_slots(&slots, &id, version).map(|()| true)))?;
+            settle(s, &c);
+            Ok(reply)
         }
-        (b"migrate", _) => Err(Fail::new("ERR CLUSTERX MIGRATE: slot migration is not supported yet")),
+        (b"migrate", 4..=6) => migrate(s, &c, a),
         _ => Err(Fail::new(CLUSTERX_USAGE)),
+    }
+}
+
+/// `CLUSTERX MIGRATE slots target-id [ASYNC | SYNC [timeout-secs]]`:
+/// copies the slots' keys to the target (Kvrocks's checks and texts).
+/// ASYNC (the default) replies at once; SYNC waits for the outcome (a
+/// nil reply if `timeout` seconds pass first; 0 or none: no limit). The
+/// topology does not change: a push (`CLUSTERX SETSLOT`) gives the slots
+/// to the target, and this node then deletes its copies.
+fn migrate(s: &mut Session, c: &Arc<Cluster>, a: &[Vec<u8>]) -> CmdResult {
+    let err = |t: &str| Err(Fail(format!("ERR {t}").into_bytes()));
+    let list = std::str::from_utf8(&a[2]).map_err(|_| Fail::new("ERR Invalid slot id"))?;
+    let slots = parse_slot_list(list).map_err(|e| Fail(format!("ERR {e}").into_bytes()))?;
+    let sync = match a.get(4).map(|m| m.to_ascii_lowercase()) {
+        None => false,
+        Some(m) if m == b"async" => {
+            if a.len() > 5 {
+                return err("Async migration does not support timeout");
+            }
+            false
+        }
+        Some(m) if m == b"sync" => true,
+        Some(_) => return err("Invalid sync flag"),
+    };
+    let timeout = match a.get(5) {
+        None => None,
+        Some(t) => {
+            let t =
+                super::args::parse_i64(t).ok_or_else(|| Fail::new("ERR timeout is not an integer or out of range"))?;
+            let t = u64::try_from(t).map_err(|_| Fail::new("ERR timeout is negative"))?;
+            (t > 0).then(|| Duration::from_secs(t))
+        }
+    };
+    let target = {
+        let t = c.read();
+        let Some(target) = t.nodes().iter().find(|n| n.id.as_bytes() == a[3].as_slice()).cloned() else {
+            return err("Can't find the destination node id");
+        };
+        if t.myself().is_some_and(|me| me.master.is_some()) {
+            return err("Slave can't migrate slot");
+        }
+        if target.master.is_some() {
+            return err("Can't migrate slot to a slave");
+        }
+        if t.myid() == Some(target.id.as_str()) {
+            return err("Can't migrate slot to myself");
+        }
+        if !slots.iter().all(|&(x, y)| (x..=y).all(|slot| t.owner(slot) == Owner::Myself)) {
+            return err("Can't migrate slot which doesn't belong to me");
+        }
+        target
+    };
+    {
+        let mut m = c.migration.lock();
+        if m.as_ref().is_some_and(|m| m.state == MigrationState::Running) {
+            return err("There is already a migrating job");
+        }
+        if m.as_ref().is_some_and(|m| {
+            m.state == MigrationState::Done && slots.iter().any(|&(x, y)| (x..=y).any(|v| m.covers(v)))
+        }) {
+            return err("Can't migrate slot which has been migrated");
+        }
+        *m = Some(Migration { slots: slots.clone(), target: target.clone(), state: MigrationState::Running, keys: 0 });
+    }
+    let host = s.host.clone().ok_or_else(|| Fail::new(DISABLED))?;
+    // Every write that passed its check before the migration began ends
+    // before the keys are read (see `Session::migration_refusal`).
+    drop(host.transaction_lock().write());
+    let password = host.requirepass().map(<[u8]>::to_vec);
+    let (c2, db) = (Arc::clone(c), s.db.clone());
+    std::thread::Builder::new()
+        .name("bitsled-migrate".into())
+        .spawn(move || super::slot_migration::run(&c2, &db, &slots, &target, password.as_deref()))
+        .map_err(|e| Fail(format!("ERR cannot start the migration: {e}").into_bytes()))?;
+    if !sync {
+        return Ok(Reply::ok());
+    }
+    let started = Instant::now();
+    loop {
+        let state = c.migration.lock().as_ref().map(|m| m.state.clone());
+        match state {
+            Some(MigrationState::Running) => {}
+            Some(MigrationState::Failed(why)) => return err(&why),
+            _ => return Ok(Reply::ok()),
+        }
+        if timeout.is_some_and(|t| started.elapsed() >= t) {
+            return Ok(Reply::Bulk(None));
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }

@@ -124,7 +124,9 @@ impl Session {
             Handler::Data(f) => {
                 let _shared = self.host.as_ref().filter(|_| !in_exec).map(|h| h.transaction_lock().read());
                 let start = Instant::now();
-                if wanted {
+                if let Some(text) = self.migration_refusal(spec, args) {
+                    (Err(super::Fail(text.into_bytes())), start)
+                } else if wanted {
                     let (reply, raised) = self.run_data(spec, f, args);
                     events = Some(raised);
                     (reply, start)

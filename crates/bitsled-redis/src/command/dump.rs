@@ -31,7 +31,9 @@ const TYPE_STRING: u8 = 0;
 /// Highest object type number of RDB version 10 (a quicklist 2 list).
 const TYPE_MAX: u8 = 18;
 
-const CRC: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+/// Slice-by-16 tables: a payload of a large bitmap is checksummed at
+/// memory speed rather than a byte at a time.
+const CRC: crc::Crc<u64, crc::Table<16>> = crc::Crc::<u64, crc::Table<16>>::new(&crc::CRC_64_REDIS);
 
 fn bad_payload() -> Fail {
     Fail::new("ERR DUMP payload version or checksum are wrong")
@@ -71,7 +73,9 @@ pub(crate) fn serialize(value: &[u8]) -> Vec<u8> {
             out.extend_from_slice(&n.to_le_bytes());
         }
         None => {
-            if let Some(packed) = lzf::compress(value).filter(|c| value.len() > 20 && c.len() + 4 < value.len()) {
+            // As Redis: compressed when it saves more than 4 bytes.
+            let packed = if value.len() > 20 { lzf::compress_below(value, value.len() - 4) } else { None };
+            if let Some(packed) = packed {
                 out.push(0xC3);
                 put_len(&mut out, packed.len() as u64);
                 put_len(&mut out, value.len() as u64);

@@ -6,6 +6,7 @@
 //! an error, and INFO describes the database alone.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use parking_lot::RwLock;
 
@@ -329,5 +330,5 @@ pub(crate) trait Host: Send + Sync {
     fn shutdown(&self) -> bitsled::Result<()>;
 
     /// The server's cluster state, in cluster mode.
-    fn cluster(&self) -> Option<&crate::cluster::Cluster>;
+    fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>>;
 }

@@ -18,7 +18,16 @@ const HASH_BITS: u32 = 14;
 
 /// `data` compressed: greedy matching of the last position each 3-byte
 /// sequence was seen at. `None` for empty input.
+#[cfg(test)]
 pub(crate) fn compress(data: &[u8]) -> Option<Vec<u8>> {
+    compress_below(data, usize::MAX)
+}
+
+/// `data` compressed as [`compress`] does, if that takes fewer than
+/// `limit` bytes; `None` otherwise (found as soon as the output reaches
+/// the limit, so incompressible data costs no more than it must) and for
+/// empty input.
+pub(crate) fn compress_below(data: &[u8], limit: usize) -> Option<Vec<u8>> {
     if data.is_empty() {
         return None;
     }
@@ -35,10 +44,18 @@ pub(crate) fn compress(data: &[u8]) -> Option<Vec<u8>> {
         if !found {
             i += 1;
             literals += 1;
+            // A long run of literals: past the limit, the output cannot
+            // get back under it.
+            if literals % 4096 == 0 && out.len() + literals >= limit {
+                return None;
+            }
             continue;
         }
         flush_literals(&mut out, &data[i - literals..i]);
         literals = 0;
+        if out.len() >= limit {
+            return None;
+        }
         let most = MAX_MATCH.min(data.len() - i);
         let mut len = 3;
         while len < most && data[candidate + len] == data[i + len] {
@@ -58,7 +75,7 @@ pub(crate) fn compress(data: &[u8]) -> Option<Vec<u8>> {
     }
     literals += data.len() - i;
     flush_literals(&mut out, &data[data.len() - literals..]);
-    Some(out)
+    (out.len() < limit).then_some(out)
 }
 
 /// Writes `bytes` as literal runs.
@@ -123,11 +140,24 @@ mod tests {
         };
         let c = compress(&sparse).unwrap();
         assert!(c.len() < 200, "{} bytes", c.len());
-        assert_eq!(decompress(&c, sparse.len()), Some(sparse));
+        assert_eq!(decompress(&c, sparse.len()), Some(sparse.clone()));
         let text = b"abcabcabcabcabcabcabcabc the end".repeat(40);
         assert_eq!(decompress(&compress(&text).unwrap(), text.len()), Some(text));
         assert_eq!(compress(b""), None);
         assert_eq!(decompress(&compress(b"ab").unwrap(), 2), Some(b"ab".to_vec()));
+        // xorshift64: bytes with no 3-byte repeats worth a reference.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let noise: Vec<u8> = (0..100_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x.to_le_bytes()[3]
+            })
+            .collect();
+        assert_eq!(compress_below(&noise, noise.len() - 4), None, "incompressible: given up");
+        let c = compress_below(&sparse, sparse.len()).unwrap();
+        assert_eq!(Some(c), compress(&sparse), "under the limit: the same output");
     }
 
     proptest! {

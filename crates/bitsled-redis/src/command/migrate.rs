@@ -85,7 +85,7 @@ fn parse(a: &[Vec<u8>]) -> Result<Request<'_>, Fail> {
 }
 
 /// Appends one request in RESP to `out`.
-fn put_request(out: &mut Vec<u8>, args: &[&[u8]]) {
+pub(crate) fn put_request(out: &mut Vec<u8>, args: &[&[u8]]) {
     out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
     for a in args {
         out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
@@ -101,7 +101,7 @@ const MAX_LINE: u64 = 64 * 1024;
 /// `Err(text)` for an error (the text after `-`). Anything else (a line too
 /// long or cut, another reply kind) is a protocol error, as the replies to
 /// those commands are only ever statuses and errors.
-fn read_reply(r: &mut impl BufRead) -> std::io::Result<Result<(), String>> {
+pub(crate) fn read_reply(r: &mut impl BufRead) -> std::io::Result<Result<(), String>> {
     let mut line = Vec::new();
     r.by_ref().take(MAX_LINE).read_until(b'\n', &mut line)?;
     let bad = || std::io::Error::from(std::io::ErrorKind::InvalidData);
@@ -116,6 +116,28 @@ fn read_reply(r: &mut impl BufRead) -> std::io::Result<Result<(), String>> {
     }
 }
 
+/// What RESTORE needs to recreate `key` elsewhere: its DUMP payload and
+/// its remaining time to live in milliseconds (0: none), as of `now`;
+/// `None` if it does not exist (or has expired).
+///
+/// # Errors
+/// Keys other than strings (a Bloom filter has no DUMP payload here), and
+/// the store's errors.
+pub(crate) fn restore_payload(db: &Db, key: &[u8], now: u64) -> Result<Option<(Vec<u8>, u64)>, Fail> {
+    match db.key_type(key)? {
+        "none" => return Ok(None),
+        "string" => {}
+        other => return Err(Fail::new(format!("ERR MIGRATE of a {other} value is not supported"))),
+    }
+    let ttl = match db.expiry(key)? {
+        Expiry::Missing => return Ok(None),
+        Expiry::Never => 0,
+        Expiry::At(at) if at <= now => return Ok(None),
+        Expiry::At(at) => at - now,
+    };
+    Ok(db.get(key)?.map(|value| (serialize(&value), ttl)))
+}
+
 /// `MIGRATE ...` (see the module).
 pub(crate) fn migrate(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     let req = parse(a)?;
@@ -127,19 +149,9 @@ pub(crate) fn migrate(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     let watch = db.watch(&keys)?;
     let mut moving: Vec<(&[u8], Vec<u8>, u64)> = Vec::new();
     for key in req.keys {
-        match db.key_type(key)? {
-            "none" => continue,
-            "string" => {}
-            other => return Err(Fail::new(format!("ERR MIGRATE of a {other} value is not supported"))),
+        if let Some((payload, ttl)) = restore_payload(db, key, now)? {
+            moving.push((key, payload, ttl));
         }
-        let ttl = match db.expiry(key)? {
-            Expiry::Missing => continue,
-            Expiry::Never => 0,
-            Expiry::At(at) if at <= now => continue,
-            Expiry::At(at) => at - now,
-        };
-        let Some(value) = db.get(key)? else { continue };
-        moving.push((key, serialize(&value), ttl));
     }
     if moving.is_empty() {
         return Ok(Reply::Status("NOKEY".into()));

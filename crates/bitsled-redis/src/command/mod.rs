@@ -48,6 +48,7 @@ mod notify;
 mod object;
 mod pubsub;
 mod scan;
+mod slot_migration;
 mod strings;
 mod tracking;
 mod transaction;

@@ -111,6 +111,10 @@ pub struct Session {
     pub(crate) tracking: Option<super::host::TrackingOptions>,
     /// CLIENT CACHING yes/no, for the command after it.
     pub(crate) caching: Option<bool>,
+    /// In cluster mode: this connection imports slots from another node
+    /// (`CLUSTER IMPORT slots 0`), so it may write keys of slots this node
+    /// is importing.
+    pub(crate) importing: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -140,6 +144,7 @@ impl Session {
             reply_mode: ReplyMode::On,
             tracking: None,
             caching: None,
+            importing: false,
         }
     }
 

@@ -1243,6 +1243,17 @@ pub static COMMANDS: &[Spec] = &[
                 run: Conn(cluster::help),
             },
             Spec {
+                name: "cluster|import",
+                arity: 4,
+                flags: fl(STALE),
+                keys: (0, 0, 0),
+                acl: &["@slow"],
+                tips: &[],
+                key_specs: &[],
+                subcommands: &[],
+                run: Conn(cluster::import),
+            },
+            Spec {
                 name: "cluster|info",
                 arity: 2,
                 flags: fl(STALE),

@@ -22,7 +22,7 @@ pub(super) struct Link {
 }
 
 impl Host for Link {
-    fn cluster(&self) -> Option<&crate::cluster::Cluster> {
+    fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
         self.shared.cluster.as_ref()
     }
 

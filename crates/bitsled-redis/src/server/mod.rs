@@ -549,7 +549,7 @@ struct Shared {
     /// Pub/sub subscriptions.
     pubsub: pubsub::PubSub,
     /// The cluster state, in cluster mode.
-    cluster: Option<crate::cluster::Cluster>,
+    cluster: Option<Arc<crate::cluster::Cluster>>,
     /// Client-side caching.
     tracking: tracking::Tracking,
     clients: Mutex<HashMap<u64, Arc<ClientInfo>>>,
@@ -679,7 +679,7 @@ impl Server {
         let cluster = if config.cluster_enabled {
             let c = crate::cluster::Cluster::open(db.path(), local_addr)
                 .map_err(|e| Error::InvalidArgument(format!("cluster topology: {e}")))?;
-            Some(c)
+            Some(Arc::new(c))
         } else {
             None
         };

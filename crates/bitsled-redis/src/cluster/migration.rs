@@ -1,0 +1,110 @@
+//! Moving slots between nodes: the state each side keeps while keys move.
+//!
+//! The source (`CLUSTERX MIGRATE slots target-id`) refuses writes to the
+//! slots while it copies their keys (`TRYAGAIN`), then redirects every
+//! command for them to the target (`MOVED`) until a topology push gives
+//! them to the target, when it deletes its copies. The target, told by the
+//! source's connection (`CLUSTER IMPORT slots 0|1|2`), first drops any keys
+//! it holds in the slots, takes the keys from that connection only, and
+//! once told the copy is complete serves the slots itself until the push.
+
+use super::topology::{Node, SlotRange};
+
+/// How far a migration got.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MigrationState {
+    /// Copying keys: writes to the slots are refused.
+    Running,
+    /// Every key is on the target: commands for the slots go there.
+    Done,
+    /// It stopped (the reason): the slots are served here as before.
+    Failed(String),
+}
+
+/// A slot migration this node runs as the source.
+#[derive(Clone, Debug)]
+pub struct Migration {
+    /// The slots moving.
+    pub slots: Vec<SlotRange>,
+    /// Where they go.
+    pub target: Node,
+    /// How far it got.
+    pub state: MigrationState,
+    /// Keys copied so far.
+    pub keys: u64,
+}
+
+impl Migration {
+    /// Whether it moves `slot`.
+    #[must_use]
+    pub fn covers(&self, slot: u16) -> bool {
+        covers(&self.slots, slot)
+    }
+
+    /// Kvrocks's name of the state, for CLUSTER INFO.
+    #[must_use]
+    pub fn state_name(&self) -> &'static str {
+        match self.state {
+            MigrationState::Running => "start",
+            MigrationState::Done => "success",
+            MigrationState::Failed(_) => "fail",
+        }
+    }
+}
+
+/// Whether `slot` is in one of `ranges`.
+#[must_use]
+pub fn covers(ranges: &[SlotRange], slot: u16) -> bool {
+    ranges.iter().any(|&(a, b)| (a..=b).contains(&slot))
+}
+
+/// Slots this node imports (keys arriving) or has imported (serving them
+/// until a topology push gives them to it).
+#[derive(Clone, Debug, Default)]
+pub struct Imports {
+    /// Slots whose keys are arriving.
+    pub importing: Vec<SlotRange>,
+    /// Slots whose keys have all arrived.
+    pub imported: Vec<SlotRange>,
+}
+
+impl Imports {
+    /// Drops `slots` from both lists (their import ended or failed, or a
+    /// push settled who owns them).
+    pub fn forget(&mut self, slots: &[SlotRange]) {
+        let keep = |list: &mut Vec<SlotRange>| {
+            let mut out = Vec::new();
+            for &(a, b) in list.iter() {
+                let mut start = a;
+                for s in a..=b {
+                    if covers(slots, s) {
+                        if start < s {
+                            out.push((start, s - 1));
+                        }
+                        start = s.saturating_add(1);
+                    }
+                }
+                if start <= b && !covers(slots, start) {
+                    out.push((start, b));
+                }
+            }
+            *list = out;
+        };
+        keep(&mut self.importing);
+        keep(&mut self.imported);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forgetting_slots_splits_ranges() {
+        let mut i = Imports { importing: vec![(0, 10)], imported: vec![(20, 20), (30, 40)] };
+        i.forget(&[(3, 4), (20, 20), (40, 50)]);
+        assert_eq!(i.importing, vec![(0, 2), (5, 10)]);
+        assert_eq!(i.imported, vec![(30, 39)]);
+        assert!(covers(&i.importing, 6) && !covers(&i.importing, 3));
+    }
+}

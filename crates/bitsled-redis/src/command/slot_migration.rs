@@ -1,0 +1,172 @@
+//! The source side of a slot migration (`CLUSTERX MIGRATE`): the thread
+//! that copies the slots' keys to the target with DUMP payloads and
+//! RESTORE (the target takes them on the connection that announced the
+//! import with `CLUSTER IMPORT slots 0`), and the deletion of a slot's
+//! keys once another node owns it. The states are in
+//! `crate::cluster::migration`.
+
+use std::io::{BufReader, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bitsled::Db;
+
+use super::migrate::{put_request, read_reply, restore_payload};
+use crate::cluster::migration::{covers, MigrationState};
+use crate::cluster::slot::key_slot;
+use crate::cluster::topology::{Node, SlotRange};
+use crate::cluster::Cluster;
+
+/// Keys per round trip to the target.
+const BATCH: usize = 64;
+
+/// How long a connection or one round trip to the target may take.
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `slots` as a SETSLOT/IMPORT slot list (`0-100 200`).
+pub(crate) fn slot_list(slots: &[SlotRange]) -> String {
+    let items: Vec<String> =
+        slots.iter().map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
+    items.join(" ")
+}
+
+/// Every key of `db` whose slot is in `slots`, read `BATCH * 16` at a
+/// time, handed to `each` one batch at a time.
+fn for_keys_in(
+    db: &Db,
+    slots: &[SlotRange],
+    mut each: impl FnMut(Vec<Vec<u8>>) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut cursor = 0;
+    loop {
+        let (keys, next) = db.scan(cursor, BATCH * 16).map_err(|e| e.to_string())?;
+        let mine: Vec<Vec<u8>> = keys.into_iter().filter(|k| covers(slots, key_slot(k))).collect();
+        if !mine.is_empty() {
+            each(mine)?;
+        }
+        if next == 0 {
+            return Ok(());
+        }
+        cursor = next;
+    }
+}
+
+/// Deletes every key of `db` in `slots` (their copies moved elsewhere, or
+/// an import that did not finish); how many.
+///
+/// # Errors
+/// The store's, as text.
+pub(crate) fn drop_keys(db: &Db, slots: &[SlotRange]) -> Result<u64, String> {
+    let mut n = 0;
+    for_keys_in(db, slots, |keys| {
+        for k in keys {
+            n += u64::from(db.delete(&k).map_err(|e| e.to_string())?);
+        }
+        Ok(())
+    })?;
+    Ok(n)
+}
+
+/// A connection to the target that sends requests and reads their
+/// status replies.
+struct Target {
+    out: TcpStream,
+    replies: BufReader<TcpStream>,
+}
+
+impl Target {
+    fn connect(node: &Node, password: Option<&[u8]>) -> Result<Target, String> {
+        let addr = (node.ip.as_str(), node.port)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or_else(|| format!("cannot resolve {}:{}", node.ip, node.port))?;
+        let stream = TcpStream::connect_timeout(&addr, TIMEOUT).map_err(|e| format!("connecting to {addr}: {e}"))?;
+        let _ = stream.set_nodelay(true);
+        stream
+            .set_read_timeout(Some(TIMEOUT))
+            .and_then(|()| stream.set_write_timeout(Some(TIMEOUT)))
+            .map_err(|e| e.to_string())?;
+        let replies = BufReader::new(stream.try_clone().map_err(|e| e.to_string())?);
+        let mut t = Target { out: stream, replies };
+        if let Some(pw) = password {
+            t.call(&[&[b"AUTH", pw]])?;
+        }
+        Ok(t)
+    }
+
+    /// Sends `requests` in one write and reads a status reply to each; the
+    /// first error reply fails the call.
+    fn call(&mut self, requests: &[&[&[u8]]]) -> Result<(), String> {
+        let mut out = Vec::new();
+        for r in requests {
+            put_request(&mut out, r);
+        }
+        self.out.write_all(&out).map_err(|e| format!("writing to the target: {e}"))?;
+        let mut failed = None;
+        for _ in requests {
+            match read_reply(&mut self.replies).map_err(|e| format!("reading from the target: {e}"))? {
+                Ok(()) => {}
+                Err(text) => failed = failed.or(Some(text)),
+            }
+        }
+        failed.map_or(Ok(()), |text| Err(format!("the target replied: {text}")))
+    }
+}
+
+/// Copies the keys of `slots` from `db` to `target` and records the
+/// outcome in `cluster.migration` (which the caller set to running, with
+/// writes to the slots refused from then on).
+pub(crate) fn run(cluster: &Arc<Cluster>, db: &Db, slots: &[SlotRange], target: &Node, password: Option<&[u8]>) {
+    let list = slot_list(slots);
+    let outcome = copy(cluster, db, slots, &list, target, password);
+    let mut m = cluster.migration.lock();
+    if let Some(m) = m.as_mut() {
+        m.state = match outcome {
+            Ok(()) => MigrationState::Done,
+            Err(why) => {
+                // The target drops what it took, if it can still be told.
+                if let Ok(mut t) = Target::connect(target, password) {
+                    let _ = t.call(&[&[b"CLUSTER", b"IMPORT", list.as_bytes(), b"2"]]);
+                }
+                eprintln!("bitsled serve: migration of slots {list} to {}:{} failed: {why}", target.ip, target.port);
+                MigrationState::Failed(why)
+            }
+        };
+    }
+}
+
+fn copy(
+    cluster: &Arc<Cluster>,
+    db: &Db,
+    slots: &[SlotRange],
+    list: &str,
+    target: &Node,
+    password: Option<&[u8]>,
+) -> Result<(), String> {
+    let mut t = Target::connect(target, password)?;
+    t.call(&[&[b"CLUSTER", b"IMPORT", list.as_bytes(), b"0"]])?;
+    for_keys_in(db, slots, |keys| {
+        for chunk in keys.chunks(BATCH) {
+            let now = db.now_ms();
+            let mut moving = Vec::new();
+            for k in chunk {
+                if let Some((payload, ttl)) =
+                    restore_payload(db, k, now).map_err(|f| String::from_utf8_lossy(&f.0).into_owned())?
+                {
+                    moving.push((k, payload, ttl.to_string()));
+                }
+            }
+            let requests: Vec<[&[u8]; 5]> =
+                moving.iter().map(|(k, p, ttl)| [&b"RESTORE"[..], k, ttl.as_bytes(), p, b"REPLACE"]).collect();
+            let refs: Vec<&[&[u8]]> = requests.iter().map(|r| &r[..]).collect();
+            t.call(&refs)?;
+            if let Some(m) = cluster.migration.lock().as_mut() {
+                m.keys += moving.len() as u64;
+            }
+        }
+        Ok(())
+    })?;
+    t.call(&[&[b"CLUSTER", b"IMPORT", list.as_bytes(), b"1"]])
+}
