@@ -15,7 +15,9 @@
 //! - `bitsled cluster add` and `cluster migrate` move half the slots to a
 //!   new node while a client writes: every acknowledged write is there
 //!   afterwards, on the slot's owner only; a migration to a dead node
-//!   fails and leaves the slots where they were.
+//!   fails and leaves the slots where they were; kill -9 of the target or
+//!   the source in the middle of a copy leaves every key on the source
+//!   only, after restarts.
 //!
 //! The Redis and Python parts need `redis-server` and `python3` with the
 //! `redis` package; without them those tests print a notice and pass,
@@ -429,4 +431,99 @@ fn a_migration_to_a_dead_node_fails_and_keeps_the_slots() {
     assert!(text(&call(a, "CLUSTER INFO")).contains("migrating_state:fail"));
     assert_eq!(dbsize(a), 200);
     assert_eq!(text(&call(a, "SET k:0 again")), "+OK\r\n", "writes go on");
+}
+
+/// Two `--fsync always` cluster nodes, the first owning every slot and
+/// holding `n` keys of 4 MB in slots 0-8191 (so a copy takes a while),
+/// the second added with no slots; and the second's id.
+fn loaded_pair(dirs: &[tempfile::TempDir], n: usize) -> (Vec<Served>, String, Vec<String>) {
+    use bitsled_redis::cluster::slot::key_slot;
+    let args = ["--cluster-enabled", "yes", "--fsync", "always"];
+    let nodes: Vec<Served> = dirs.iter().map(|d| Served::start(d.path(), &args)).collect();
+    let (a, b) = (nodes[0].port, nodes[1].port);
+    create(&[a]);
+    cli(&["add", "--cluster", &format!("127.0.0.1:{a}"), &format!("127.0.0.1:{b}")]);
+    let keys: Vec<String> =
+        (0..).map(|i| format!("big:{i}")).filter(|k| key_slot(k.as_bytes()) <= 8191).take(n).collect();
+    let mut c = Client::connect(a);
+    for (i, k) in keys.iter().enumerate() {
+        let value: Vec<u8> = (0..4u32 << 20).map(|j| (j.wrapping_mul(2_654_435_761) >> 24) as u8 ^ i as u8).collect();
+        assert_eq!(text(&c.call(&[b"SET".to_vec(), k.clone().into_bytes(), value])), "+OK\r\n");
+    }
+    let id = text(&call(b, "CLUSTER MYID")).lines().nth(1).unwrap().to_owned();
+    (nodes, id, keys)
+}
+
+/// Waits until the node on `port` says it is importing.
+fn wait_importing(port: u16) {
+    for _ in 0..1000 {
+        if text(&call(port, "CLUSTER INFO")).contains("import_state:start") {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    panic!("no import began on {port}");
+}
+
+/// Invariant: kill -9 of the target in the middle of a copy leaves the
+/// source serving every key (writes included), and the restarted target
+/// holds none of the partial copy.
+#[test]
+fn a_target_killed_mid_migration_keeps_every_key_on_the_source() {
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let (mut nodes, b_id, keys) = loaded_pair(&dirs, 24);
+    let a = nodes[0].port;
+    assert_eq!(text(&call(a, &format!("CLUSTERX MIGRATE 0-8191 {b_id}"))), "+OK\r\n");
+    wait_importing(nodes[1].port);
+    nodes[1].signal("-KILL");
+    nodes[1].wait_exit(Duration::from_secs(10));
+    for _ in 0..500 {
+        if text(&call(a, "CLUSTER INFO")).contains("migrating_state:fail") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(text(&call(a, "CLUSTER INFO")).contains("migrating_state:fail"));
+    for k in &keys {
+        assert_eq!(text(&call(a, &format!("STRLEN {k}"))), format!(":{}\r\n", 4 << 20), "{k} on the source");
+    }
+    assert_eq!(text(&call(a, &format!("SET {} x", keys[0]))), "+OK\r\n", "writes go on");
+    nodes[1] = Served::start(dirs[1].path(), &["--cluster-enabled", "yes", "--fsync", "always"]);
+    assert!(keys_on(nodes[1].port).is_empty(), "the partial copy is dropped at start");
+    assert!(!dirs[1].path().join("cluster-importing.conf").exists());
+}
+
+/// Invariant: kill -9 of the source in the middle of a copy leaves every
+/// key on the restarted source, and the target drops what it took.
+#[test]
+fn a_source_killed_mid_migration_keeps_every_key_after_restart() {
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let (mut nodes, b_id, keys) = loaded_pair(&dirs, 24);
+    let (a, b) = (nodes[0].port, nodes[1].port);
+    assert_eq!(text(&call(a, &format!("CLUSTERX MIGRATE 0-8191 {b_id}"))), "+OK\r\n");
+    wait_importing(b);
+    // Some keys have arrived, not all.
+    for _ in 0..2000 {
+        if !keys_on(b).is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let arrived = keys_on(b).len();
+    assert!(arrived > 0 && arrived < keys.len(), "{arrived} keys arrived before the kill");
+    nodes[0].signal("-KILL");
+    nodes[0].wait_exit(Duration::from_secs(10));
+    // The import's connection closed: the target abandons it.
+    for _ in 0..1000 {
+        if keys_on(b).is_empty() && !text(&call(b, "CLUSTER INFO")).contains("import_state") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(keys_on(b).is_empty(), "the target dropped the partial copy");
+    nodes[0] = Served::start(dirs[0].path(), &["--cluster-enabled", "yes", "--fsync", "always"]);
+    let a = nodes[0].port;
+    for k in &keys {
+        assert_eq!(text(&call(a, &format!("STRLEN {k}"))), format!(":{}\r\n", 4 << 20), "{k} back on the source");
+    }
 }

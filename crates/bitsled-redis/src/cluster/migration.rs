@@ -8,6 +8,9 @@
 //! it holds in the slots, takes the keys from that connection only, and
 //! once told the copy is complete serves the slots itself until the push.
 
+use bitsled::Db;
+
+use super::slot::key_slot;
 use super::topology::{Node, SlotRange};
 
 /// How far a migration got.
@@ -93,6 +96,43 @@ impl Imports {
         keep(&mut self.importing);
         keep(&mut self.imported);
     }
+}
+
+/// Every key of `db` whose slot is in `slots`, read `1024` at a
+/// time, handed to `each` one batch at a time.
+pub(crate) fn for_keys_in(
+    db: &Db,
+    slots: &[SlotRange],
+    mut each: impl FnMut(Vec<Vec<u8>>) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut cursor = 0;
+    loop {
+        let (keys, next) = db.scan(cursor, 1024).map_err(|e| e.to_string())?;
+        let mine: Vec<Vec<u8>> = keys.into_iter().filter(|k| covers(slots, key_slot(k))).collect();
+        if !mine.is_empty() {
+            each(mine)?;
+        }
+        if next == 0 {
+            return Ok(());
+        }
+        cursor = next;
+    }
+}
+
+/// Deletes every key of `db` in `slots` (their copies moved elsewhere, or
+/// an import that did not finish); how many.
+///
+/// # Errors
+/// The store's, as text.
+pub fn drop_keys(db: &Db, slots: &[SlotRange]) -> Result<u64, String> {
+    let mut n = 0;
+    for_keys_in(db, slots, |keys| {
+        for k in keys {
+            n += u64::from(db.delete(&k).map_err(|e| e.to_string())?);
+        }
+        Ok(())
+    })?;
+    Ok(n)
 }
 
 #[cfg(test)]

@@ -21,6 +21,11 @@ pub use topology::{Node, Owner, Topology};
 /// restarts.
 pub const TOPOLOGY_FILE: &str = "cluster-nodes.conf";
 
+/// The file, in the database directory, that lists the slots this node is
+/// importing while keys arrive: a node that stops before the import ends
+/// drops their keys when it starts again (they may be a partial copy).
+pub const IMPORT_FILE: &str = "cluster-importing.conf";
+
 /// A node's cluster state: its topology, kept in [`TOPOLOGY_FILE`].
 #[derive(Debug)]
 pub struct Cluster {
@@ -33,6 +38,8 @@ pub struct Cluster {
     pub migration: Mutex<Option<Migration>>,
     /// Slots this node imports or has imported (as the target).
     pub imports: Mutex<Imports>,
+    /// [`IMPORT_FILE`].
+    import_file: PathBuf,
 }
 
 /// This server's address, as SETNODES recognises this node's entry.
@@ -74,13 +81,79 @@ impl Cluster {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Topology::default(),
             Err(e) => return Err(format!("{}: {e}", file.display())),
         };
+        let import_file = dir.join(IMPORT_FILE);
         Ok(Cluster {
             topology: RwLock::new(topology),
             file,
             addr,
             migration: Mutex::default(),
             imports: Mutex::default(),
+            import_file,
         })
+    }
+
+    /// The slots an import left unfinished when this node last stopped
+    /// (see [`IMPORT_FILE`]), dropped from `db` now; how many keys.
+    ///
+    /// # Errors
+    /// The file cannot be read or parsed, or the keys not deleted.
+    pub fn finish_interrupted_import(&self, db: &bitsled::Db) -> Result<u64, String> {
+        let text = match std::fs::read_to_string(&self.import_file) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(format!("{}: {e}", self.import_file.display())),
+        };
+        let slots =
+            topology::parse_slot_list(text.trim()).map_err(|e| format!("{}: {e}", self.import_file.display()))?;
+        let n = migration::drop_keys(db, &slots)?;
+        std::fs::remove_file(&self.import_file).map_err(|e| format!("{}: {e}", self.import_file.display()))?;
+        Ok(n)
+    }
+
+    /// Starts importing `slots` (`CLUSTER IMPORT slots 0`): any keys of
+    /// theirs here are dropped (older than the source's), and the slots
+    /// are noted in [`IMPORT_FILE`] before any key arrives.
+    ///
+    /// # Errors
+    /// The keys cannot be deleted or the file written.
+    pub fn begin_import(&self, db: &bitsled::Db, slots: &[topology::SlotRange]) -> Result<(), String> {
+        let mut i = self.imports.lock();
+        i.forget(slots);
+        migration::drop_keys(db, slots)?;
+        i.importing.extend(slots);
+        self.save_importing(&i)
+    }
+
+    /// Ends the import of `slots`: complete (`ok`: the slots are served
+    /// here until a push gives them to this node) or abandoned (the keys
+    /// that arrived are dropped).
+    ///
+    /// # Errors
+    /// The keys cannot be deleted or the file written.
+    pub fn end_import(&self, db: &bitsled::Db, slots: &[topology::SlotRange], ok: bool) -> Result<(), String> {
+        let mut i = self.imports.lock();
+        i.forget(slots);
+        if ok {
+            i.imported.extend(slots);
+        } else {
+            migration::drop_keys(db, slots)?;
+        }
+        self.save_importing(&i)
+    }
+
+    /// Writes the slots being imported to [`IMPORT_FILE`] (removed when
+    /// there are none).
+    fn save_importing(&self, i: &Imports) -> Result<(), String> {
+        let failed = |e: std::io::Error| format!("{}: {e}", self.import_file.display());
+        if i.importing.is_empty() {
+            return match std::fs::remove_file(&self.import_file) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(failed(e)),
+                _ => Ok(()),
+            };
+        }
+        let list: Vec<String> =
+            i.importing.iter().map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
+        write_and_rename(&self.import_file, list.join(" ").as_bytes()).map_err(failed)?.map_err(failed)
     }
 
     /// The current topology.

@@ -79,7 +79,7 @@ impl Session {
         if let Err(text) = checked {
             return Some(text);
         }
-        if let Some(refused) = slot.and_then(|slot| route(c, slot, write, self.importing)) {
+        if let Some(refused) = slot.and_then(|slot| route(c, slot, write, self.importing.is_some())) {
             return Some(refused);
         }
         other_database_refusal(spec.name, args).map(str::to_owned)
@@ -156,7 +156,7 @@ fn settle(s: &Session, c: &Cluster) {
     };
     c.imports.lock().forget(&mine);
     if let Some(slots) = moved {
-        if let Err(e) = super::slot_migration::drop_keys(&s.db, &slots) {
+        if let Err(e) = crate::cluster::migration::drop_keys(&s.db, &slots) {
             eprintln!("bitsled serve: could not delete the keys of migrated slots: {e}");
         }
     }
@@ -171,26 +171,15 @@ pub(crate) fn import(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
     let c = Arc::clone(cluster(s)?);
     let list = std::str::from_utf8(&a[2]).map_err(|_| Fail::new("ERR Invalid slot id"))?;
     let slots = parse_slot_list(list).map_err(|e| Fail(format!("ERR {e}").into_bytes()))?;
-    let dropped = |s: &Session| {
-        super::slot_migration::drop_keys(&s.db, &slots).map_err(|e| Fail(format!("ERR {e}").into_bytes()))
-    };
+    let failed = |e: String| Fail(format!("ERR {e}").into_bytes());
     match &a[3][..] {
         b"0" => {
-            c.imports.lock().forget(&slots);
-            dropped(s)?;
-            c.imports.lock().importing.extend(&slots);
-            s.importing = true;
+            c.begin_import(&s.db, &slots).map_err(failed)?;
+            s.importing = Some(slots);
         }
-        b"1" => {
-            let mut i = c.imports.lock();
-            i.forget(&slots);
-            i.imported.extend(&slots);
-            s.importing = false;
-        }
-        b"2" => {
-            c.imports.lock().forget(&slots);
-            dropped(s)?;
-            s.importing = false;
+        b"1" | b"2" => {
+            c.end_import(&s.db, &slots, a[3][0] == b'1').map_err(failed)?;
+            s.importing = None;
         }
         _ => return Err(Fail::new("ERR Invalid import state")),
     }

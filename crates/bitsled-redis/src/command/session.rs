@@ -111,10 +111,23 @@ pub struct Session {
     pub(crate) tracking: Option<super::host::TrackingOptions>,
     /// CLIENT CACHING yes/no, for the command after it.
     pub(crate) caching: Option<bool>,
-    /// In cluster mode: this connection imports slots from another node
-    /// (`CLUSTER IMPORT slots 0`), so it may write keys of slots this node
-    /// is importing.
-    pub(crate) importing: bool,
+    /// In cluster mode: the slots this connection imports from another
+    /// node (`CLUSTER IMPORT slots 0`): it may write their keys, and if it
+    /// closes before the import ends, the import is abandoned.
+    pub(crate) importing: Option<Vec<crate::cluster::topology::SlotRange>>,
+}
+
+impl Drop for Session {
+    /// A connection that closes in the middle of an import (its source
+    /// stopped) leaves a partial copy: it is dropped.
+    fn drop(&mut self) {
+        let Some(slots) = self.importing.take() else { return };
+        if let Some(c) = self.host.as_deref().and_then(|h| h.cluster()) {
+            if let Err(e) = c.end_import(&self.db, &slots, false) {
+                eprintln!("bitsled serve: could not drop the keys of an abandoned import: {e}");
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Session {
@@ -144,7 +157,7 @@ impl Session {
             reply_mode: ReplyMode::On,
             tracking: None,
             caching: None,
-            importing: false,
+            importing: None,
         }
     }
 

@@ -13,13 +13,12 @@ use std::time::Duration;
 use bitsled::Db;
 
 use super::migrate::{put_request, read_reply, restore_payload};
-use crate::cluster::migration::{covers, MigrationState};
-use crate::cluster::slot::key_slot;
+use crate::cluster::migration::{for_keys_in, MigrationState};
 use crate::cluster::topology::{Node, SlotRange};
 use crate::cluster::Cluster;
 
 /// Keys per round trip to the target.
-const BATCH: usize = 64;
+pub(crate) const BATCH: usize = 64;
 
 /// How long a connection or one round trip to the target may take.
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -29,43 +28,6 @@ pub(crate) fn slot_list(slots: &[SlotRange]) -> String {
     let items: Vec<String> =
         slots.iter().map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
     items.join(" ")
-}
-
-/// Every key of `db` whose slot is in `slots`, read `BATCH * 16` at a
-/// time, handed to `each` one batch at a time.
-fn for_keys_in(
-    db: &Db,
-    slots: &[SlotRange],
-    mut each: impl FnMut(Vec<Vec<u8>>) -> Result<(), String>,
-) -> Result<(), String> {
-    let mut cursor = 0;
-    loop {
-        let (keys, next) = db.scan(cursor, BATCH * 16).map_err(|e| e.to_string())?;
-        let mine: Vec<Vec<u8>> = keys.into_iter().filter(|k| covers(slots, key_slot(k))).collect();
-        if !mine.is_empty() {
-            each(mine)?;
-        }
-        if next == 0 {
-            return Ok(());
-        }
-        cursor = next;
-    }
-}
-
-/// Deletes every key of `db` in `slots` (their copies moved elsewhere, or
-/// an import that did not finish); how many.
-///
-/// # Errors
-/// The store's, as text.
-pub(crate) fn drop_keys(db: &Db, slots: &[SlotRange]) -> Result<u64, String> {
-    let mut n = 0;
-    for_keys_in(db, slots, |keys| {
-        for k in keys {
-            n += u64::from(db.delete(&k).map_err(|e| e.to_string())?);
-        }
-        Ok(())
-    })?;
-    Ok(n)
 }
 
 /// A connection to the target that sends requests and reads their

@@ -679,6 +679,12 @@ impl Server {
         let cluster = if config.cluster_enabled {
             let c = crate::cluster::Cluster::open(db.path(), local_addr)
                 .map_err(|e| Error::InvalidArgument(format!("cluster topology: {e}")))?;
+            let dropped = c
+                .finish_interrupted_import(&db)
+                .map_err(|e| Error::InvalidArgument(format!("cluster import left unfinished: {e}")))?;
+            if dropped > 0 {
+                eprintln!("bitsled serve: dropped {dropped} keys of an import that did not finish");
+            }
             Some(Arc::new(c))
         } else {
             None
