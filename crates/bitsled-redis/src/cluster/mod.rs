@@ -117,11 +117,16 @@ impl Cluster {
     /// # Errors
     /// The keys cannot be deleted or the file written.
     pub fn begin_import(&self, db: &bitsled::Db, slots: &[topology::SlotRange]) -> Result<(), String> {
-        let mut i = self.imports.lock();
-        i.forget(slots);
-        migration::drop_keys(db, slots)?;
-        i.importing.extend(slots);
-        self.save_importing(&i)
+        {
+            // Noted first, so a crash while the old keys go drops the rest
+            // at the next start. The lock is not held while keys are
+            // deleted: every command's routing reads these lists.
+            let mut i = self.imports.lock();
+            i.forget(slots);
+            i.importing.extend(slots);
+            self.save_importing(&i)?;
+        }
+        migration::drop_keys(db, slots).map(|_| ())
     }
 
     /// Ends the import of `slots`: complete (`ok`: the slots are served
@@ -131,13 +136,17 @@ impl Cluster {
     /// # Errors
     /// The keys cannot be deleted or the file written.
     pub fn end_import(&self, db: &bitsled::Db, slots: &[topology::SlotRange], ok: bool) -> Result<(), String> {
-        let mut i = self.imports.lock();
-        i.forget(slots);
         if ok {
+            let mut i = self.imports.lock();
+            i.forget(slots);
             i.imported.extend(slots);
-        } else {
-            migration::drop_keys(db, slots)?;
+            return self.save_importing(&i);
         }
+        // Abandoned: no longer taken from anyone, then the keys go, and
+        // only then the note (a crash in between drops them at start).
+        self.imports.lock().forget(slots);
+        migration::drop_keys(db, slots)?;
+        let i = self.imports.lock();
         self.save_importing(&i)
     }
 
