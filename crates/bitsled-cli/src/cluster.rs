@@ -203,6 +203,13 @@ fn add(cluster: &str, node: &str) -> Result<()> {
         .arg("MYID")
         .query(&mut new)
         .with_context(|| format!("{node}: is it a `bitsled serve --cluster-enabled yes`?"))?;
+    if id.len() == 40 && nodes.lines().any(|l| l.starts_with(&id)) {
+        bail!("{node} is node {id}, in the cluster already");
+    }
+    let keys: i64 = redis::cmd("DBSIZE").query(&mut new)?;
+    if keys > 0 {
+        bail!("{node} holds {keys} keys: a node joins empty (its keys would be unreachable)");
+    }
     let id = if id.len() == 40 { id } else { new_node_id() };
     redis::cmd("CLUSTERX")
         .arg("SETNODEID")
@@ -211,15 +218,29 @@ fn add(cluster: &str, node: &str) -> Result<()> {
         .with_context(|| format!("{node}: SETNODEID"))?;
     let text = format!("{text}\n{id} {new_host} {new_port} master -");
     addrs.push((new_host, new_port));
-    for (h, p) in &addrs {
-        redis::cmd("CLUSTERX")
-            .arg("SETNODES")
-            .arg(&text)
-            .arg(version)
-            .query::<()>(&mut connect(h, *p)?)
-            .with_context(|| format!("{h}:{p}: SETNODES"))?;
-    }
+    let setnodes = |h: &str, p: u16| -> Result<()> {
+        redis::cmd("CLUSTERX").arg("SETNODES").arg(&text).arg(version).query::<()>(&mut connect(h, p)?)?;
+        Ok(())
+    };
+    push_all(&addrs, setnodes, &format!("CLUSTERX SETNODES <the topology> {version}"))?;
     println!("{node} {id} added (no slots yet), topology version {version} on {} node(s)", addrs.len());
+    Ok(())
+}
+
+/// Runs `push` on every node of `addrs`, going on past failures; if any
+/// failed, the error names each such node and what it still needs
+/// (`what`), so the operator can finish the push.
+fn push_all(addrs: &[(String, u16)], push: impl Fn(&str, u16) -> Result<()>, what: &str) -> Result<()> {
+    let failed: Vec<String> =
+        addrs.iter().filter_map(|(h, p)| push(h, *p).err().map(|e| format!("  {h}:{p} needs {what}: {e:#}"))).collect();
+    if !failed.is_empty() {
+        bail!(
+            "the new topology reached {} of {} nodes:\n{}",
+            addrs.len() - failed.len(),
+            addrs.len(),
+            failed.join("\n")
+        );
+    }
     Ok(())
 }
 
@@ -238,13 +259,21 @@ fn migrate(from: &str, to: &str, slots: &str) -> Result<()> {
     if target.len() != 40 {
         bail!("{to} has no node id: is it part of the cluster (bitsled cluster create)?");
     }
-    redis::cmd("CLUSTERX")
-        .arg("MIGRATE")
-        .arg(slots)
-        .arg(&target)
-        .arg("ASYNC")
-        .query::<()>(&mut src)
-        .with_context(|| format!("{from}: CLUSTERX MIGRATE {slots}"))?;
+    // A copy already done (the push failed last time): straight to the push.
+    let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut src)?;
+    let normal = |list: &str| list.split(' ').filter(|x| !x.is_empty()).collect::<Vec<_>>().join(" ");
+    let done = info_field(&info, "migrating_state") == Some("success")
+        && info_field(&info, "destination_node") == Some(target.as_str())
+        && info_field(&info, "migrating_slot(s)").map(normal) == Some(normal(slots));
+    if !done {
+        redis::cmd("CLUSTERX")
+            .arg("MIGRATE")
+            .arg(slots)
+            .arg(&target)
+            .arg("ASYNC")
+            .query::<()>(&mut src)
+            .with_context(|| format!("{from}: CLUSTERX MIGRATE {slots}"))?;
+    }
     let bar = indicatif::ProgressBar::new_spinner();
     bar.set_style(
         indicatif::ProgressStyle::with_template("{spinner} {elapsed} migrating slots {msg}")
@@ -256,10 +285,11 @@ fn migrate(from: &str, to: &str, slots: &str) -> Result<()> {
         match info_field(&info, "migrating_state") {
             Some("start") => bar.set_message(format!("{slots}: {keys} keys copied")),
             Some("success") => break keys,
-            _ => {
+            state => {
                 bar.abandon();
                 bail!(
-                    "migrating slots {slots} from {from} failed (the source's log says why); the slots stay on {from}"
+                    "migrating slots {slots} from {from} failed (state {}; the source's log says why); the slots stay on {from}",
+                    state.unwrap_or("unknown")
                 );
             }
         }
@@ -281,17 +311,12 @@ fn migrate(from: &str, to: &str, slots: &str) -> Result<()> {
             addrs.push((host, port));
         }
     }
-    for (host, port) in &addrs {
-        let mut con = connect(host, *port)?;
-        redis::cmd("CLUSTERX")
-            .arg("SETSLOT")
-            .arg(slots)
-            .arg("NODE")
-            .arg(&target)
-            .arg(version)
-            .query::<()>(&mut con)
-            .with_context(|| format!("{host}:{port}: CLUSTERX SETSLOT {slots} NODE {target} {version}"))?;
-    }
+    let setslot = |h: &str, p: u16| -> Result<()> {
+        let mut con = connect(h, p)?;
+        redis::cmd("CLUSTERX").arg("SETSLOT").arg(slots).arg("NODE").arg(&target).arg(version).query::<()>(&mut con)?;
+        Ok(())
+    };
+    push_all(&addrs, setslot, &format!("CLUSTERX SETSLOT \"{slots}\" NODE {target} {version}"))?;
     println!(
         "slots {slots} moved from {from} to {to} ({keys} keys), topology version {version} on {} node(s)",
         addrs.len()

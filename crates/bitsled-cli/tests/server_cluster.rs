@@ -360,6 +360,16 @@ fn slots_move_to_an_added_node_under_writes_without_losing_any() {
     create(&[a]);
     let said = cli(&["add", "--cluster", &format!("127.0.0.1:{a}"), &format!("127.0.0.1:{b}")]);
     assert!(said.contains("added (no slots yet)"), "{said}");
+    // The same node by another name is refused.
+    let again = Command::new(env!("CARGO_BIN_EXE_bitsled"))
+        .args(["cluster", "add", "--cluster", &format!("127.0.0.1:{a}"), &format!("localhost:{b}")])
+        .output()
+        .unwrap();
+    assert!(
+        !again.status.success() && text(&again.stderr).contains("in the cluster already"),
+        "{}",
+        text(&again.stderr)
+    );
     const KEYS: usize = 3000;
     let mut preload = Client::connect(a);
     for i in 0..KEYS {
@@ -526,4 +536,47 @@ fn a_source_killed_mid_migration_keeps_every_key_after_restart() {
     for k in &keys {
         assert_eq!(text(&call(a, &format!("STRLEN {k}"))), format!(":{}\r\n", 4 << 20), "{k} back on the source");
     }
+}
+
+/// Invariant: nothing a client sends can break a migration's guarantees:
+/// CLUSTERX is refused inside MULTI; CLUSTER IMPORT refuses slots the node
+/// owns (deleting nothing) and ends only on the connection that began it;
+/// no push changes the owner of slots being copied (on the source) or
+/// imported (on the target); FLUSHALL waits for the copy; and slots copied
+/// but not yet pushed stay redirected when another migration starts.
+#[test]
+fn migrations_refuse_what_would_lose_or_duplicate_keys() {
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let (nodes, b_id, keys) = loaded_pair(&dirs, 24);
+    let (a, b) = (nodes[0].port, nodes[1].port);
+    let mut tx = Client::connect(a);
+    assert_eq!(text(&tx.call(&words("MULTI"))), "+OK\r\n");
+    assert_eq!(text(&tx.call(&words("CLUSTERX VERSION"))), "-ERR Command not allowed inside a transaction\r\n");
+    assert_eq!(text(&tx.call(&words("DISCARD"))), "+OK\r\n");
+    let before = dbsize(a);
+    assert_eq!(text(&call(a, "CLUSTER IMPORT 0-16383 0")), "-ERR Can't import slots this node owns\r\n");
+    assert_eq!(text(&call(a, "CLUSTER IMPORT 0-16383 2")), "-ERR No import of these slots on this connection\r\n");
+    assert_eq!(dbsize(a), before, "nothing deleted");
+
+    assert_eq!(text(&call(a, &format!("CLUSTERX MIGRATE 0-8191 {b_id}"))), "+OK\r\n");
+    wait_importing(b);
+    assert_eq!(text(&call(b, "CLUSTER IMPORT 0-8191 1")), "-ERR No import of these slots on this connection\r\n");
+    for port in [a, b] {
+        let reply = text(&call(port, &format!("CLUSTERX SETSLOT 0-8191 NODE {b_id} 3")));
+        assert_eq!(reply, "-ERR Can't change the owner of slots being migrated\r\n", "on {port}");
+    }
+    let flush = text(&call(a, "FLUSHALL"));
+    let copied = text(&call(a, "CLUSTER INFO")).contains("migrating_state:success");
+    assert!(flush.starts_with("-TRYAGAIN") || copied, "FLUSHALL during the copy: {flush}");
+    for _ in 0..1000 {
+        if text(&call(a, "CLUSTER INFO")).contains("migrating_state:success") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Copied, not pushed: another migration does not bring the slots back.
+    assert_eq!(text(&call(a, &format!("CLUSTERX MIGRATE 8192-8200 {b_id} SYNC"))), "+OK\r\n");
+    let slot = bitsled_redis::cluster::slot::key_slot(keys[0].as_bytes());
+    assert_eq!(text(&call(a, &format!("SET {} x", keys[0]))), format!("-MOVED {slot} 127.0.0.1:{b}\r\n"));
+    assert_eq!(text(&call(b, &format!("STRLEN {}", keys[0]))), format!(":{}\r\n", 4 << 20), "the target serves it");
 }

@@ -55,6 +55,37 @@ impl Migration {
     }
 }
 
+/// This node's migrations as the source: the last job started, and the
+/// slots already copied elsewhere that no push has taken from this node
+/// yet (commands for them go to their new node).
+#[derive(Clone, Debug, Default)]
+pub struct Outgoing {
+    /// The last migration started here: running, done or failed.
+    pub job: Option<Migration>,
+    /// Copied slots, each with the node that holds them now.
+    pub migrated: Vec<(Vec<SlotRange>, Node)>,
+}
+
+impl Outgoing {
+    /// The node `slot` was copied to, if it was and no push followed.
+    #[must_use]
+    pub fn moved_to(&self, slot: u16) -> Option<&Node> {
+        self.migrated.iter().find(|(slots, _)| covers(slots, slot)).map(|(_, n)| n)
+    }
+
+    /// The running job, if one is.
+    #[must_use]
+    pub fn running(&self) -> Option<&Migration> {
+        self.job.as_ref().filter(|m| m.state == MigrationState::Running)
+    }
+
+    /// Whether writes to `slot` wait: a running job moves it.
+    #[must_use]
+    pub fn frozen(&self, slot: u16) -> bool {
+        self.running().is_some_and(|m| m.covers(slot))
+    }
+}
+
 /// Whether `slot` is in one of `ranges`.
 #[must_use]
 pub fn covers(ranges: &[SlotRange], slot: u16) -> bool {
@@ -75,20 +106,20 @@ impl Imports {
     /// Drops `slots` from both lists (their import ended or failed, or a
     /// push settled who owns them).
     pub fn forget(&mut self, slots: &[SlotRange]) {
+        let mut gone = vec![false; usize::from(super::slot::SLOTS)];
+        for &(a, b) in slots {
+            for s in a..=b {
+                gone[usize::from(s)] = true;
+            }
+        }
         let keep = |list: &mut Vec<SlotRange>| {
-            let mut out = Vec::new();
+            let mut out: Vec<SlotRange> = Vec::new();
             for &(a, b) in list.iter() {
-                let mut start = a;
-                for s in a..=b {
-                    if covers(slots, s) {
-                        if start < s {
-                            out.push((start, s - 1));
-                        }
-                        start = s.saturating_add(1);
+                for s in (a..=b).filter(|&s| !gone[usize::from(s)]) {
+                    match out.last_mut() {
+                        Some((_, end)) if *end + 1 == s => *end = s,
+                        _ => out.push((s, s)),
                     }
-                }
-                if start <= b && !covers(slots, start) {
-                    out.push((start, b));
                 }
             }
             *list = out;

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
-pub use migration::{Imports, Migration, MigrationState};
+pub use migration::{Imports, Migration, MigrationState, Outgoing};
 pub use topology::{Node, Owner, Topology};
 
 /// The file, in the database directory, that keeps the topology across
@@ -34,8 +34,8 @@ pub struct Cluster {
     /// Where this server listens (how SETNODES finds this node when no id
     /// was given).
     addr: SocketAddr,
-    /// The last slot migration this node ran (as the source).
-    pub migration: Mutex<Option<Migration>>,
+    /// Slot migrations this node runs or ran (as the source).
+    pub migration: Mutex<Outgoing>,
     /// Slots this node imports or has imported (as the target).
     pub imports: Mutex<Imports>,
     /// [`IMPORT_FILE`].

@@ -99,6 +99,13 @@ impl Topology {
         }
     }
 
+    /// The id of `slot`'s master, if it has one.
+    #[must_use]
+    pub fn owner_id(&self, slot: u16) -> Option<&str> {
+        let i = *self.owners.get(usize::from(slot))?;
+        self.nodes.get(usize::from(i)).map(|n| n.id.as_str())
+    }
+
     /// The slots of the node at `index` in [`Topology::nodes`], as runs.
     #[must_use]
     pub fn slots_of(&self, index: usize) -> Vec<SlotRange> {

@@ -79,26 +79,34 @@ impl Session {
         if let Err(text) = checked {
             return Some(text);
         }
-        if let Some(refused) = slot.and_then(|slot| route(c, slot, write, self.importing.is_some())) {
+        if let Some(refused) = slot.and_then(|slot| route(c, slot, write, self.importing.as_deref())) {
             return Some(refused);
         }
         other_database_refusal(spec.name, args).map(str::to_owned)
     }
 
-    /// The refusal of a write to a slot this node has begun to migrate,
-    /// checked again while the command holds the transaction lock shared:
-    /// a migration starts by taking it exclusively, so a write that passed
+    /// The refusal of a command for a slot this node is migrating, checked
+    /// again while the command holds the transaction lock shared: a
+    /// migration starts by taking it exclusively, so a write that passed
     /// the first check before the migration began has finished before the
-    /// keys are read, and one that has not is refused here.
+    /// keys are read, and one that has not is refused here (`TRYAGAIN`);
+    /// a command for a slot copied meanwhile goes to its new node
+    /// (`MOVED`). FLUSHALL and FLUSHDB wait while a migration runs (the
+    /// target would keep the keys already copied).
     pub(super) fn migration_refusal(&self, spec: &'static Spec, args: &[Vec<u8>]) -> Option<String> {
-        if !spec.is_write() {
-            return None;
-        }
         let c = self.host.as_deref().and_then(|h| h.cluster())?;
         let m = c.migration.lock();
-        let m = m.as_ref().filter(|m| m.state == MigrationState::Running)?;
-        let key = super::introspect::call_keys(spec, args).first().copied()?;
-        m.covers(key_slot(key)).then(|| TRYAGAIN.to_string())
+        if m.job.is_none() && m.migrated.is_empty() {
+            return None;
+        }
+        if spec.flags.contains(super::spec::Flags::EMPTIES_DB) && m.running().is_some() {
+            return Some(TRYAGAIN.to_string());
+        }
+        let slot = key_slot(super::introspect::call_keys(spec, args).first().copied()?);
+        if let Some(n) = m.moved_to(slot) {
+            return Some(format!("MOVED {slot} {}:{}", n.ip, n.port));
+        }
+        (spec.is_write() && m.frozen(slot)).then(|| TRYAGAIN.to_string())
     }
 }
 
@@ -107,24 +115,24 @@ const TRYAGAIN: &str = "TRYAGAIN Can't write to slot being migrated which is in 
 
 /// Where a command for `slot` runs, as this node sees it: here (`None`),
 /// or the error that sends it elsewhere. A slot of this node that is being
-/// migrated takes reads but refuses writes (`TRYAGAIN`), and once migrated
-/// sends everything to the target (`MOVED`); a slot of another node that
-/// this node has imported is served here, and one it is importing only to
-/// the connection the keys arrive on.
-fn route(c: &Cluster, slot: u16, write: bool, importing: bool) -> Option<String> {
+/// migrated takes reads but refuses writes (`TRYAGAIN`), and once copied
+/// sends everything to its new node (`MOVED`); a slot of another node that
+/// this node has imported is served here, and one it is importing only on
+/// the connection importing it (`importing`: that connection's slots).
+fn route(c: &Cluster, slot: u16, write: bool, importing: Option<&[SlotRange]>) -> Option<String> {
     let t = c.read();
     match t.owner(slot) {
         Owner::Myself => {
             let m = c.migration.lock();
-            match m.as_ref().filter(|m| m.covers(slot)).map(|m| (&m.state, &m.target)) {
-                Some((MigrationState::Running, _)) if write => Some(TRYAGAIN.to_string()),
-                Some((MigrationState::Done, n)) => Some(format!("MOVED {slot} {}:{}", n.ip, n.port)),
-                _ => None,
+            if let Some(n) = m.moved_to(slot) {
+                return Some(format!("MOVED {slot} {}:{}", n.ip, n.port));
             }
+            (write && m.frozen(slot)).then(|| TRYAGAIN.to_string())
         }
         Owner::Other(n) => {
             let i = c.imports.lock();
-            if covers(&i.imported, slot) || (importing && covers(&i.importing, slot)) {
+            let own_import = importing.is_some_and(|own| covers(own, slot)) && covers(&i.importing, slot);
+            if covers(&i.imported, slot) || own_import {
                 None
             } else {
                 Some(format!("MOVED {slot} {}:{}", n.ip, n.port))
@@ -134,28 +142,56 @@ fn route(c: &Cluster, slot: u16, write: bool, importing: bool) -> Option<String>
     }
 }
 
-/// After a topology push: a finished migration whose slots now belong to
-/// another node drops this node's copies of their keys, and imported
-/// slots that now belong to this node are simply its own.
+/// Slots whose owner a push may not change now: those a migration here
+/// is copying out, and those being imported here.
+fn busy_slots(c: &Cluster) -> Vec<SlotRange> {
+    let mut busy: Vec<SlotRange> = c.migration.lock().running().map(|m| m.slots.clone()).unwrap_or_default();
+    busy.extend(c.imports.lock().importing.iter().copied());
+    busy
+}
+
+/// Applies a push (`change`) unless it changes the owner of a busy slot
+/// (see [`busy_slots`]); then settles what the push decided.
+fn push(s: &Session, c: &Cluster, change: impl FnOnce(&mut Topology) -> Result<bool, String>) -> CmdResult {
+    let busy = busy_slots(c);
+    let owners_before: Vec<Option<String>> = {
+        let t = c.read();
+        busy.iter().flat_map(|&(a, b)| a..=b).map(|slot| t.owner_id(slot).map(str::to_owned)).collect()
+    };
+    c.update(|next| {
+        let changed = change(next)?;
+        let after = busy.iter().flat_map(|&(a, b)| a..=b).map(|slot| next.owner_id(slot));
+        if after.zip(&owners_before).any(|(now, before)| now != before.as_deref()) {
+            return Err("Can't change the owner of slots being migrated".into());
+        }
+        Ok(changed)
+    })
+    .map_err(|e| Fail(format!("ERR {e}").into_bytes()))?;
+    settle(s, c);
+    Ok(Reply::ok())
+}
+
+/// After a topology push: slots copied from here that now belong to
+/// another node lose their copies here, and imported slots that now
+/// belong to this node are simply its own.
 fn settle(s: &Session, c: &Cluster) {
-    let (moved, mine) = {
+    let (gone, mine) = {
         let t = c.read();
         let mut m = c.migration.lock();
-        let moved = match m.as_ref() {
-            Some(mig)
-                if mig.state == MigrationState::Done
-                    && mig.slots.iter().all(|&(a, b)| (a..=b).all(|s| matches!(t.owner(s), Owner::Other(_)))) =>
-            {
-                m.take().map(|mig| mig.slots)
-            }
-            _ => None,
-        };
+        let settled =
+            |slots: &[SlotRange]| slots.iter().all(|&(a, b)| (a..=b).all(|x| matches!(t.owner(x), Owner::Other(_))));
+        let (gone, kept): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut m.migrated).into_iter().partition(|(slots, _)| settled(slots));
+        m.migrated = kept;
         let mine: Vec<SlotRange> =
             t.runs().into_iter().filter(|&(a, _, _)| t.owner(a) == Owner::Myself).map(|(a, b, _)| (a, b)).collect();
-        (moved, mine)
+        (gone, mine)
     };
-    c.imports.lock().forget(&mine);
-    if let Some(slots) = moved {
+    let mut i = c.imports.lock();
+    let imported = std::mem::take(&mut i.imported);
+    i.imported = imported.into_iter().filter(|&(a, _)| !covers(&mine, a)).collect();
+    drop(i);
+    for (slots, _) in gone {
         if let Err(e) = crate::cluster::migration::drop_keys(&s.db, &slots) {
             eprintln!("bitsled serve: could not delete the keys of migrated slots: {e}");
         }
@@ -172,12 +208,29 @@ pub(crate) fn import(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
     let list = std::str::from_utf8(&a[2]).map_err(|_| Fail::new("ERR Invalid slot id"))?;
     let slots = parse_slot_list(list).map_err(|e| Fail(format!("ERR {e}").into_bytes()))?;
     let failed = |e: String| Fail(format!("ERR {e}").into_bytes());
+    let each = |f: &dyn Fn(u16) -> bool| slots.iter().any(|&(x, y)| (x..=y).any(f));
     match &a[3][..] {
         b"0" => {
+            if s.importing.is_some() {
+                return Err(Fail::new("ERR This connection is importing already"));
+            }
+            {
+                let t = c.read();
+                if each(&|slot| t.owner(slot) == Owner::Myself) {
+                    return Err(Fail::new("ERR Can't import slots this node owns"));
+                }
+            }
+            let importing = c.imports.lock().importing.clone();
+            if each(&|slot| covers(&importing, slot)) {
+                return Err(Fail::new("ERR Slots are being imported already"));
+            }
             c.begin_import(&s.db, &slots).map_err(failed)?;
             s.importing = Some(slots);
         }
         b"1" | b"2" => {
+            if s.importing.as_deref() != Some(slots.as_slice()) {
+                return Err(Fail::new("ERR No import of these slots on this connection"));
+            }
             c.end_import(&s.db, &slots, a[3][0] == b'1').map_err(failed)?;
             s.importing = None;
         }
@@ -205,7 +258,7 @@ fn other_database_refusal(name: &str, args: &[Vec<u8>]) -> Option<&'static str> 
 pub(crate) fn info(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
     let c = cluster(s)?;
     let mut text = initialized(c)?.info_text();
-    if let Some(m) = c.migration.lock().as_ref() {
+    if let Some(m) = c.migration.lock().job.as_ref() {
         text.push_str(&format!(
             "migrating_slot(s):{}\r\ndestination_node:{}\r\nmigrating_state:{}\r\nmigrated_keys:{}\r\n",
             super::slot_migration::slot_list(&m.slots),
@@ -414,9 +467,7 @@ pub(crate) fn clusterx(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
             };
             let nodes = text(&a[2])?;
             let me = c.address();
-            let reply = changed(c.update(|t| t.set_nodes(&nodes, version, force, &|ip, port| me.is(ip, port))))?;
-            settle(s, &c);
-            Ok(reply)
+            push(s, &c, |t| t.set_nodes(&nodes, version, force, &|ip, port| me.is(ip, port)))
         }
         (b"setslot", 6) => {
             let slots = parse_slot_list(&text(&a[2])?).map_err(|e| Fail(format!("ERR {e}").into_bytes()))?;
@@ -431,9 +482,7 @@ pub(crate) fn clusterx(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
             if version < 0 {
                 return Err(Fail::new("ERR Invalid version"));
             }
-            let reply = changed(c.update(|t| t.set_slots(&slots, &id, version).map(|()| true)))?;
-            settle(s, &c);
-            Ok(reply)
+            push(s, &c, |t| t.set_slots(&slots, &id, version).map(|()| true))
         }
         (b"migrate", 4..=6) => migrate(s, &c, a),
         _ => Err(Fail::new(CLUSTERX_USAGE)),
@@ -491,15 +540,14 @@ fn migrate(s: &mut Session, c: &Arc<Cluster>, a: &[Vec<u8>]) -> CmdResult {
     };
     {
         let mut m = c.migration.lock();
-        if m.as_ref().is_some_and(|m| m.state == MigrationState::Running) {
+        if m.running().is_some() {
             return err("There is already a migrating job");
         }
-        if m.as_ref().is_some_and(|m| {
-            m.state == MigrationState::Done && slots.iter().any(|&(x, y)| (x..=y).any(|v| m.covers(v)))
-        }) {
+        if slots.iter().any(|&(x, y)| (x..=y).any(|v| m.moved_to(v).is_some())) {
             return err("Can't migrate slot which has been migrated");
         }
-        *m = Some(Migration { slots: slots.clone(), target: target.clone(), state: MigrationState::Running, keys: 0 });
+        m.job =
+            Some(Migration { slots: slots.clone(), target: target.clone(), state: MigrationState::Running, keys: 0 });
     }
     let host = s.host.clone().ok_or_else(|| Fail::new(DISABLED))?;
     // Every write that passed its check before the migration began ends
@@ -507,16 +555,22 @@ fn migrate(s: &mut Session, c: &Arc<Cluster>, a: &[Vec<u8>]) -> CmdResult {
     drop(host.transaction_lock().write());
     let password = host.requirepass().map(<[u8]>::to_vec);
     let (c2, db) = (Arc::clone(c), s.db.clone());
-    std::thread::Builder::new()
+    let started = std::thread::Builder::new()
         .name("bitsled-migrate".into())
-        .spawn(move || super::slot_migration::run(&c2, &db, &slots, &target, password.as_deref()))
-        .map_err(|e| Fail(format!("ERR cannot start the migration: {e}").into_bytes()))?;
+        .spawn(move || super::slot_migration::run(&c2, &db, &slots, &target, password.as_deref()));
+    if let Err(e) = started {
+        let why = format!("cannot start the migration: {e}");
+        if let Some(job) = c.migration.lock().job.as_mut() {
+            job.state = MigrationState::Failed(why.clone());
+        }
+        return err(&why);
+    }
     if !sync {
         return Ok(Reply::ok());
     }
     let started = Instant::now();
     loop {
-        let state = c.migration.lock().as_ref().map(|m| m.state.clone());
+        let state = c.migration.lock().job.as_ref().map(|m| m.state.clone());
         match state {
             Some(MigrationState::Running) => {}
             Some(MigrationState::Failed(why)) => return err(&why),

@@ -78,23 +78,30 @@ impl Target {
 }
 
 /// Copies the keys of `slots` from `db` to `target` and records the
-/// outcome in `cluster.migration` (which the caller set to running, with
-/// writes to the slots refused from then on).
+/// outcome in `cluster.migration` (whose job the caller set running, with
+/// writes to the slots refused from then on). The lock is taken only to
+/// record: every command's routing reads it.
 pub(crate) fn run(cluster: &Arc<Cluster>, db: &Db, slots: &[SlotRange], target: &Node, password: Option<&[u8]>) {
     let list = slot_list(slots);
-    let outcome = copy(cluster, db, slots, &list, target, password);
+    let mut conn = None;
+    let outcome = copy(cluster, db, slots, &list, target, password, &mut conn);
+    if let Err(why) = &outcome {
+        // The target drops what it took: told on the import's connection,
+        // or, if that cannot carry it, when the connection closes.
+        if let Some(mut t) = conn.take() {
+            let _ = t.call(&[&[b"CLUSTER", b"IMPORT", list.as_bytes(), b"2"]]);
+        }
+        eprintln!("bitsled serve: migration of slots {list} to {}:{} failed: {why}", target.ip, target.port);
+    }
+    drop(conn);
     let mut m = cluster.migration.lock();
-    if let Some(m) = m.as_mut() {
-        m.state = match outcome {
+    if outcome.is_ok() {
+        m.migrated.push((slots.to_vec(), target.clone()));
+    }
+    if let Some(job) = m.job.as_mut() {
+        job.state = match outcome {
             Ok(()) => MigrationState::Done,
-            Err(why) => {
-                // The target drops what it took, if it can still be told.
-                if let Ok(mut t) = Target::connect(target, password) {
-                    let _ = t.call(&[&[b"CLUSTER", b"IMPORT", list.as_bytes(), b"2"]]);
-                }
-                eprintln!("bitsled serve: migration of slots {list} to {}:{} failed: {why}", target.ip, target.port);
-                MigrationState::Failed(why)
-            }
+            Err(why) => MigrationState::Failed(why),
         };
     }
 }
@@ -106,8 +113,9 @@ fn copy(
     list: &str,
     target: &Node,
     password: Option<&[u8]>,
+    conn: &mut Option<Target>,
 ) -> Result<(), String> {
-    let mut t = Target::connect(target, password)?;
+    let t = conn.insert(Target::connect(target, password)?);
     t.call(&[&[b"CLUSTER", b"IMPORT", list.as_bytes(), b"0"]])?;
     for_keys_in(db, slots, |keys| {
         for chunk in keys.chunks(BATCH) {
@@ -124,7 +132,7 @@ fn copy(
                 moving.iter().map(|(k, p, ttl)| [&b"RESTORE"[..], k, ttl.as_bytes(), p, b"REPLACE"]).collect();
             let refs: Vec<&[&[u8]]> = requests.iter().map(|r| &r[..]).collect();
             t.call(&refs)?;
-            if let Some(m) = cluster.migration.lock().as_mut() {
+            if let Some(m) = cluster.migration.lock().job.as_mut() {
                 m.keys += moving.len() as u64;
             }
         }

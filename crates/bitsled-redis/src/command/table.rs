@@ -1245,9 +1245,9 @@ pub static COMMANDS: &[Spec] = &[
             Spec {
                 name: "cluster|import",
                 arity: 4,
-                flags: fl(STALE),
+                flags: fl(ADMIN | NO_MULTI | STALE),
                 keys: (0, 0, 0),
-                acl: &["@slow"],
+                acl: &["@admin", "@slow", "@dangerous"],
                 tips: &[],
                 key_specs: &[],
                 subcommands: &[],
@@ -1325,7 +1325,7 @@ pub static COMMANDS: &[Spec] = &[
     Spec {
         name: "clusterx",
         arity: -2,
-        flags: fl(ADMIN | NOSCRIPT | LOADING | STALE),
+        flags: fl(ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI),
         keys: (0, 0, 0),
         acl: &["@admin", "@slow", "@dangerous"],
         tips: &[],
