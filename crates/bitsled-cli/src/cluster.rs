@@ -262,9 +262,7 @@ fn migrate(from: &str, to: &str, slots: &str) -> Result<()> {
     // A copy already done (the push failed last time): straight to the push.
     let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut src)?;
     let normal = |list: &str| list.split(' ').filter(|x| !x.is_empty()).collect::<Vec<_>>().join(" ");
-    let done = info_field(&info, "migrating_state") == Some("success")
-        && info_field(&info, "destination_node") == Some(target.as_str())
-        && info_field(&info, "migrating_slot(s)").map(normal) == Some(normal(slots));
+    let done = info_field(&info, &format!("migrated_to_{target}")).map(normal) == Some(normal(slots));
     if !done {
         redis::cmd("CLUSTERX")
             .arg("MIGRATE")

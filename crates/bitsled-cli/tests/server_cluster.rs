@@ -419,6 +419,13 @@ fn slots_move_to_an_added_node_under_writes_without_losing_any() {
     }
     let info = text(&call(b, "CLUSTER INFO"));
     assert!(info.contains("cluster_current_epoch:3"), "create, add, migrate: version 3\n{info}");
+    // Back and forth: each move carries the keys.
+    for (from, to) in [(b, a), (a, b), (b, a)] {
+        cli(&["migrate", "--from", &format!("127.0.0.1:{from}"), "--to", &format!("127.0.0.1:{to}"), "0-8191"]);
+        assert!(keys_on(from).iter().all(|k| key_slot(k.as_bytes()) > 8191), "{from} kept none of 0-8191");
+        assert_eq!(keys_on(a).len() + keys_on(b).len(), KEYS, "every key somewhere, once");
+    }
+    assert_eq!(keys_on(a).len(), KEYS, "all back on the first node");
 }
 
 /// Invariant: a migration whose target is gone fails, and the source goes

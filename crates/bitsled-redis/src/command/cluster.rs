@@ -258,7 +258,12 @@ fn other_database_refusal(name: &str, args: &[Vec<u8>]) -> Option<&'static str> 
 pub(crate) fn info(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
     let c = cluster(s)?;
     let mut text = initialized(c)?.info_text();
-    if let Some(m) = c.migration.lock().job.as_ref() {
+    let out = c.migration.lock();
+    // Slots copied out whose owner no push has changed yet, by target.
+    for (slots, n) in &out.migrated {
+        text.push_str(&format!("migrated_to_{}:{}\r\n", n.id, super::slot_migration::slot_list(slots)));
+    }
+    if let Some(m) = out.job.as_ref() {
         text.push_str(&format!(
             "migrating_slot(s):{}\r\ndestination_node:{}\r\nmigrating_state:{}\r\nmigrated_keys:{}\r\n",
             super::slot_migration::slot_list(&m.slots),
@@ -267,6 +272,7 @@ pub(crate) fn info(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
             m.keys
         ));
     }
+    drop(out);
     let i = c.imports.lock();
     if !i.importing.is_empty() || !i.imported.is_empty() {
         let state = if i.importing.is_empty() { "success" } else { "start" };
