@@ -60,6 +60,23 @@ fn put_len(out: &mut Vec<u8>, n: u64) {
 
 /// The DUMP payload of string `value`.
 pub(crate) fn serialize(value: &[u8]) -> Vec<u8> {
+    serialize_with(value, false)
+}
+
+/// The sample a transfer's payload tries LZF on first.
+const SAMPLE_BYTES: usize = 64 << 10;
+
+/// [`serialize`] for moving a value (MIGRATE, slot migration), where any
+/// valid payload will do: a value whose first 64 KiB LZF cannot shrink by
+/// a tenth is sent uncompressed without trying the rest (a dense random
+/// bitmap costs no compression pass; a sparse one still compresses).
+pub(crate) fn serialize_for_transfer(value: &[u8]) -> Vec<u8> {
+    let sample = &value[..value.len().min(SAMPLE_BYTES)];
+    let hopeless = value.len() > SAMPLE_BYTES && lzf::compress_below(sample, sample.len() / 10 * 9).is_none();
+    serialize_with(value, hopeless)
+}
+
+fn serialize_with(value: &[u8], raw: bool) -> Vec<u8> {
     let mut out = Vec::with_capacity(value.len() + 20);
     out.push(TYPE_STRING);
     match bitsled::parse_integer(value).filter(|_| value.len() <= 11).and_then(|n| i32::try_from(n).ok()) {
@@ -74,7 +91,7 @@ pub(crate) fn serialize(value: &[u8]) -> Vec<u8> {
         }
         None => {
             // As Redis: compressed when it saves more than 4 bytes.
-            let packed = if value.len() > 20 { lzf::compress_below(value, value.len() - 4) } else { None };
+            let packed = if value.len() > 20 && !raw { lzf::compress_below(value, value.len() - 4) } else { None };
             if let Some(packed) = packed {
                 out.push(0xC3);
                 put_len(&mut out, packed.len() as u64);
@@ -268,6 +285,24 @@ mod tests {
         assert_eq!(serialize(b"100")[1], 0xC0);
         assert_eq!(serialize(b"1000")[1], 0xC1);
         assert_eq!(serialize(b"70000")[1], 0xC2);
+        // A transfer's payload: dense noise goes raw, a sparse value is
+        // compressed; both read back.
+        let mut x = 1u64;
+        let noise: Vec<u8> = (0..200_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x.to_le_bytes()[5]
+            })
+            .collect();
+        let mut sparse = vec![0u8; 200_000];
+        sparse[150_000] = 1;
+        for v in [&noise, &sparse] {
+            assert_eq!(deserialize(&serialize_for_transfer(v), u64::MAX).unwrap(), *v);
+        }
+        assert!(serialize_for_transfer(&noise).len() > noise.len(), "raw");
+        assert!(serialize_for_transfer(&sparse).len() < sparse.len() / 50, "compressed");
         assert_eq!(serialize(b"012")[1], 3, "not canonical: verbatim");
     }
 

@@ -18,7 +18,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use super::args::{int, is, ERR_SYNTAX};
-use super::dump::serialize;
+use super::dump::serialize_for_transfer;
 use super::{CmdResult, Fail, Reply};
 use bitsled::{Db, Expiry};
 
@@ -135,7 +135,7 @@ pub(crate) fn restore_payload(db: &Db, key: &[u8], now: u64) -> Result<Option<(V
         Expiry::At(at) if at <= now => return Ok(None),
         Expiry::At(at) => at - now,
     };
-    Ok(db.get(key)?.map(|value| (serialize(&value), ttl)))
+    Ok(db.get(key)?.map(|value| (serialize_for_transfer(&value), ttl)))
 }
 
 /// `MIGRATE ...` (see the module).
