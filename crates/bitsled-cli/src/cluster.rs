@@ -47,6 +47,15 @@ pub(crate) enum ClusterCommand {
         #[arg(required = true)]
         slots: Vec<String>,
     },
+    /// Spread the slots evenly over the masters of the cluster that the
+    /// node at --cluster belongs to (as `cluster create` splits them, in
+    /// the order CLUSTER NODES lists the masters), moving each run of slots
+    /// whose owner changes with `cluster migrate`.
+    Rebalance {
+        /// A node of the cluster, HOST:PORT.
+        #[arg(long)]
+        cluster: String,
+    },
     /// Print a node's view of the cluster (CLUSTER NODES).
     Nodes {
         /// The node, HOST:PORT.
@@ -60,6 +69,7 @@ pub(crate) fn cluster(command: &ClusterCommand) -> Result<()> {
         ClusterCommand::Create { nodes } => create(nodes),
         ClusterCommand::Add { cluster, node } => add(cluster, node),
         ClusterCommand::Migrate { from, to, slots } => migrate(from, to, &slots.join(" ")),
+        ClusterCommand::Rebalance { cluster } => rebalance(cluster),
         ClusterCommand::Nodes { node } => {
             let (host, port) = split_addr(node)?;
             let text: String = redis::cmd("CLUSTER").arg("NODES").query(&mut connect(&host, port)?)?;
@@ -244,6 +254,66 @@ fn push_all(addrs: &[(String, u16)], push: impl Fn(&str, u16) -> Result<()>, wha
     Ok(())
 }
 
+/// The masters of a CLUSTER NODES text, in its order: each one's
+/// address and the owner (an index into the list) of every slot.
+fn masters_and_owners(nodes: &str) -> Result<(Vec<String>, Vec<Option<usize>>)> {
+    let mut masters = Vec::new();
+    let mut owners = vec![None; 16384];
+    for line in nodes.lines().filter(|l| !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split(' ').collect();
+        let (Some(addr), Some(flags)) = (f.get(1), f.get(2)) else {
+            bail!("a CLUSTER NODES line that does not parse: {line:?}")
+        };
+        if flags.split(',').any(|x| x == "slave") {
+            continue;
+        }
+        let index = masters.len();
+        masters.push(addr.split('@').next().unwrap_or(addr).to_owned());
+        for range in f.iter().skip(8).filter(|x| !x.starts_with('[')) {
+            let (a, b) = range.split_once('-').unwrap_or((range, range));
+            let (a, b): (usize, usize) = (a.parse()?, b.parse()?);
+            for owner in owners.get_mut(a..=b).with_context(|| format!("slot range {range}"))? {
+                *owner = Some(index);
+            }
+        }
+    }
+    Ok((masters, owners))
+}
+
+/// The moves that take `owners` to an even split over `n` masters: runs
+/// of consecutive slots with one current owner and one new owner, as
+/// (from, to, start, end). Slots without an owner are left alone.
+fn rebalance_moves(owners: &[Option<usize>], n: usize) -> Vec<(usize, usize, usize, usize)> {
+    let mut moves: Vec<(usize, usize, usize, usize)> = Vec::new();
+    for i in 0..n {
+        let (start, end) = slot_share(i, n);
+        for slot in start..=end {
+            let Some(from) = owners[slot].filter(|&o| o != i) else { continue };
+            match moves.last_mut() {
+                Some((f, t, _, e)) if *f == from && *t == i && *e + 1 == slot => *e = slot,
+                _ => moves.push((from, i, slot, slot)),
+            }
+        }
+    }
+    moves
+}
+
+fn rebalance(cluster: &str) -> Result<()> {
+    let (host, port) = split_addr(cluster)?;
+    let nodes: String = redis::cmd("CLUSTER").arg("NODES").query(&mut connect(&host, port)?)?;
+    let (masters, owners) = masters_and_owners(&nodes)?;
+    let moves = rebalance_moves(&owners, masters.len());
+    if moves.is_empty() {
+        println!("the slots are spread evenly over {} master(s) already", masters.len());
+        return Ok(());
+    }
+    for (from, to, start, end) in &moves {
+        migrate(&masters[*from], &masters[*to], &format!("{start}-{end}"))?;
+    }
+    println!("{} move(s): the slots are spread evenly over {} master(s)", moves.len(), masters.len());
+    Ok(())
+}
+
 /// The `field:value` line `field` of a CLUSTER INFO text.
 fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
     info.lines().find_map(|l| l.strip_prefix(field).and_then(|r| r.strip_prefix(':')))
@@ -363,6 +433,17 @@ mod tests {
         let (text, addrs) = setnodes_text(&nodes).unwrap();
         assert_eq!(text, format!("{a} 127.0.0.1 7001 master - 0-100 200\n{b} 10.0.0.2 7002 slave {a}"));
         assert_eq!(addrs, vec![("127.0.0.1".to_string(), 7001), ("10.0.0.2".to_string(), 7002)]);
+    }
+
+    #[test]
+    fn rebalancing_one_owner_over_three_moves_two_runs() {
+        let owners = vec![Some(0); 16384];
+        assert_eq!(rebalance_moves(&owners, 3), vec![(0, 1, 5461, 10922), (0, 2, 10923, 16383)]);
+        let even: Vec<Option<usize>> = (0..16384).map(|s| Some(usize::from(s > 8191))).collect();
+        assert_eq!(rebalance_moves(&even, 2), vec![], "already even");
+        let text = format!("{} 127.0.0.1:7001@17001 myself,master - 0 1 3 connected 0-16383\n", "a".repeat(40));
+        let (masters, owners) = masters_and_owners(&text).unwrap();
+        assert_eq!((masters, owners.iter().all(|&o| o == Some(0))), (vec!["127.0.0.1:7001".to_string()], true));
     }
 
     #[test]

@@ -12,6 +12,9 @@
 //!   survives a restart;
 //! - kill -9 of one node fails only its slots, and its keys are back when
 //!   it restarts;
+//! - one node grows to three (`cluster add` twice, `cluster rebalance`)
+//!   under redis-py's cluster client, which gives the same answers before
+//!   and after;
 //! - `bitsled cluster add` and `cluster migrate` move half the slots to a
 //!   new node while a client writes: every acknowledged write is there
 //!   afterwards, on the slot's owner only; a migration to a dead node
@@ -586,4 +589,38 @@ fn migrations_refuse_what_would_lose_or_duplicate_keys() {
     let slot = bitsled_redis::cluster::slot::key_slot(keys[0].as_bytes());
     assert_eq!(text(&call(a, &format!("SET {} x", keys[0]))), format!("-MOVED {slot} 127.0.0.1:{b}\r\n"));
     assert_eq!(text(&call(b, &format!("STRLEN {}", keys[0]))), format!(":{}\r\n", 4 << 20), "the target serves it");
+}
+
+/// Invariant: a one-node cluster grown to three with the README's
+/// commands keeps every key (each on the node owning its slot, the slots
+/// split evenly), and redis-py's cluster client gives the same answers
+/// before and after.
+#[test]
+fn one_node_grows_to_three_with_the_same_answers() {
+    use bitsled_redis::cluster::slot::key_slot;
+    let Some(python) = python_with_redis() else { return };
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let nodes: Vec<Served> = dirs.iter().map(|d| cluster_node(d.path())).collect();
+    let ports: Vec<u16> = nodes.iter().map(|n| n.port).collect();
+    create(&ports[..1]);
+    let before = run_seed(python, ports[0], "cluster");
+    for &p in &ports[1..] {
+        cli(&["add", "--cluster", &format!("127.0.0.1:{}", ports[0]), &format!("127.0.0.1:{p}")]);
+    }
+    let said = cli(&["rebalance", "--cluster", &format!("127.0.0.1:{}", ports[0])]);
+    assert!(said.contains("2 move(s)"), "{said}");
+    let keys: usize = before.lines().find_map(|l| l.strip_prefix("keys ")).unwrap().parse().unwrap();
+    let shares = [(0, 5460), (5461, 10922), (10923, 16383)];
+    let mut total = 0;
+    for (&p, (lo, hi)) in ports.iter().zip(shares) {
+        let held = keys_on(p);
+        assert!(!held.is_empty(), "{p} holds keys");
+        assert!(held.iter().all(|k| (lo..=hi).contains(&key_slot(k.as_bytes()))), "{p} holds only slots {lo}-{hi}");
+        total += held.len();
+    }
+    assert_eq!(total, keys, "every key, once");
+    // The same workload again (the same bits) through the grown cluster.
+    assert_eq!(run_seed(python, ports[2], "cluster"), before, "the same answers after growing");
+    assert!(cli(&["rebalance", "--cluster", &format!("127.0.0.1:{}", ports[1])])
+        .contains("evenly over 3 master(s) already"));
 }
