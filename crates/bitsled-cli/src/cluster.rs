@@ -287,8 +287,8 @@ fn rebalance_moves(owners: &[Option<usize>], n: usize) -> Vec<(usize, usize, usi
     let mut moves: Vec<(usize, usize, usize, usize)> = Vec::new();
     for i in 0..n {
         let (start, end) = slot_share(i, n);
-        for slot in start..=end {
-            let Some(from) = owners[slot].filter(|&o| o != i) else { continue };
+        for (slot, owner) in owners.iter().enumerate().take(end + 1).skip(start) {
+            let Some(from) = owner.filter(|&o| o != i) else { continue };
             match moves.last_mut() {
                 Some((f, t, _, e)) if *f == from && *t == i && *e + 1 == slot => *e = slot,
                 _ => moves.push((from, i, slot, slot)),
