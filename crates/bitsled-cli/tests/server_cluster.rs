@@ -624,3 +624,44 @@ fn one_node_grows_to_three_with_the_same_answers() {
     assert!(cli(&["rebalance", "--cluster", &format!("127.0.0.1:{}", ports[1])])
         .contains("evenly over 3 master(s) already"));
 }
+
+/// Invariant: strings above a chunk move byte for byte with their time to
+/// live: dense ones, sparse ones whose chunks are mostly zero, and one
+/// whose last chunk is all zero (only its length is sent).
+#[test]
+fn large_values_move_in_chunks_byte_for_byte() {
+    use bitsled_redis::cluster::slot::key_slot;
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let nodes: Vec<Served> = dirs.iter().map(|d| cluster_node(d.path())).collect();
+    let (a, b) = (nodes[0].port, nodes[1].port);
+    create(&[a]);
+    cli(&["add", "--cluster", &format!("127.0.0.1:{a}"), &format!("127.0.0.1:{b}")]);
+    let tag = (0..).map(|i| format!("{{m{i}}}")).find(|t| key_slot(t.as_bytes()) <= 8191).unwrap();
+    let slot = key_slot(tag.as_bytes());
+    let mut c = Client::connect(a);
+    let dense: Vec<u8> = (0..3_000_000u32).map(|j| (j.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    let set = |c: &mut Client, args: &[&[u8]]| text(&c.call(&args.iter().map(|x| x.to_vec()).collect::<Vec<_>>()));
+    assert_eq!(set(&mut c, &[b"SET", format!("{tag}dense").as_bytes(), &dense]), "+OK\r\n");
+    for line in [
+        format!("SETBIT {tag}sparse 7 1"),
+        format!("SETBIT {tag}sparse 20000000 1"),
+        format!("PEXPIRE {tag}sparse 100000000"),
+        format!("SETRANGE {tag}tail 100 x"),
+        format!("SETBIT {tag}tail 30000000 0"),
+        format!("SET {tag}small hello"),
+    ] {
+        assert!(!text(&c.call(&words(&line))).starts_with('-'), "{line}");
+    }
+    let names = ["dense", "sparse", "tail", "small"];
+    let before: Vec<Vec<u8>> = names.iter().map(|n| c.call(&words(&format!("GET {tag}{n}")))).collect();
+    cli(&["migrate", "--from", &format!("127.0.0.1:{a}"), "--to", &format!("127.0.0.1:{b}"), &slot.to_string()]);
+    let mut d = Client::connect(b);
+    for (n, want) in names.iter().zip(&before) {
+        assert!(*d.call(&words(&format!("GET {tag}{n}"))) == **want, "{n} moved byte for byte");
+    }
+    let ttl = text(&d.call(&words(&format!("PTTL {tag}sparse"))));
+    let ttl: i64 = ttl.trim().trim_start_matches(':').parse().unwrap();
+    assert!(ttl > 90_000_000 && ttl <= 100_000_000, "time to live kept: {ttl}");
+    assert_eq!(text(&d.call(&words(&format!("PTTL {tag}dense")))), ":-1\r\n");
+    assert!(keys_on(a).is_empty(), "nothing left on the source");
+}

@@ -97,10 +97,11 @@ pub(crate) fn put_request(out: &mut Vec<u8>, args: &[&[u8]]) {
 /// Longest reply line read from the target.
 const MAX_LINE: u64 = 64 * 1024;
 
-/// Reads one reply to AUTH, SELECT or RESTORE: `Ok(())` for a status,
+/// Reads one reply to AUTH, SELECT or RESTORE (or, for a slot migration,
+/// DEL, SETRANGE and PEXPIRE): `Ok(())` for a status or an integer,
 /// `Err(text)` for an error (the text after `-`). Anything else (a line too
 /// long or cut, another reply kind) is a protocol error, as the replies to
-/// those commands are only ever statuses and errors.
+/// those commands are only ever statuses, integers and errors.
 pub(crate) fn read_reply(r: &mut impl BufRead) -> std::io::Result<Result<(), String>> {
     let mut line = Vec::new();
     r.by_ref().take(MAX_LINE).read_until(b'\n', &mut line)?;
@@ -110,7 +111,7 @@ pub(crate) fn read_reply(r: &mut impl BufRead) -> std::io::Result<Result<(), Str
     }
     let body = &line[1..line.len() - 2];
     match line[0] {
-        b'+' => Ok(Ok(())),
+        b'+' | b':' => Ok(Ok(())),
         b'-' => Ok(Err(String::from_utf8_lossy(body).into_owned())),
         _ => Err(bad()),
     }

@@ -20,6 +20,56 @@ use crate::cluster::Cluster;
 /// Keys per round trip to the target.
 pub(crate) const BATCH: usize = 64;
 
+/// Strings longer than this move in chunks of this size (see
+/// [`stream_value`]) instead of one RESTORE payload.
+const STREAM_BYTES: u64 = 1 << 20;
+
+/// Adds `n` to the keys the running job has copied.
+fn count(cluster: &Cluster, n: usize) {
+    if let Some(m) = cluster.migration.lock().job.as_mut() {
+        m.keys += n as u64;
+    }
+}
+
+/// Moves the string `key` to the target a chunk at a time: `DEL`, then
+/// `SETRANGE` of each chunk that holds a set bit (and of the last byte,
+/// which gives the length), then its time to live. Memory stays one chunk
+/// on each side, and a sparse bitmap sends only its non-zero chunks. The
+/// key cannot change meanwhile: writes to its slot wait for the copy.
+fn stream_value(t: &mut Target, db: &Db, key: &[u8]) -> Result<(), String> {
+    let text = |e: bitsled::Error| e.to_string();
+    let now = db.now_ms();
+    let ttl = match db.expiry(key).map_err(text)? {
+        bitsled::Expiry::Missing => return Ok(()),
+        bitsled::Expiry::Never => 0,
+        bitsled::Expiry::At(at) if at <= now => return Ok(()),
+        bitsled::Expiry::At(at) => at - now,
+    };
+    let len = db.strlen(key).map_err(text)?;
+    t.call(&[&[b"DEL", key]])?;
+    let mut offset = 0;
+    while offset < len {
+        let end = (offset + STREAM_BYTES).min(len);
+        let range = |a: u64, b: u64| {
+            db.getrange(key, i64::try_from(a).unwrap_or(i64::MAX), i64::try_from(b).unwrap_or(i64::MAX))
+        };
+        let chunk = range(offset, end - 1).map_err(text)?;
+        let at = offset.to_string();
+        if chunk.iter().any(|&b| b != 0) {
+            t.call(&[&[b"SETRANGE", key, at.as_bytes(), &chunk]])?;
+        } else if end == len {
+            let last = (len - 1).to_string();
+            t.call(&[&[b"SETRANGE", key, last.as_bytes(), b"\0"]])?;
+        }
+        offset = end;
+    }
+    if ttl > 0 {
+        let ttl = ttl.to_string();
+        t.call(&[&[b"PEXPIRE", key, ttl.as_bytes()]])?;
+    }
+    Ok(())
+}
+
 /// How long a connection or one round trip to the target may take.
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -117,8 +167,19 @@ fn copy(
 ) -> Result<(), String> {
     let t = conn.insert(Target::connect(target, password)?);
     t.call(&[&[b"CLUSTER", b"IMPORT", list.as_bytes(), b"0"]])?;
+    let text = |e: bitsled::Error| e.to_string();
     for_keys_in(db, slots, |keys| {
-        for chunk in keys.chunks(BATCH) {
+        let mut small = Vec::new();
+        for k in keys {
+            // A large string moves a chunk at a time; the rest by RESTORE.
+            if db.key_type(&k).map_err(text)? == "string" && db.strlen(&k).map_err(text)? > STREAM_BYTES {
+                stream_value(t, db, &k)?;
+                count(cluster, 1);
+            } else {
+                small.push(k);
+            }
+        }
+        for chunk in small.chunks(BATCH) {
             let now = db.now_ms();
             let mut moving = Vec::new();
             for k in chunk {
@@ -132,9 +193,7 @@ fn copy(
                 moving.iter().map(|(k, p, ttl)| [&b"RESTORE"[..], k, ttl.as_bytes(), p, b"REPLACE"]).collect();
             let refs: Vec<&[&[u8]]> = requests.iter().map(|r| &r[..]).collect();
             t.call(&refs)?;
-            if let Some(m) = cluster.migration.lock().job.as_mut() {
-                m.keys += moving.len() as u64;
-            }
+            count(cluster, moving.len());
         }
         Ok(())
     })?;
