@@ -57,6 +57,18 @@ fn create(ports: &[u16]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Two cluster nodes started with `args` (cluster mode on), the first
+/// owning every slot, the second added with none (`cluster add`).
+fn pair(dirs: &[tempfile::TempDir], args: &[&str]) -> Vec<Served> {
+    let args: Vec<&str> = ["--cluster-enabled", "yes"].into_iter().chain(args.iter().copied()).collect();
+    let nodes: Vec<Served> = dirs.iter().map(|d| Served::start(d.path(), &args)).collect();
+    let (a, b) = (nodes[0].port, nodes[1].port);
+    create(&[a]);
+    let said = cli(&["add", "--cluster", &format!("127.0.0.1:{a}"), &format!("127.0.0.1:{b}")]);
+    assert!(said.contains("added (no slots yet)"), "{said}");
+    nodes
+}
+
 /// Raw reply bytes of `line` (words split at spaces) on `port`.
 fn call(port: u16, line: &str) -> Vec<u8> {
     Client::connect(port).call(&words(line))
@@ -358,11 +370,8 @@ fn keys_on(port: u16) -> std::collections::BTreeSet<String> {
 fn slots_move_to_an_added_node_under_writes_without_losing_any() {
     use bitsled_redis::cluster::slot::key_slot;
     let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
-    let nodes: Vec<Served> = dirs.iter().map(|d| cluster_node(d.path())).collect();
+    let nodes = pair(&dirs, &[]);
     let (a, b) = (nodes[0].port, nodes[1].port);
-    create(&[a]);
-    let said = cli(&["add", "--cluster", &format!("127.0.0.1:{a}"), &format!("127.0.0.1:{b}")]);
-    assert!(said.contains("added (no slots yet)"), "{said}");
     // The same node by another name is refused.
     let again = Command::new(env!("CARGO_BIN_EXE_bitsled"))
         .args(["cluster", "add", "--cluster", &format!("127.0.0.1:{a}"), &format!("localhost:{b}")])
@@ -436,10 +445,8 @@ fn slots_move_to_an_added_node_under_writes_without_losing_any() {
 #[test]
 fn a_migration_to_a_dead_node_fails_and_keeps_the_slots() {
     let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
-    let mut nodes: Vec<Served> = dirs.iter().map(|d| cluster_node(d.path())).collect();
+    let mut nodes = pair(&dirs, &[]);
     let (a, b) = (nodes[0].port, nodes[1].port);
-    create(&[a]);
-    cli(&["add", "--cluster", &format!("127.0.0.1:{a}"), &format!("127.0.0.1:{b}")]);
     for i in 0..200 {
         assert_eq!(text(&call(a, &format!("SET k:{i} {i}"))), "+OK\r\n");
     }
@@ -458,11 +465,8 @@ fn a_migration_to_a_dead_node_fails_and_keeps_the_slots() {
 /// the second added with no slots; and the second's id.
 fn loaded_pair(dirs: &[tempfile::TempDir], n: usize) -> (Vec<Served>, String, Vec<String>) {
     use bitsled_redis::cluster::slot::key_slot;
-    let args = ["--cluster-enabled", "yes", "--fsync", "always"];
-    let nodes: Vec<Served> = dirs.iter().map(|d| Served::start(d.path(), &args)).collect();
+    let nodes = pair(dirs, &["--fsync", "always"]);
     let (a, b) = (nodes[0].port, nodes[1].port);
-    create(&[a]);
-    cli(&["add", "--cluster", &format!("127.0.0.1:{a}"), &format!("127.0.0.1:{b}")]);
     let keys: Vec<String> =
         (0..).map(|i| format!("big:{i}")).filter(|k| key_slot(k.as_bytes()) <= 8191).take(n).collect();
     let mut c = Client::connect(a);
@@ -632,10 +636,8 @@ fn one_node_grows_to_three_with_the_same_answers() {
 fn large_values_move_in_chunks_byte_for_byte() {
     use bitsled_redis::cluster::slot::key_slot;
     let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
-    let nodes: Vec<Served> = dirs.iter().map(|d| cluster_node(d.path())).collect();
+    let nodes = pair(&dirs, &[]);
     let (a, b) = (nodes[0].port, nodes[1].port);
-    create(&[a]);
-    cli(&["add", "--cluster", &format!("127.0.0.1:{a}"), &format!("127.0.0.1:{b}")]);
     let tag = (0..).map(|i| format!("{{m{i}}}")).find(|t| key_slot(t.as_bytes()) <= 8191).unwrap();
     let slot = key_slot(tag.as_bytes());
     let mut c = Client::connect(a);

@@ -48,7 +48,15 @@ impl Session {
     /// (`CROSSSLOT`), a slot nobody serves (`CLUSTERDOWN`), a slot another
     /// node serves (`MOVED`). EXEC is checked over its queued commands,
     /// as one request. Commands without keys always run.
-    pub(super) fn cluster_refusal(&self, spec: &'static Spec, args: &[Vec<u8>]) -> Option<String> {
+    ///
+    /// `resolve` names the spec of a queued command (dispatch's own, so this
+    /// module needs no command table).
+    pub(super) fn cluster_refusal(
+        &self,
+        spec: &'static Spec,
+        args: &[Vec<u8>],
+        resolve: &dyn Fn(&[Vec<u8>]) -> Option<&'static Spec>,
+    ) -> Option<String> {
         let c = self.host.as_deref().and_then(|h| h.cluster())?;
         let mut write = spec.is_write();
         let mut slot = None;
@@ -66,12 +74,12 @@ impl Session {
         };
         let checked = if spec.name == "exec" {
             let queued = self.multi.as_ref().map(|m| m.queue.as_slice()).unwrap_or_default();
-            queued.iter().try_for_each(|q| match super::dispatch::resolve(q) {
-                Ok(spec) => {
+            queued.iter().try_for_each(|q| match resolve(q) {
+                Some(spec) => {
                     write |= spec.is_write();
                     check(super::introspect::call_keys(spec, q))
                 }
-                Err(_) => Ok(()),
+                None => Ok(()),
             })
         } else {
             check(super::introspect::call_keys(spec, args))

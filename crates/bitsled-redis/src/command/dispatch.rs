@@ -46,7 +46,7 @@ impl Session {
         if !self.authed && !spec.flags.contains(Flags::NO_AUTH) {
             return self.refuse(NOAUTH);
         }
-        if let Some(text) = self.cluster_refusal(spec, args) {
+        if let Some(text) = self.cluster_refusal(spec, args, &|q| resolve(q).ok()) {
             // As Redis: a redirected EXEC discards its transaction, and
             // the reply is the redirection itself.
             if spec.name == "exec" {

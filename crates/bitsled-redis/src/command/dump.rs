@@ -287,15 +287,7 @@ mod tests {
         assert_eq!(serialize(b"70000")[1], 0xC2);
         // A transfer's payload: dense noise goes raw, a sparse value is
         // compressed; both read back.
-        let mut x = 1u64;
-        let noise: Vec<u8> = (0..200_000)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x.to_le_bytes()[5]
-            })
-            .collect();
+        let noise = lzf::noise(200_000);
         let mut sparse = vec![0u8; 200_000];
         sparse[150_000] = 1;
         for v in [&noise, &sparse] {

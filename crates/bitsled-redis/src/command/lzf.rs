@@ -124,6 +124,21 @@ pub(crate) fn decompress(data: &[u8], len: usize) -> Option<Vec<u8>> {
     (out.len() == len).then_some(out)
 }
 
+/// `n` bytes of xorshift64 output: data with no 3-byte repeats worth a
+/// reference (tests of incompressible input).
+#[cfg(test)]
+pub(crate) fn noise(n: usize) -> Vec<u8> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x.to_le_bytes()[3]
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,16 +160,7 @@ mod tests {
         assert_eq!(decompress(&compress(&text).unwrap(), text.len()), Some(text));
         assert_eq!(compress(b""), None);
         assert_eq!(decompress(&compress(b"ab").unwrap(), 2), Some(b"ab".to_vec()));
-        // xorshift64: bytes with no 3-byte repeats worth a reference.
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let noise: Vec<u8> = (0..100_000)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x.to_le_bytes()[3]
-            })
-            .collect();
+        let noise = noise(100_000);
         assert_eq!(compress_below(&noise, noise.len() - 4), None, "incompressible: given up");
         let c = compress_below(&sparse, sparse.len()).unwrap();
         assert_eq!(Some(c), compress(&sparse), "under the limit: the same output");
