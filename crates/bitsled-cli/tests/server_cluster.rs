@@ -1,9 +1,10 @@
 //! Cluster mode (`serve --cluster-enabled yes`, `bitsled cluster create`):
 //!
-//! - three nodes answer redis-py's `RedisCluster` and ioredis v5's
-//!   `Redis.Cluster` (which read CLUSTER SLOTS and follow MOVED) with the
-//!   answers one plain node gives to the seed workload, and each node
-//!   holds only its slots' keys;
+//! - three nodes answer redis-py's `RedisCluster`, ioredis v5's
+//!   `Redis.Cluster` and node-redis v4's `createCluster` (which read CLUSTER
+//!   SLOTS and follow MOVED) with the answers one plain node gives to the
+//!   seed workload, and each node holds only its slots' keys; `redis-cli
+//!   -c` follows MOVED;
 //! - a one-node bitsled cluster and a one-node Redis 7 cluster give the
 //!   same bytes for key slots, CROSSSLOT, COUNTKEYSINSLOT/GETKEYSINSLOT,
 //!   their argument errors, SELECT, READONLY/READWRITE/ASKING and a
@@ -227,6 +228,16 @@ fn moved_names_the_owner_and_the_topology_survives_a_restart() {
         assert_eq!(text(&tx.call(&words(line))), want, "{line}");
     }
     assert_eq!(text(&call(ports[1], "GET foo")), "$3\r\nbar\r\n", "the aborted SET did not run");
+    // redis-cli in cluster mode follows MOVED.
+    if redis_server::tools_present(&["redis-cli"]) {
+        let cli_c = |args: &[&str]| {
+            let out = Command::new("redis-cli").args(["-c", "-p", &ports[0].to_string()]).args(args).output().unwrap();
+            text(&out.stdout)
+        };
+        assert_eq!(cli_c(&["SET", "foo", "via-cli"]), "OK\n");
+        assert_eq!(cli_c(&["GET", "foo"]), "via-cli\n");
+        assert_eq!(text(&call(ports[1], "GET foo")), "$7\r\nvia-cli\r\n", "written on the owner");
+    }
     let stale = format!("{} 127.0.0.1 1 master - 0-16383", "a".repeat(40));
     let mut c = Client::connect(ports[0]);
     let args = [b"CLUSTERX".to_vec(), b"SETNODES".to_vec(), stale.into_bytes(), b"0".to_vec()];
@@ -270,17 +281,30 @@ fn standalone_servers_refuse_cluster_commands() {
 #[test]
 fn three_nodes_answer_ioredis_cluster_as_one_node_does() {
     let Some(modules) = node::node_modules("ioredis5", "ioredis@5") else { return };
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/node/ioredis_cluster.js");
+    node_cluster_matches_one_node(&modules, concat!(env!("CARGO_MANIFEST_DIR"), "/tests/node/ioredis_cluster.js"));
+}
+
+/// The same invariant through node-redis v4's `createCluster`.
+#[test]
+fn three_nodes_answer_node_redis_cluster_as_one_node_does() {
+    let Some(modules) = node::node_modules("node-redis4", "redis@4") else { return };
+    node_cluster_matches_one_node(&modules, concat!(env!("CARGO_MANIFEST_DIR"), "/tests/node/node_redis_cluster.js"));
+}
+
+/// Runs a Node.js seed script (`script HOST PORT cluster|single`) against
+/// three cluster nodes and against one plain node: the same lines, and the
+/// keys split between the nodes.
+fn node_cluster_matches_one_node(modules: &std::path::Path, script: &str) {
     let run = |port: u16, mode: &str| {
         let out = Command::new("node")
             .arg(script)
             .arg("127.0.0.1")
             .arg(port.to_string())
             .arg(mode)
-            .env("NODE_PATH", &modules)
+            .env("NODE_PATH", modules)
             .output()
             .unwrap();
-        assert!(out.status.success(), "ioredis_cluster.js {mode}:\n{}\n{}", text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success(), "{script} {mode}:\n{}\n{}", text(&out.stdout), text(&out.stderr));
         text(&out.stdout)
     };
     let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
