@@ -3,8 +3,8 @@
 //! - three nodes answer redis-py's `RedisCluster`, ioredis v5's
 //!   `Redis.Cluster` and node-redis v4's `createCluster` (which read CLUSTER
 //!   SLOTS and follow MOVED) with the answers one plain node gives to the
-//!   seed workload, and each node holds only its slots' keys; `redis-cli
-//!   -c` follows MOVED;
+//!   seed workload, and each node holds only its slots' keys; the `redis`
+//!   crate's cluster client and `redis-cli -c` follow MOVED;
 //! - a one-node bitsled cluster and a one-node Redis 7 cluster give the
 //!   same bytes for key slots, CROSSSLOT, COUNTKEYSINSLOT/GETKEYSINSLOT,
 //!   their argument errors, SELECT, READONLY/READWRITE/ASKING and a
@@ -690,4 +690,40 @@ fn large_values_move_in_chunks_byte_for_byte() {
     assert!(ttl > 90_000_000 && ttl <= 100_000_000, "time to live kept: {ttl}");
     assert_eq!(text(&d.call(&words(&format!("PTTL {tag}dense")))), ":-1\r\n");
     assert!(keys_on(a).is_empty(), "nothing left on the source");
+}
+
+/// Invariant: the `redis` crate's cluster client (CLUSTER SLOTS, MOVED)
+/// reads back every key it wrote over three nodes, BITOP and BITCOUNT
+/// over keys that share a hash tag included, and the keys spread over the
+/// nodes.
+#[test]
+fn the_redis_crate_cluster_client_works_unchanged() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let nodes: Vec<Served> = dirs.iter().map(|d| cluster_node(d.path())).collect();
+    let ports: Vec<u16> = nodes.iter().map(|n| n.port).collect();
+    create(&ports);
+    let client = redis::cluster::ClusterClient::new(vec![format!("redis://127.0.0.1:{}/", ports[0])]).unwrap();
+    let mut con = client.get_connection().unwrap();
+    for i in 0..300u64 {
+        let _: i64 = redis::cmd("SETBIT").arg(format!("login:{i}")).arg(i).arg(1).query(&mut con).unwrap();
+        let _: i64 = redis::cmd("SETBIT").arg(format!("{{day}}:{}", i % 3)).arg(i).arg(1).query(&mut con).unwrap();
+    }
+    for i in 0..300u64 {
+        let bit: i64 = redis::cmd("GETBIT").arg(format!("login:{i}")).arg(i).query(&mut con).unwrap();
+        assert_eq!(bit, 1, "login:{i}");
+    }
+    let n: i64 = redis::cmd("BITOP")
+        .arg("OR")
+        .arg("{day}:all")
+        .arg("{day}:0")
+        .arg("{day}:1")
+        .arg("{day}:2")
+        .query(&mut con)
+        .unwrap();
+    assert!(n > 0);
+    let count: i64 = redis::cmd("BITCOUNT").arg("{day}:all").query(&mut con).unwrap();
+    assert_eq!(count, 300);
+    let sizes: Vec<u64> = ports.iter().map(|&p| dbsize(p)).collect();
+    assert!(sizes.iter().all(|&n| n > 0), "{sizes:?}");
+    assert_eq!(sizes.iter().sum::<u64>(), 304);
 }
