@@ -665,6 +665,46 @@ mod tests {
         assert!(Topology::from_file_text("bogus 1\n").is_err());
     }
 
+    proptest::proptest! {
+        /// Invariant: any text, as a push or as the topology file, gives a
+        /// topology or a reason, never a panic; an accepted push survives
+        /// the file's round trip.
+        #[test]
+        fn any_text_parses_or_is_refused(
+            lines in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec![id('a'), id('b'), "x".repeat(39), id('c') + "\r"]),
+                    proptest::sample::select(vec!["127.0.0.1", "", "::1", "h\tx"]),
+                    0u32..70_000,
+                    proptest::sample::select(vec!["master", "slave", "replica", "MASTER", "boss"]),
+                    proptest::sample::select(vec!["-".to_string(), id('a'), id('b')]),
+                    proptest::collection::vec((0u32..17_000, 0u32..17_000, proptest::bool::ANY), 0..4),
+                ),
+                0..5,
+            ),
+            version in -2i64..3,
+            junk in ".{0,40}",
+        ) {
+            let text: Vec<String> = lines
+                .iter()
+                .map(|(id, ip, port, role, master, slots)| {
+                    let slots: Vec<String> =
+                        slots.iter().map(|&(a, b, range)| if range { format!("{a}-{b}") } else { a.to_string() }).collect();
+                    format!("{id} {ip} {port} {role} {master} {}", slots.join(" "))
+                })
+                .collect();
+            let text = text.join("\n");
+            let mut t = Topology::default();
+            if t.set_nodes(&text, version, false, &nobody) == Ok(true) {
+                proptest::prop_assert_eq!(Topology::from_file_text(&t.to_file_text()).unwrap(), t.clone());
+            }
+            let _ = t.set_nodes(&junk, version, true, &nobody);
+            let _ = Topology::from_file_text(&junk);
+            let _ = Topology::from_file_text(&format!("version {version}\nnode {text}"));
+            let _ = parse_slot_list(&junk);
+        }
+    }
+
     #[test]
     fn nodes_text_has_redis_s_fields() {
         let mut t = Topology::default();
