@@ -97,12 +97,17 @@ pub(crate) fn put_request(out: &mut Vec<u8>, args: &[&[u8]]) {
 /// Longest reply line read from the target.
 const MAX_LINE: u64 = 64 * 1024;
 
-/// Reads one reply to AUTH, SELECT or RESTORE (or, for a slot migration,
-/// DEL, SETRANGE and PEXPIRE): `Ok(())` for a status or an integer,
+/// Reads one reply to AUTH, SELECT or RESTORE: `Ok(())` for a status,
 /// `Err(text)` for an error (the text after `-`). Anything else (a line too
 /// long or cut, another reply kind) is a protocol error, as the replies to
-/// those commands are only ever statuses, integers and errors.
+/// those commands are only ever statuses and errors.
 pub(crate) fn read_reply(r: &mut impl BufRead) -> std::io::Result<Result<(), String>> {
+    read_reply_of(r, false)
+}
+
+/// [`read_reply`], with integer replies taken as success too when
+/// `integers` (a slot migration's DEL, SETRANGE and PEXPIRE answer so).
+pub(crate) fn read_reply_of(r: &mut impl BufRead, integers: bool) -> std::io::Result<Result<(), String>> {
     let mut line = Vec::new();
     r.by_ref().take(MAX_LINE).read_until(b'\n', &mut line)?;
     let bad = || std::io::Error::from(std::io::ErrorKind::InvalidData);
@@ -111,7 +116,8 @@ pub(crate) fn read_reply(r: &mut impl BufRead) -> std::io::Result<Result<(), Str
     }
     let body = &line[1..line.len() - 2];
     match line[0] {
-        b'+' | b':' => Ok(Ok(())),
+        b'+' => Ok(Ok(())),
+        b':' if integers => Ok(Ok(())),
         b'-' => Ok(Err(String::from_utf8_lossy(body).into_owned())),
         _ => Err(bad()),
     }

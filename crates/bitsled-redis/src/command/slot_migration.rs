@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bitsled::Db;
 
-use super::migrate::{put_request, read_reply, restore_payload};
+use super::migrate::{put_request, read_reply_of, restore_payload};
 use crate::cluster::migration::{for_keys_in, MigrationState};
 use crate::cluster::topology::{Node, SlotRange};
 use crate::cluster::Cluster;
@@ -118,7 +118,7 @@ impl Target {
         self.out.write_all(&out).map_err(|e| format!("writing to the target: {e}"))?;
         let mut failed = None;
         for _ in requests {
-            match read_reply(&mut self.replies).map_err(|e| format!("reading from the target: {e}"))? {
+            match read_reply_of(&mut self.replies, true).map_err(|e| format!("reading from the target: {e}"))? {
                 Ok(()) => {}
                 Err(text) => failed = failed.or(Some(text)),
             }
