@@ -129,19 +129,19 @@ impl Imports {
     }
 }
 
-/// Every key of `db` whose slot is in `slots`, read `1024` at a
-/// time, handed to `each` one batch at a time.
+/// Every key of `db` whose slot is in `slots`, read 1,024 at a time,
+/// handed to `each` one batch at a time until it answers `false`.
 pub(crate) fn for_keys_in(
     db: &Db,
     slots: &[SlotRange],
-    mut each: impl FnMut(Vec<Vec<u8>>) -> Result<(), String>,
+    mut each: impl FnMut(Vec<Vec<u8>>) -> Result<bool, String>,
 ) -> Result<(), String> {
     let mut cursor = 0;
     loop {
         let (keys, next) = db.scan(cursor, 1024).map_err(|e| e.to_string())?;
         let mine: Vec<Vec<u8>> = keys.into_iter().filter(|k| covers(slots, key_slot(k))).collect();
-        if !mine.is_empty() {
-            each(mine)?;
+        if !mine.is_empty() && !each(mine)? {
+            return Ok(());
         }
         if next == 0 {
             return Ok(());
@@ -161,7 +161,7 @@ pub fn drop_keys(db: &Db, slots: &[SlotRange]) -> Result<u64, String> {
         for k in keys {
             n += u64::from(db.delete(&k).map_err(|e| e.to_string())?);
         }
-        Ok(())
+        Ok(true)
     })?;
     Ok(n)
 }

@@ -160,9 +160,8 @@ impl Cluster {
                 _ => Ok(()),
             };
         }
-        let list: Vec<String> =
-            i.importing.iter().map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
-        write_and_rename(&self.import_file, list.join(" ").as_bytes()).map_err(failed)?.map_err(failed)
+        let list = topology::slot_list_text(&i.importing);
+        write_and_rename(&self.import_file, list.as_bytes()).map_err(failed)?.map_err(failed)
     }
 
     /// The current topology.

@@ -346,6 +346,12 @@ fn valid_id(id: &str) -> bool {
     id.len() == NODE_ID_LEN && id.bytes().all(|b| b.is_ascii_graphic())
 }
 
+/// Slot ranges as SETSLOT and CLUSTER NODES write them: `0-100 200`.
+#[must_use]
+pub fn slot_list_text(slots: &[SlotRange]) -> String {
+    slots.iter().map(|&r| range_text(r)).collect::<Vec<_>>().join(" ")
+}
+
 /// `a-b`, or `a` for one slot.
 fn range_text((start, end): SlotRange) -> String {
     if start == end {

@@ -195,10 +195,8 @@ fn settle(s: &Session, c: &Cluster) {
             t.runs().into_iter().filter(|&(a, _, _)| t.owner(a) == Owner::Myself).map(|(a, b, _)| (a, b)).collect();
         (gone, mine)
     };
-    let mut i = c.imports.lock();
-    let imported = std::mem::take(&mut i.imported);
-    i.imported = imported.into_iter().filter(|&(a, _)| !covers(&mine, a)).collect();
-    drop(i);
+    // (No push may give this node slots it is still importing.)
+    c.imports.lock().forget(&mine);
     for (slots, _) in gone {
         if let Err(e) = crate::cluster::migration::drop_keys(&s.db, &slots) {
             eprintln!("bitsled serve: could not delete the keys of migrated slots: {e}");
@@ -269,12 +267,12 @@ pub(crate) fn info(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
     let out = c.migration.lock();
     // Slots copied out whose owner no push has changed yet, by target.
     for (slots, n) in &out.migrated {
-        text.push_str(&format!("migrated_to_{}:{}\r\n", n.id, super::slot_migration::slot_list(slots)));
+        text.push_str(&format!("migrated_to_{}:{}\r\n", n.id, crate::cluster::topology::slot_list_text(slots)));
     }
     if let Some(m) = out.job.as_ref() {
         text.push_str(&format!(
             "migrating_slot(s):{}\r\ndestination_node:{}\r\nmigrating_state:{}\r\nmigrated_keys:{}\r\n",
-            super::slot_migration::slot_list(&m.slots),
+            crate::cluster::topology::slot_list_text(&m.slots),
             m.target.id,
             m.state_name(),
             m.keys
@@ -287,7 +285,7 @@ pub(crate) fn info(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
         let all: Vec<SlotRange> = i.importing.iter().chain(&i.imported).copied().collect();
         text.push_str(&format!(
             "importing_slot(s):{}\r\nimport_state:{state}\r\n",
-            super::slot_migration::slot_list(&all)
+            crate::cluster::topology::slot_list_text(&all)
         ));
     }
     Ok(Reply::bulk(text))
@@ -378,16 +376,13 @@ fn slot_arg(arg: &[u8]) -> Result<u16, Fail> {
 /// every key (no slot index yet; DESIGN.md, "Cluster").
 fn keys_in_slot(s: &Session, slot: u16, limit: usize) -> Result<Vec<Vec<u8>>, Fail> {
     let mut out = Vec::new();
-    let mut cursor = 0;
-    loop {
-        let (keys, next) = s.db.scan(cursor, 1024).map_err(|e| Fail(super::error_text(&e).into_bytes()))?;
-        out.extend(keys.into_iter().filter(|k| key_slot(k) == slot));
-        if next == 0 || out.len() >= limit {
-            out.truncate(limit);
-            return Ok(out);
-        }
-        cursor = next;
-    }
+    crate::cluster::migration::for_keys_in(&s.db, &[(slot, slot)], |keys| {
+        out.extend(keys);
+        Ok(out.len() < limit)
+    })
+    .map_err(|e| Fail(format!("ERR {e}").into_bytes()))?;
+    out.truncate(limit);
+    Ok(out)
 }
 
 /// `CLUSTER COUNTKEYSINSLOT slot`.

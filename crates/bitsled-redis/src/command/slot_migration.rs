@@ -73,13 +73,6 @@ fn stream_value(t: &mut Target, db: &Db, key: &[u8]) -> Result<(), String> {
 /// How long a connection or one round trip to the target may take.
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-/// `slots` as a SETSLOT/IMPORT slot list (`0-100 200`).
-pub(crate) fn slot_list(slots: &[SlotRange]) -> String {
-    let items: Vec<String> =
-        slots.iter().map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
-    items.join(" ")
-}
-
 /// A connection to the target that sends requests and reads their
 /// status replies.
 struct Target {
@@ -132,7 +125,7 @@ impl Target {
 /// writes to the slots refused from then on). The lock is taken only to
 /// record: every command's routing reads it.
 pub(crate) fn run(cluster: &Arc<Cluster>, db: &Db, slots: &[SlotRange], target: &Node, password: Option<&[u8]>) {
-    let list = slot_list(slots);
+    let list = crate::cluster::topology::slot_list_text(slots);
     let mut conn = None;
     let outcome = copy(cluster, db, slots, &list, target, password, &mut conn);
     if let Err(why) = &outcome {
@@ -195,7 +188,7 @@ fn copy(
             t.call(&refs)?;
             count(cluster, moving.len());
         }
-        Ok(())
+        Ok(true)
     })?;
     t.call(&[&[b"CLUSTER", b"IMPORT", list.as_bytes(), b"1"]])
 }
