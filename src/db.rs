@@ -304,6 +304,52 @@ impl Db {
         self.engine.scan(self.index, cursor, count, &|_| true)
     }
 
+    /// A step of a scan over the keys of one Redis Cluster slot
+    /// ([`crate::slot::key_slot`]): up to about `count` keys from `cursor`
+    /// on (0 starts) and the next cursor (0 when done). The cursor
+    /// promises what [`Db::scan`]'s does, for the slot's keys.
+    ///
+    /// Cost: O(keys in the slot) in a store created by this build, whose
+    /// key hash orders keys by slot ([`Db::slots_indexed`]); in a store
+    /// created by a build before format 10, a scan of every key.
+    ///
+    /// # Errors
+    /// As [`Db::scan`].
+    ///
+    /// ```
+    /// # fn main() -> bitsled::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = bitsled::Db::open(dir.path())?;
+    /// for k in [&b"{r17}:mon"[..], b"{r17}:tue", b"other"] {
+    ///     db.setbit(k, 0, true)?;
+    /// }
+    /// let slot = bitsled::slot::key_slot(b"r17");
+    /// let (mut keys, mut cursor) = (Vec::new(), 0);
+    /// loop {
+    ///     let (batch, next) = db.scan_slot(slot, cursor, 100)?;
+    ///     keys.extend(batch);
+    ///     if next == 0 {
+    ///         break;
+    ///     }
+    ///     cursor = next;
+    /// }
+    /// keys.sort();
+    /// assert_eq!(keys, vec![b"{r17}:mon".to_vec(), b"{r17}:tue".to_vec()]);
+    /// assert!(db.slots_indexed());
+    /// # Ok(()) }
+    /// ```
+    pub fn scan_slot(&self, slot: u16, cursor: u64, count: usize) -> Result<(Vec<Vec<u8>>, u64)> {
+        self.engine.scan_slot(self.index, slot, cursor, count)
+    }
+
+    /// Whether [`Db::scan_slot`] walks only the slot's keys: true for
+    /// stores created by this build (format 10 and later); a store created
+    /// before keeps its key order, and `bitsled compact` into a new store
+    /// gives it the slot order.
+    pub fn slots_indexed(&self) -> bool {
+        self.engine.slots_indexed()
+    }
+
     /// The number of keys of this database (Redis DBSIZE), expired keys not
     /// yet deleted included, as in Redis.
     ///

@@ -37,7 +37,9 @@ use super::entry::{
     entry_end, entry_expiry_end, put_entry, read_entry, sealed_body, shared_len, Reader, TAG_EXPIRY, TAG_INLINE,
     TAG_PAGE,
 };
+#[cfg(test)]
 use super::layout::key_hash;
+use super::layout::KeyHash;
 use super::record::{bad_meta, Body, Kind, Meta};
 use crate::error::{Error, Result};
 use crate::le::read_u32;
@@ -600,8 +602,8 @@ impl Bucket {
     }
 
     /// Sets the metadata of `name`, adding an entry if it has none.
-    pub(crate) fn put(&mut self, name: &[u8], meta: &Meta) {
-        self.upsert(name, key_hash(name), meta);
+    pub(crate) fn put(&mut self, hash: KeyHash, name: &[u8], meta: &Meta) {
+        self.upsert(name, hash.of(name), meta);
     }
 
     /// Removes the entry of `name` (whose hash is `h`); returns its
@@ -737,7 +739,7 @@ impl Bucket {
     /// Splits the bucket starting at `start` into its two halves (one more
     /// hash bit): the lower half keeps `start`; the upper one starts at the
     /// returned hash.
-    pub(crate) fn split(self, start: u32) -> (Bucket, u32, Bucket) {
+    pub(crate) fn split(self, hash: KeyHash, start: u32) -> (Bucket, u32, Bucket) {
         let depth = self.depth + 1;
         let upper_start = start | (1u32 << (32 - u32::from(depth)));
         let mut parts = [Bucket::new(depth), Bucket::new(depth)];
@@ -746,19 +748,19 @@ impl Bucket {
         }
         // Each name's hash is computed again (the bucket keeps only its
         // low bits), once.
-        self.rebuild_into(&mut parts, |name| usize::from(covers(upper_start, depth, key_hash(name))));
+        self.rebuild_into(&mut parts, |name| usize::from(covers(upper_start, depth, hash.of(name))));
         let [lo, hi] = parts;
         (lo, upper_start, hi)
     }
 
     /// The bucket starting at `start` split until every part fits (or
     /// cannot split further), as (first hash, bucket) in hash order.
-    pub(crate) fn partition(self, start: u32) -> Vec<(u32, Bucket)> {
+    pub(crate) fn partition(self, hash: KeyHash, start: u32) -> Vec<(u32, Bucket)> {
         let mut out = Vec::new();
         let mut todo = vec![(start, self)];
         while let Some((s, b)) = todo.pop() {
             if b.wants_split() {
-                let (lo, upper, hi) = b.split(s);
+                let (lo, upper, hi) = b.split(hash, s);
                 todo.push((upper, hi));
                 todo.push((s, lo));
             } else {
@@ -799,12 +801,12 @@ impl Bucket {
     }
 
     /// Parses and validates the record of the bucket of keyspace `ks`
-    /// starting at hash `start`.
+    /// starting at hash `start`, in a store hashing names by `hash`.
     ///
     /// # Errors
     /// [`Error::Corrupted`] naming the bucket (or the key whose entry is
     /// bad) for any damage; never panics.
-    pub(crate) fn decode(ks: u32, start: u32, b: &[u8]) -> Result<Bucket> {
+    pub(crate) fn decode(hash: KeyHash, ks: u32, start: u32, b: &[u8]) -> Result<Bucket> {
         let bad = |reason: String| Error::Corrupted {
             key: format!("<bucket {ks}/{start:#010x}>"),
             page: None,
@@ -835,7 +837,7 @@ impl Bucket {
             if !entries.is_empty() && name.as_slice() <= prev {
                 return Err(bad("names not in increasing order".into()));
             }
-            if !covers(start, depth, key_hash(&name)) {
+            if !covers(start, depth, hash.of(&name)) {
                 return Err(bad_meta(
                     &name,
                     format!("stored in bucket {ks}/{start:#010x} that does not hold its hash"),
@@ -852,7 +854,7 @@ impl Bucket {
         for (name, meta) in &entries {
             // Names are strictly increasing (checked above): always new.
             bucket.bytes += record_bytes(name.len(), meta);
-            bucket.push_new(name, key_hash(name), meta, false, 0);
+            bucket.push_new(name, hash.of(name), meta, false, 0);
         }
         if r.at != body.len() {
             return Err(bad(format!("{} bytes after the last entry", body.len() - r.at)));
@@ -921,7 +923,7 @@ mod tests {
                     m
                 }
             };
-            b.put(name.as_bytes(), &meta);
+            b.put(KeyHash::NEW, name.as_bytes(), &meta);
         }
         (start, b)
     }
@@ -931,7 +933,7 @@ mod tests {
     #[test]
     fn round_trips() {
         let (start, b) = sample();
-        let back = Bucket::decode(1, start, &b.encode()).unwrap();
+        let back = Bucket::decode(KeyHash::NEW, 1, start, &b.encode()).unwrap();
         assert_eq!(back, b);
         assert!(b.encode().len() <= b.bytes, "the size bound holds");
     }
@@ -945,13 +947,13 @@ mod tests {
             for bit in [0x01, 0x80] {
                 let mut d = enc.clone();
                 d[i] ^= bit;
-                assert!(Bucket::decode(1, start, &d).is_err(), "flip {bit:#x} at {i} accepted");
+                assert!(Bucket::decode(KeyHash::NEW, 1, start, &d).is_err(), "flip {bit:#x} at {i} accepted");
             }
         }
         for n in 0..enc.len() {
-            assert!(Bucket::decode(1, start, &enc[..n]).is_err(), "truncation to {n} accepted");
+            assert!(Bucket::decode(KeyHash::NEW, 1, start, &enc[..n]).is_err(), "truncation to {n} accepted");
         }
-        assert!(Bucket::decode(1, start ^ 0x0100_0000, &enc).is_err(), "a bucket read at the wrong hash");
+        assert!(Bucket::decode(KeyHash::NEW, 1, start ^ 0x0100_0000, &enc).is_err(), "a bucket read at the wrong hash");
     }
 
     /// A kept page that does not decode, or lies past its value's
@@ -967,8 +969,8 @@ mod tests {
             m.body = Body::Page { page: 2, bytes: u8::try_from(member.len()).unwrap() };
             m.len = len;
             m.ones = 1;
-            b.put(b"k", &m);
-            Bucket::decode(1, start, &b.encode()).map(|_| ())
+            b.put(KeyHash::NEW, b"k", &m);
+            Bucket::decode(KeyHash::NEW, 1, start, &b.encode()).map(|_| ())
         };
         let one = crate::page::encode_lone(&crate::page::Page::from_positions(&[9])).unwrap();
         // Bit 2 * 32768 + 9 needs 8,194 bytes.
@@ -983,7 +985,7 @@ mod tests {
         // Inline and kept at once.
         let start = bucket_start(key_hash(b"k"), MIN_DEPTH);
         let mut b = Bucket::new(MIN_DEPTH);
-        b.put(b"k", &Meta::paged(Kind::String, 1, 8, 1, 0));
+        b.put(KeyHash::NEW, b"k", &Meta::paged(Kind::String, 1, 8, 1, 0));
         let mut enc = b.encode();
         // The header, the shared length 0, the name's length and name,
         // then the tag.
@@ -993,7 +995,7 @@ mod tests {
         let n = enc.len() - 4;
         let crc = crc32fast::hash(&enc[..n]);
         enc[n..].copy_from_slice(&crc.to_le_bytes());
-        let e = Bucket::decode(1, start, &enc).unwrap_err().to_string();
+        let e = Bucket::decode(KeyHash::NEW, 1, start, &enc).unwrap_err().to_string();
         assert!(e.contains("unknown tag bits"), "{e}");
     }
 
@@ -1008,13 +1010,13 @@ mod tests {
         let mut m = Meta::empty(Kind::String);
         m.len = 60;
         m.expire_at_ms = 1_700_000_000_000;
-        b.put(b"long inline", &m);
+        b.put(KeyHash::NEW, b"long inline", &m);
         let bound = |b: &Bucket| b.iter().map(|(name, m)| record_bytes(name.len(), &m)).sum::<usize>() + HEADER + 4;
         let marks = |b: &Bucket| (0..b.len()).filter(|&i| b.is_changed(i)).count();
         b.clear_changes();
-        b.put(b"k0", &Meta::paged(Kind::String, 5, 1, 1, 0));
+        b.put(KeyHash::NEW, b"k0", &Meta::paged(Kind::String, 5, 1, 1, 0));
         assert_eq!(b.bytes, bound(&b));
-        let (lo, _, hi) = b.clone().split(start);
+        let (lo, _, hi) = b.clone().split(KeyHash::NEW, start);
         assert_eq!(lo.bytes + hi.bytes, b.bytes + HEADER + 4);
         assert_eq!((lo.bytes, hi.bytes), (bound(&lo), bound(&hi)));
         assert_eq!(marks(&lo) + marks(&hi), 1);
@@ -1028,13 +1030,13 @@ mod tests {
     fn split_partitions_by_the_next_bit() {
         let (start, b) = sample();
         let all = b.len();
-        let (lo, upper, hi) = b.split(start);
+        let (lo, upper, hi) = b.split(KeyHash::NEW, start);
         assert_eq!((lo.depth, hi.depth), (MIN_DEPTH + 1, MIN_DEPTH + 1));
         assert_eq!(lo.len() + hi.len(), all);
         assert!(lo.iter().all(|(name, _)| covers(start, lo.depth, key_hash(&name))));
         assert!(hi.iter().all(|(name, _)| covers(upper, hi.depth, key_hash(&name))));
         assert!(in_tag_order(&lo) && in_tag_order(&hi), "a split keeps the tag order");
-        let decoded = Bucket::decode(0, upper, &hi.encode()).unwrap();
+        let decoded = Bucket::decode(KeyHash::NEW, 0, upper, &hi.encode()).unwrap();
         assert!(in_tag_order(&decoded), "a decode builds the tag order");
         assert_eq!(decoded, hi);
     }
@@ -1089,7 +1091,7 @@ mod tests {
                 let want: Vec<(Vec<u8>, Meta)> = model.iter().map(|(k, m)| (k.clone(), m.clone())).collect();
                 assert_eq!(b.sorted(), want, "step {step}");
                 let start = region;
-                assert_eq!(Bucket::decode(0, start, &b.encode()).unwrap(), b, "step {step}");
+                assert_eq!(Bucket::decode(KeyHash::NEW, 0, start, &b.encode()).unwrap(), b, "step {step}");
                 let mut changed = Vec::new();
                 b.for_each_change(|n, e| {
                     if e.is_some() {
@@ -1098,7 +1100,7 @@ mod tests {
                 });
                 assert!(changed.iter().all(|n| model.contains_key(n)), "changes name whole names");
                 b.clear_changes();
-                let (lo, _, hi) = b.clone().split(start);
+                let (lo, _, hi) = b.clone().split(KeyHash::NEW, start);
                 let mut halves: Vec<(Vec<u8>, Meta)> = lo.sorted();
                 halves.extend(hi.sorted());
                 halves.sort_by(|a, b| a.0.cmp(&b.0));
@@ -1199,7 +1201,7 @@ mod tests {
         let mut copy = b.clone();
         copy.compact();
         assert_eq!(drain(&mut copy), want, "compaction keeps the marks");
-        let (mut lo, _, mut hi) = b.split(start);
+        let (mut lo, _, mut hi) = b.split(KeyHash::NEW, start);
         let mut got = drain(&mut lo);
         got.extend(drain(&mut hi));
         assert_eq!(got, want, "a split keeps the marks");
@@ -1268,7 +1270,7 @@ mod tests {
         assert_eq!(idle(&b, 5, 71_000), Some(1 << 15), "an old time clamps to the moved base");
         b.find(&names[9], key_hash(&names[9]), 71_010);
         let start = bucket_start(key_hash(&names[0]), MIN_DEPTH);
-        let (lo, upper, hi) = b.split(start);
+        let (lo, upper, hi) = b.split(KeyHash::NEW, start);
         for (i, name) in names.iter().enumerate() {
             let part = if covers(upper, lo.depth, key_hash(name)) { &hi } else { &lo };
             let want = match i {

@@ -154,7 +154,7 @@ impl Engine {
     /// exclusively.
     fn touch_present(&self, ks: u32, other: Option<u32>) -> Result<()> {
         for name in self.watches.names(ks) {
-            let h = layout::key_hash(&name);
+            let h = self.key_hash(&name);
             let mut g = self.metas.lock_shard(shard_of(h));
             let mut present = false;
             for k in std::iter::once(ks).chain(other) {

@@ -48,7 +48,9 @@
 //! entry.
 
 use super::entry::{read_entry, seal_counted, sealed_body, shared_len, Reader};
-use super::layout::{key_hash, shard_of};
+#[cfg(test)]
+use super::layout::key_hash;
+use super::layout::{shard_of, KeyHash};
 use super::record::Meta;
 use crate::error::{Error, Result};
 use crate::le::read_u32;
@@ -251,12 +253,13 @@ fn seal((p, count): (Vec<u8>, u32)) -> Vec<u8> {
     seal_counted(p, count)
 }
 
-/// Parses and validates a delta record of shard `shard` (`what` names it
+/// Parses and validates a delta record of shard `shard` of a store hashing
+/// names by `hash` (`what` names it
 /// in errors: its key).
 ///
 /// # Errors
 /// [`Error::Corrupted`] for any damage; never panics.
-pub(crate) fn decode(shard: usize, what: &str, b: &[u8]) -> Result<Vec<DeltaEntry>> {
+pub(crate) fn decode(hash: KeyHash, shard: usize, what: &str, b: &[u8]) -> Result<Vec<DeltaEntry>> {
     let bad = |reason: String| Error::Corrupted {
         key: format!("<metadata delta {what}>"),
         page: None,
@@ -299,7 +302,7 @@ pub(crate) fn decode(shard: usize, what: &str, b: &[u8]) -> Result<Vec<DeltaEntr
             name.extend_from_slice(tail);
             (ks, name)
         };
-        if shard_of(key_hash(&name)) != shard {
+        if shard_of(hash.of(&name)) != shard {
             return Err(bad(format!("key {:?} is not of shard {shard}", String::from_utf8_lossy(&name))));
         }
         let tag = r.take(1, &bad)?[0];
@@ -423,7 +426,7 @@ mod tests {
         let parts = encode(&entries);
         assert!(parts.len() > 1, "1000 entries span several parts");
         assert!(parts.iter().all(|p| p.len() < PART_BYTES + 200), "parts stay near their size");
-        let back: Vec<DeltaEntry> = parts.iter().flat_map(|p| decode(shard, "t", p).unwrap()).collect();
+        let back: Vec<DeltaEntry> = parts.iter().flat_map(|p| decode(KeyHash::NEW, shard, "t", p).unwrap()).collect();
         assert_eq!(back, in_record_order(&entries));
         let i = back.iter().position(|e| e.name == entries[0].name).unwrap();
         assert!(
@@ -490,7 +493,7 @@ mod tests {
             }
         }
         let parts = encode(&entries);
-        let back: Vec<DeltaEntry> = parts.iter().flat_map(|p| decode(0, "t", p).unwrap()).collect();
+        let back: Vec<DeltaEntry> = parts.iter().flat_map(|p| decode(KeyHash::NEW, 0, "t", p).unwrap()).collect();
         assert_eq!(back, in_record_order(&entries));
         // One 4,006-byte name, then 1,000 entries sharing all of it.
         let first = &entries[0].name;
@@ -506,7 +509,7 @@ mod tests {
         }
         let crc = crc32fast::hash(&p);
         p.extend_from_slice(&crc.to_le_bytes());
-        let e = decode(0, "t", &p).unwrap_err().to_string();
+        let e = decode(KeyHash::NEW, 0, "t", &p).unwrap_err().to_string();
         assert!(e.contains("bytes of names"), "{e}");
     }
 
@@ -516,9 +519,9 @@ mod tests {
     fn version_1_records_decode() {
         let (shard, entries) = sample(40);
         let mut p = encode_v1(&entries);
-        assert_eq!(decode(shard, "t", &p).unwrap(), entries);
+        assert_eq!(decode(KeyHash::NEW, shard, "t", &p).unwrap(), entries);
         p[0] = 4;
-        assert!(decode(shard, "t", &p).is_err(), "an unknown version");
+        assert!(decode(KeyHash::NEW, shard, "t", &p).is_err(), "an unknown version");
     }
 
     /// A record as the writer makes it, with its version byte and
@@ -538,11 +541,11 @@ mod tests {
     fn bloom_bits_need_version_3() {
         let (shard, mut entries) = sample(4);
         let whole = encode(&entries).remove(0);
-        assert_eq!(decode(shard, "t", &as_version(whole, VERSION_2)).unwrap(), in_record_order(&entries));
+        assert_eq!(decode(KeyHash::NEW, shard, "t", &as_version(whole, VERSION_2)).unwrap(), in_record_order(&entries));
         entries[1].change = Change::BloomBits { items: 3, positions: vec![5, 9] };
         let p = encode(&entries).remove(0);
-        assert_eq!(decode(shard, "t", &p).unwrap(), in_record_order(&entries));
-        assert!(decode(shard, "t", &as_version(p, VERSION_2)).is_err());
+        assert_eq!(decode(KeyHash::NEW, shard, "t", &p).unwrap(), in_record_order(&entries));
+        assert!(decode(KeyHash::NEW, shard, "t", &as_version(p, VERSION_2)).is_err());
         let one = vec![DeltaEntry { change: Change::BloomBits { items: 1, positions: vec![7] }, ..entries[1].clone() }];
         let p = encode(&one).remove(0);
         // The record ends: tag, items 1, one position, position 7, crc.
@@ -551,7 +554,7 @@ mod tests {
         let mut none = p[..at].to_vec();
         none.extend_from_slice(&[1, 0]);
         none.extend_from_slice(&[0; 4]);
-        let e = decode(shard, "t", &as_version(none, VERSION)).unwrap_err().to_string();
+        let e = decode(KeyHash::NEW, shard, "t", &as_version(none, VERSION)).unwrap_err().to_string();
         assert!(e.contains("no position"), "{e}");
     }
 
@@ -570,7 +573,7 @@ mod tests {
         varint::put(&mut far, u64::MAX - 1);
         varint::put(&mut far, 0);
         far.extend_from_slice(&[0; 4]);
-        let e = decode(shard, "t", &as_version(far, VERSION)).unwrap_err().to_string();
+        let e = decode(KeyHash::NEW, shard, "t", &as_version(far, VERSION)).unwrap_err().to_string();
         assert!(e.contains("past 64 bits"), "{e}");
     }
 
@@ -585,12 +588,12 @@ mod tests {
             for bit in [0x01, 0x80] {
                 let mut d = enc.clone();
                 d[i] ^= bit;
-                assert!(decode(shard, "t", &d).is_err(), "flip {bit:#x} at {i} accepted");
+                assert!(decode(KeyHash::NEW, shard, "t", &d).is_err(), "flip {bit:#x} at {i} accepted");
             }
         }
         for n in 0..enc.len() {
-            assert!(decode(shard, "t", &enc[..n]).is_err(), "truncation to {n} accepted");
+            assert!(decode(KeyHash::NEW, shard, "t", &enc[..n]).is_err(), "truncation to {n} accepted");
         }
-        assert!(decode(shard ^ 1, "t", &enc).is_err(), "a record read as another shard's");
+        assert!(decode(KeyHash::NEW, shard ^ 1, "t", &enc).is_err(), "a record read as another shard's");
     }
 }

@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::due::{region_of, region_start, DueRegions, NEVER, REGIONS, REGION_BITS};
-use super::layout::{key_hash, shard_of};
+use super::layout::shard_of;
 use super::metas::bucket_end;
 use super::tx::Target;
 use super::Engine;
@@ -71,7 +71,7 @@ impl Engine {
                         // clock finds alive again keeps its region due.
                         match tx.meta(k)? {
                             None => n += 1,
-                            Some(m) if m.expire_at_ms != 0 => due.note(key_hash(k), m.expire_at_ms),
+                            Some(m) if m.expire_at_ms != 0 => due.note(self.key_hash(k), m.expire_at_ms),
                             Some(_) => {}
                         }
                     }
@@ -85,7 +85,7 @@ impl Engine {
                         // The region's time no longer counts these keys:
                         // make it due again so they are not forgotten.
                         for k in &keys {
-                            due.note(key_hash(k), now);
+                            due.note(self.key_hash(k), now);
                         }
                         return Err(e);
                     }
@@ -124,7 +124,7 @@ impl Engine {
                     expired.push(name);
                     continue;
                 }
-                let region = region_of(key_hash(&name));
+                let region = region_of(self.key_hash(&name));
                 match left.iter_mut().find(|(x, _)| *x == region) {
                     Some((_, t)) => *t = (*t).min(meta.expire_at_ms),
                     None => left.push((region, meta.expire_at_ms)),

@@ -264,7 +264,7 @@ fn delta_kinds(dir: &std::path::Path) -> (usize, usize, usize) {
     let mut out = (0, 0, 0);
     for r in store.scan_prefix(&[layout::NS_DELTA]) {
         let (k, v) = r.unwrap();
-        for e in decode(usize::from(k[1]), "test", &v).unwrap() {
+        for e in decode(crate::engine::layout::KeyHash::NEW, usize::from(k[1]), "test", &v).unwrap() {
             match e.change {
                 Change::BloomBits { .. } => out.0 += 1,
                 Change::Entry(_) => out.1 += 1,

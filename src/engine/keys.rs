@@ -7,17 +7,24 @@
 //! concurrent writes, every key present for the whole scan is returned (a
 //! key is returned when the scan passes its hash), and each call moves
 //! forward, so a scan always ends. Cursors stay below 2^33.
+//!
+//! A store whose key hash puts the cluster slot on top (format 10, DESIGN.md
+//! section 3) holds each slot's keys in one range of the hash space: a
+//! slot's scan walks that range only, so it costs the slot's keys (and at
+//! most the rest of the buckets at its two ends), not the database's.
 
 use std::sync::Arc;
 
 use super::bucket::Bucket;
-use super::layout::key_hash;
 use super::metas::{bucket_end, shard_of};
 use super::record::Meta;
 use super::tx::no_such_db;
 use super::Engine;
 use crate::error::Result;
 use crate::glob::glob_match;
+
+/// The hash position past the last: a scan's end when it covers them all.
+const END: u64 = 1 << 32;
 
 /// A key's name and metadata.
 pub(crate) type Entry = (Vec<u8>, Meta);
@@ -53,8 +60,37 @@ impl Engine {
         keep: &dyn Fn(&[u8]) -> bool,
     ) -> Result<(Vec<Vec<u8>>, u64)> {
         let mut out = Vec::new();
-        let next = self.scan_visit(db, cursor, count, &mut |name, _| {
+        let next = self.scan_visit(db, cursor, count, END, &mut |name, _| {
             if keep(name) {
+                out.push(name.to_vec());
+            }
+        })?;
+        Ok((out, next))
+    }
+
+    /// Whether the keys of one cluster slot are found without a scan of
+    /// the others (the store's key hash puts the slot on top).
+    pub(crate) fn slots_indexed(&self) -> bool {
+        self.metas.key_hash().slot_range(0).is_some()
+    }
+
+    /// Up to about `count` live keys of database `db` in cluster slot
+    /// `slot`, from `cursor` on (0 starts), and the next cursor (0 when
+    /// done). With [`Engine::slots_indexed`] the walk covers the slot's
+    /// range of the hash space only; otherwise it is a scan of every key,
+    /// keeping the slot's.
+    ///
+    /// # Errors
+    /// As [`Engine::scan`].
+    pub(crate) fn scan_slot(&self, db: u32, slot: u16, cursor: u64, count: usize) -> Result<(Vec<Vec<u8>>, u64)> {
+        let in_slot = |name: &[u8]| crate::slot::key_slot(name) == slot;
+        let Some((first, last)) = self.metas.key_hash().slot_range(slot) else {
+            return self.scan(db, cursor, count, &in_slot);
+        };
+        let from = if cursor == 0 { u64::from(first) + 1 } else { cursor };
+        let mut out = Vec::new();
+        let next = self.scan_visit(db, from, count, u64::from(last) + 1, &mut |name, _| {
+            if in_slot(name) {
                 out.push(name.to_vec());
             }
         })?;
@@ -67,22 +103,34 @@ impl Engine {
     /// As [`Engine::scan`].
     pub(crate) fn scan_entries(&self, db: u32, cursor: u64, count: usize) -> Result<(Vec<Entry>, u64)> {
         let mut out = Vec::new();
-        let next = self.scan_visit(db, cursor, count, &mut |name, meta| out.push((name.to_vec(), meta.clone())))?;
+        let next =
+            self.scan_visit(db, cursor, count, END, &mut |name, meta| out.push((name.to_vec(), meta.clone())))?;
         Ok((out, next))
     }
 
     /// The walk of [`Engine::scan`]: calls `visit` with each live key and
-    /// its metadata; returns the next cursor.
-    fn scan_visit(&self, db: u32, cursor: u64, count: usize, visit: &mut dyn FnMut(&[u8], &Meta)) -> Result<u64> {
+    /// its metadata, whole buckets at a time, until about `count` keys or
+    /// hash position `end`; returns the next cursor (0 past `end`).
+    fn scan_visit(
+        &self,
+        db: u32,
+        cursor: u64,
+        count: usize,
+        end: u64,
+        visit: &mut dyn FnMut(&[u8], &Meta),
+    ) -> Result<u64> {
         let (ks, _) = self.keyspaces.of(db).ok_or_else(|| no_such_db(db))?;
         let now = self.now_ms();
         let mut pos = cursor.saturating_sub(1);
         let mut visited = 0usize;
         while let Ok(h) = u32::try_from(pos) {
+            if pos >= end {
+                break;
+            }
             let (n, end) = self.with_bucket_at(ks, h, |b, start| {
                 let mut n = 0;
                 for (name, meta) in b.iter() {
-                    if (start == h || key_hash(&name) >= h) && live(&meta, now) {
+                    if (start == h || self.key_hash(&name) >= h) && live(&meta, now) {
                         n += 1;
                         visit(&name, &meta);
                     }
@@ -95,7 +143,7 @@ impl Engine {
                 break;
             }
         }
-        Ok(if pos > u64::from(u32::MAX) { 0 } else { pos + 1 })
+        Ok(if pos >= end { 0 } else { pos + 1 })
     }
 
     /// Every live key of database `db` matching the Redis glob `pattern`,

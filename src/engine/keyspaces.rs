@@ -17,6 +17,7 @@ use parking_lot::RwLock;
 
 use super::due::DueRegions;
 use super::idhash::FastMap;
+use super::layout::KeyHash;
 use super::record::{Catalog, DbRecord};
 
 /// The counts of one keyspace. Signed, so that concurrent updates never
@@ -79,6 +80,8 @@ pub(crate) struct Keyspaces {
     next: AtomicU32,
     /// The mapping changed since the last write-back took it.
     changed: AtomicBool,
+    /// The store's key hash scheme, which the catalog records.
+    key_hash: KeyHash,
 }
 
 impl Keyspaces {
@@ -91,6 +94,7 @@ impl Keyspaces {
             by_ks: RwLock::new(by_ks),
             next: AtomicU32::new(c.next_keyspace),
             changed: AtomicBool::new(false),
+            key_hash: c.key_hash,
         }
     }
 
@@ -168,6 +172,7 @@ impl Keyspaces {
     pub(crate) fn catalog(&self) -> Catalog {
         let dbs = self.dbs.read();
         Catalog {
+            key_hash: self.key_hash,
             next_keyspace: self.next.load(Ordering::SeqCst),
             dbs: dbs
                 .iter()

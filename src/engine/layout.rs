@@ -1,4 +1,4 @@
-//! Key layout of the single sled tree (format version 9).
+//! Key layout of the single sled tree (format version 10).
 //!
 //! Every record lives in one tree so one atomic batch can cover metadata and
 //! pages together. The first byte of a key names its namespace:
@@ -65,11 +65,78 @@ pub(crate) const PAGE_DELTA_KEY_LEN: usize = 13;
 /// decides which bucket holds a key and the order SCAN visits keys in.
 const KEY_HASH_SEED: u64 = 0x6269_7473_6c65_6421;
 
-/// The 32-bit hash of a key name: the top half of its MurmurHash64A.
-pub(crate) fn key_hash(name: &[u8]) -> u32 {
+/// The top 32 bits of a name's MurmurHash64A.
+fn murmur_top(name: &[u8]) -> u32 {
     let h = murmur64a(name, KEY_HASH_SEED) >> 32;
     // The top 32 bits of a u64 fit in a u32.
     u32::try_from(h).unwrap_or(u32::MAX)
+}
+
+/// Bits of a slot-ordered key hash below the slot.
+const BELOW_SLOT: u32 = 32 - 14;
+
+/// How a store hashes key names into the 32-bit space its buckets, lock
+/// shards, delta records and SCAN cursors are cut from. Part of the
+/// format, recorded in the catalog (DESIGN.md section 3, "The key hash").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KeyHash {
+    /// Stores created before format 10: the top 32 bits of the name's
+    /// MurmurHash64A.
+    Murmur,
+    /// Format 10 stores: the name's Redis Cluster slot
+    /// ([`crate::slot::key_slot`]) in the top 14 bits, then the top 18
+    /// bits of its MurmurHash64A. The keys of one slot fill one range of
+    /// the hash space.
+    Slot,
+}
+
+impl KeyHash {
+    /// The scheme of stores this build creates.
+    pub(crate) const NEW: KeyHash = KeyHash::Slot;
+
+    /// The hash of `name`.
+    pub(crate) fn of(self, name: &[u8]) -> u32 {
+        match self {
+            KeyHash::Murmur => murmur_top(name),
+            KeyHash::Slot => (u32::from(crate::slot::key_slot(name)) << BELOW_SLOT) | (murmur_top(name) >> 14),
+        }
+    }
+
+    /// The first and the last hash of the keys of `slot`, if this scheme
+    /// keeps a slot's keys together.
+    pub(crate) fn slot_range(self, slot: u16) -> Option<(u32, u32)> {
+        match self {
+            KeyHash::Murmur => None,
+            KeyHash::Slot => {
+                let first = u32::from(slot % crate::slot::SLOTS) << BELOW_SLOT;
+                Some((first, first | ((1 << BELOW_SLOT) - 1)))
+            }
+        }
+    }
+
+    /// The scheme's number in the catalog.
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            KeyHash::Murmur => 0,
+            KeyHash::Slot => 1,
+        }
+    }
+
+    /// The scheme with catalog number `code`.
+    pub(crate) fn from_code(code: u8) -> Option<KeyHash> {
+        match code {
+            0 => Some(KeyHash::Murmur),
+            1 => Some(KeyHash::Slot),
+            _ => None,
+        }
+    }
+}
+
+/// The hash of `name` under the scheme of new stores (tests build buckets
+/// and records with it).
+#[cfg(test)]
+pub(crate) fn key_hash(name: &[u8]) -> u32 {
+    KeyHash::NEW.of(name)
 }
 
 /// Bits of the key hash that name its lock shard (and its metadata delta
@@ -328,11 +395,39 @@ mod tests {
         assert_eq!(parse_dead_key(&dead_key(7)), Some(7));
     }
 
-    /// The key hash is part of the format: pinned values (computed by an
-    /// independent implementation of MurmurHash64A).
+    /// The key hash is part of the format: pinned values (the Murmur
+    /// ones computed by an independent implementation of MurmurHash64A;
+    /// the slots are those Redis's CLUSTER KEYSLOT gives).
     #[test]
     fn key_hash_is_stable() {
-        let got: Vec<u32> = [&b""[..], b"a", b"uid:sign:1:202611"].iter().map(|n| key_hash(n)).collect();
-        assert_eq!(got, vec![0xf427_648e, 0xfe8b_11fe, 0x11be_e1aa]);
+        let names = [&b""[..], b"a", b"uid:sign:1:202611"];
+        let murmur: Vec<u32> = names.iter().map(|n| KeyHash::Murmur.of(n)).collect();
+        assert_eq!(murmur, vec![0xf427_648e, 0xfe8b_11fe, 0x11be_e1aa]);
+        let slot: Vec<u32> = names.iter().map(|n| KeyHash::Slot.of(n)).collect();
+        let slots = [0u32, 15495, u32::from(crate::slot::key_slot(b"uid:sign:1:202611"))];
+        for ((h, m), s) in slot.iter().zip(&murmur).zip(slots) {
+            assert_eq!(h >> 18, s, "the slot is on top");
+            assert_eq!(h & 0x3_ffff, m >> 14, "then Murmur's top 18 bits");
+        }
+    }
+
+    /// Under the slot scheme, a slot's range holds exactly its keys, and
+    /// the ranges tile the hash space in slot order.
+    #[test]
+    fn slot_ranges_hold_their_keys() {
+        for i in 0..20_000u32 {
+            let name = format!("user:{i}:{{tag{}}}", i % 97).into_bytes();
+            let slot = crate::slot::key_slot(&name);
+            let (lo, hi) = KeyHash::Slot.slot_range(slot).unwrap();
+            assert!((lo..=hi).contains(&KeyHash::Slot.of(&name)), "{name:?}");
+        }
+        assert_eq!(KeyHash::Slot.slot_range(0).unwrap().0, 0);
+        assert_eq!(KeyHash::Slot.slot_range(16383).unwrap().1, u32::MAX);
+        assert_eq!(KeyHash::Slot.slot_range(1).unwrap().0, KeyHash::Slot.slot_range(0).unwrap().1 + 1);
+        assert_eq!(KeyHash::Murmur.slot_range(5), None);
+        for h in [KeyHash::Murmur, KeyHash::Slot] {
+            assert_eq!(KeyHash::from_code(h.code()), Some(h));
+        }
+        assert_eq!(KeyHash::from_code(2), None);
     }
 }

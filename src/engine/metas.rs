@@ -41,7 +41,7 @@ use super::bucket::{bucket_start, covers, Bucket, MIN_DEPTH};
 use super::clock::{self, ClockSlot};
 use super::delta::DeltaWriter;
 pub(crate) use super::layout::shard_of;
-use super::layout::{self, key_hash, DELTA_KEY_LEN};
+use super::layout::{self, KeyHash, DELTA_KEY_LEN};
 use super::pages::Seq;
 use super::store::Store;
 use crate::config::Clock;
@@ -221,6 +221,8 @@ pub(crate) struct MetaCache {
     /// cached LRU clock), so a use costs no clock read; 0 without a
     /// background thread.
     coarse_secs: AtomicU32,
+    /// How the store hashes names: which bucket and shard hold a key.
+    key_hash: KeyHash,
 }
 
 impl MetaCache {
@@ -234,7 +236,19 @@ impl MetaCache {
             cut: AtomicU64::new(0),
             clock: Clock::default(),
             coarse_secs: AtomicU32::new(0),
+            key_hash: KeyHash::NEW,
         }
+    }
+
+    /// The cache of a store that hashes names by `key_hash`.
+    pub(crate) fn with_key_hash(mut self, key_hash: KeyHash) -> MetaCache {
+        self.key_hash = key_hash;
+        self
+    }
+
+    /// How the store hashes names.
+    pub(crate) fn key_hash(&self) -> KeyHash {
+        self.key_hash
     }
 
     /// The cache with `clock` for keys' last uses.
@@ -360,7 +374,7 @@ impl MetaCache {
             let Some(mut writer) = shard.draining.take() else { continue };
             let (mut unfolded, mut memory) = (0, 0);
             for (&(ks, _), slot) in &mut shard.map {
-                drain_slot(ks, slot, cut, &mut writer, &mut shard.bloom_bits);
+                drain_slot(self.key_hash, ks, slot, cut, &mut writer, &mut shard.bloom_bits);
                 if slot.pinned() {
                     unfolded += slot.bucket.bytes;
                     memory += slot.bytes;
@@ -471,7 +485,7 @@ impl MetaCache {
 /// delta record, their marks are cleared (a later change marks its entry
 /// again, for the next record; if the batch fails the store is poisoned
 /// and no later write-back needs them), and it becomes unfolded.
-fn drain_slot(ks: u32, slot: &mut Slot, cut: Seq, writer: &mut DeltaWriter, bloom_bits: &mut ShardBits) {
+fn drain_slot(hash: KeyHash, ks: u32, slot: &mut Slot, cut: Seq, writer: &mut DeltaWriter, bloom_bits: &mut ShardBits) {
     if slot.dirty == 0 || slot.dirty > cut {
         return;
     }
@@ -481,7 +495,7 @@ fn drain_slot(ks: u32, slot: &mut Slot, cut: Seq, writer: &mut DeltaWriter, bloo
         bucket.for_each_change(|name, entry| {
             let items = match entry {
                 Some(_) if !bloom_bits.draining_is_empty() => {
-                    bloom_bits.drained_bits(ks, key_hash(name), name, &mut positions)
+                    bloom_bits.drained_bits(ks, hash.of(name), name, &mut positions)
                 }
                 _ => None,
             };
@@ -524,7 +538,7 @@ impl MetaGuard<'_> {
         let found = match store.last_at_or_before(&layout::bucket_key(ks, h))? {
             Some((k, v)) => match layout::parse_bucket_key(&k) {
                 Some((k_ks, start)) if k_ks == ks && bucket_start(start, MIN_DEPTH) == region => {
-                    let bucket = Bucket::decode(ks, start, &v)?;
+                    let bucket = Bucket::decode(self.cache.key_hash, ks, start, &v)?;
                     if !covers(start, bucket.depth, h) {
                         return Err(Error::Corrupted {
                             key: format!("<bucket {ks}/{start:#010x}>"),
@@ -630,7 +644,14 @@ impl MetaGuard<'_> {
         let slot = shard.map.get_mut(&(ks, start))?;
         if let Some(writer) = shard.draining.as_mut() {
             // The running write-back takes the bucket as it was at its cut.
-            drain_slot(ks, slot, self.cache.cut.load(Ordering::Relaxed), writer, &mut shard.bloom_bits);
+            drain_slot(
+                self.cache.key_hash,
+                ks,
+                slot,
+                self.cache.cut.load(Ordering::Relaxed),
+                writer,
+                &mut shard.bloom_bits,
+            );
         }
         let r = f(Arc::make_mut(&mut slot.bucket));
         let bytes = slot_bytes(&slot.bucket);
@@ -660,7 +681,7 @@ impl MetaGuard<'_> {
         // Every part is dirty: the upper ones are new records, the lowest
         // replaces the old record with a deeper bucket. Their entries keep
         // their changed marks for the next delta record.
-        for (s, b) in Arc::unwrap_or_clone(slot.bucket).partition(start) {
+        for (s, b) in Arc::unwrap_or_clone(slot.bucket).partition(self.cache.key_hash, start) {
             let seq = self.cache.seq.fetch_add(1, Ordering::Relaxed) + 1;
             self.insert(ks, s, b, seq);
         }
@@ -693,7 +714,7 @@ mod tests {
         let mut out = BTreeMap::new();
         for (key, value) in &capture.deltas {
             let shard = usize::from(key[1]);
-            for e in delta::decode(shard, "test", value).unwrap() {
+            for e in delta::decode(KeyHash::NEW, shard, "test", value).unwrap() {
                 let meta = match e.change {
                     delta::Change::Removed => None,
                     delta::Change::Entry(m) => Some(m),

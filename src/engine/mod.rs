@@ -50,6 +50,8 @@ mod pages;
 mod pagewrites;
 pub(crate) mod record;
 mod settings;
+#[cfg(test)]
+mod slot_tests;
 mod space;
 mod stats;
 pub(crate) mod store;
@@ -203,7 +205,7 @@ impl Engine {
             store,
             // The two caches share `cache_bytes` (see `balance_caches`).
             pages: PageCache::new(cache_bytes),
-            metas: MetaCache::new(cache_bytes).with_clock(config.clock.clone()),
+            metas: MetaCache::new(cache_bytes).with_clock(config.clock.clone()).with_key_hash(opened.catalog.key_hash),
             keyspaces: Keyspaces::from_catalog(&opened.catalog),
             watches: Watches::default(),
             // A directory entry costs 8 bytes; allow an eighth of the budget.
@@ -243,6 +245,12 @@ impl Engine {
             *engine.flusher.lock() = Some(handle);
         }
         Ok(engine)
+    }
+
+    /// The hash of key `name` in this store (DESIGN.md section 3, "The
+    /// key hash").
+    pub(crate) fn key_hash(&self, name: &[u8]) -> u32 {
+        self.metas.key_hash().of(name)
     }
 
     /// The configuration the engine was opened with.
@@ -549,8 +557,9 @@ impl Drop for Engine {
 
 /// Decodes arbitrary bytes as a metadata bucket (keyspace and first hash
 /// from the first 8 bytes), as a keyspace catalog, as a metadata delta
-/// record (of the shard the first byte names) and as a page delta record;
-/// none may panic,
+/// record (of the shard the first byte names) and as a page delta record,
+/// under the key hash scheme the second byte's low bit picks; none may
+/// panic,
 /// and whatever decodes must encode to a record that decodes to the same
 /// value. The bytes are tried again with their CRC trailer recomputed, so
 /// random input also reaches the checks behind the checksum.
@@ -559,21 +568,22 @@ pub(crate) fn check_record_decode(data: &[u8]) {
     let Some((head, rest)) = data.split_first_chunk::<8>() else { return };
     let ks = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
     let start = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+    let hash = if head[1] & 1 == 0 { layout::KeyHash::Slot } else { layout::KeyHash::Murmur };
     let mut sealed = rest.to_vec();
     crate::page::check::reseal(&mut sealed);
     for bytes in [rest, &sealed[..]] {
-        if let Ok(b) = bucket::Bucket::decode(ks, start, bytes) {
-            let again = bucket::Bucket::decode(ks, start, &b.encode()).expect("an encoded bucket decodes");
+        if let Ok(b) = bucket::Bucket::decode(hash, ks, start, bytes) {
+            let again = bucket::Bucket::decode(hash, ks, start, &b.encode()).expect("an encoded bucket decodes");
             assert_eq!(again, b, "bucket round trip");
         }
         if let Ok(c) = record::Catalog::decode(bytes) {
             assert_eq!(record::Catalog::decode(&c.encode()).expect("an encoded catalog decodes"), c);
         }
         let shard = usize::from(head[0]);
-        if let Ok(entries) = delta::decode(shard, "fuzz", bytes) {
+        if let Ok(entries) = delta::decode(hash, shard, "fuzz", bytes) {
             let again: Vec<delta::DeltaEntry> = delta::encode(&entries)
                 .iter()
-                .flat_map(|p| delta::decode(shard, "fuzz", p).expect("an encoded delta decodes"))
+                .flat_map(|p| delta::decode(hash, shard, "fuzz", p).expect("an encoded delta decodes"))
                 .collect();
             assert_eq!(again, delta::in_record_order(&entries), "delta round trip");
         }

@@ -3,12 +3,17 @@
 //! metadata record (read only to upgrade a store). Buckets, which hold the
 //! metadata on disk, are in `bucket.rs`.
 
+use super::layout::KeyHash;
 use crate::error::{Error, Result};
 use crate::geometry::PAGE_WORDS as WORDS_PER_PAGE;
 use crate::le::{read_u32, read_u64};
 
 /// The on-disk format version this build writes.
-pub(crate) const FORMAT_VERSION: u8 = 9;
+pub(crate) const FORMAT_VERSION: u8 = 10;
+/// Format 9: format 10 whose catalog is of version 2 (no key hash byte):
+/// its names hash by [`KeyHash::Murmur`], which this build keeps using for
+/// such a store, so opening one only rewrites the superblock.
+pub(crate) const FORMAT_V9: u8 = 9;
 /// Format 8: format 9 without run lists (page and group records of
 /// version 1 only). This build reads both record versions, so opening a
 /// format 8 store only rewrites the superblock.
@@ -38,8 +43,12 @@ pub(crate) const FORMAT_V1: u8 = 1;
 /// Format 2: format 3 without page groups. Every format 2 store is a valid
 /// format 3 store, so opening one only rewrites the superblock.
 pub(crate) const FORMAT_V2: u8 = 2;
-/// The catalog record's own version (unchanged since format 2).
-const CATALOG_VERSION: u8 = 2;
+/// The catalog record's own version: 3 since format 10 (the key hash
+/// byte).
+const CATALOG_VERSION: u8 = 3;
+/// The catalog version of format 9 and earlier stores (no key hash byte:
+/// their names hash by [`KeyHash::Murmur`]); read, never written.
+const CATALOG_VERSION_2: u8 = 2;
 
 /// The longest string kept inline in its key's metadata entry instead of
 /// in pages: 64 bytes (512 bits; a month of daily sign-ins needs 4).
@@ -412,8 +421,19 @@ pub(crate) fn check_superblock(b: &[u8]) -> Result<u8> {
     if stored != crc32fast::hash(&b[..CRC]) {
         return Err(bad("superblock checksum mismatch".into()));
     }
-    if ![FORMAT_VERSION, FORMAT_V8, FORMAT_V7, FORMAT_V6, FORMAT_V5, FORMAT_V4, FORMAT_V3, FORMAT_V2, FORMAT_V1]
-        .contains(&b[VERSION])
+    if ![
+        FORMAT_VERSION,
+        FORMAT_V9,
+        FORMAT_V8,
+        FORMAT_V7,
+        FORMAT_V6,
+        FORMAT_V5,
+        FORMAT_V4,
+        FORMAT_V3,
+        FORMAT_V2,
+        FORMAT_V1,
+    ]
+    .contains(&b[VERSION])
     {
         return Err(Error::UnsupportedVersion { found: b[VERSION], supported: FORMAT_VERSION });
     }
@@ -441,6 +461,8 @@ pub(crate) struct DbRecord {
 /// keyspace id, and each database's counts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Catalog {
+    /// How the store hashes key names.
+    pub(crate) key_hash: KeyHash,
     pub(crate) next_keyspace: u32,
     pub(crate) dbs: Vec<DbRecord>,
 }
@@ -450,7 +472,11 @@ mod catalog_layout {
     pub(super) const VERSION: usize = 0;
     pub(super) const DBS: usize = 1;
     pub(super) const NEXT: usize = 3;
-    pub(super) const FIRST: usize = 7;
+    /// The key hash scheme's byte (version 3).
+    pub(super) const KEY_HASH: usize = 7;
+    /// The first database record in version 3; version 2 had no key hash
+    /// byte, so its records start one byte earlier.
+    pub(super) const FIRST: usize = 8;
     /// Bytes per database: keyspace u32, keys u64, expires u64, expire
     /// seconds u64.
     pub(super) const PER_DB: usize = 28;
@@ -465,6 +491,7 @@ impl Catalog {
         b.push(CATALOG_VERSION);
         b.extend_from_slice(&u16::try_from(self.dbs.len()).unwrap_or(u16::MAX).to_le_bytes());
         b.extend_from_slice(&self.next_keyspace.to_le_bytes());
+        b.push(self.key_hash.code());
         for d in &self.dbs {
             b.extend_from_slice(&d.keyspace.to_le_bytes());
             b.extend_from_slice(&d.keys.to_le_bytes());
@@ -481,7 +508,7 @@ impl Catalog {
     /// # Errors
     /// [`Error::Corrupted`] naming `<catalog>`.
     pub(crate) fn decode(b: &[u8]) -> Result<Catalog> {
-        use catalog_layout::{DBS, FIRST, NEXT, PER_DB, VERSION};
+        use catalog_layout::{DBS, FIRST, KEY_HASH, NEXT, PER_DB, VERSION};
         let bad = |reason: String| Error::Corrupted { key: "<catalog>".into(), page: None, reason };
         if b.len() < FIRST + 4 {
             return Err(bad(format!("record is {} bytes", b.len())));
@@ -490,17 +517,22 @@ impl Catalog {
         if read_u32(b, b.len() - 4) != crc32fast::hash(body) {
             return Err(bad("checksum mismatch".into()));
         }
-        if b[VERSION] != CATALOG_VERSION {
-            return Err(bad(format!("version {}", b[VERSION])));
-        }
+        let (key_hash, first) = match b[VERSION] {
+            CATALOG_VERSION => match KeyHash::from_code(b[KEY_HASH]) {
+                Some(h) => (h, FIRST),
+                None => return Err(bad(format!("key hash scheme {}", b[KEY_HASH]))),
+            },
+            CATALOG_VERSION_2 => (KeyHash::Murmur, FIRST - 1),
+            v => return Err(bad(format!("version {v}"))),
+        };
         let n = usize::from(u16::from_le_bytes([b[DBS], b[DBS + 1]]));
-        if body.len() != FIRST + n * PER_DB || n == 0 {
+        if body.len() != first + n * PER_DB || n == 0 {
             return Err(bad(format!("{} bytes for {n} databases", body.len())));
         }
         let next_keyspace = read_u32(b, NEXT);
         let mut dbs = Vec::with_capacity(n);
         for i in 0..n {
-            let at = FIRST + i * PER_DB;
+            let at = first + i * PER_DB;
             let d = DbRecord {
                 keyspace: read_u32(b, at),
                 keys: read_u64(b, at + 4),
@@ -515,14 +547,27 @@ impl Catalog {
             }
             dbs.push(d);
         }
-        Ok(Catalog { next_keyspace, dbs })
+        Ok(Catalog { key_hash, next_keyspace, dbs })
+    }
+
+    /// The record as a format 9 store holds it (version 2: no key hash
+    /// byte), for tests of such stores.
+    #[cfg(test)]
+    pub(crate) fn encode_v2(&self) -> Vec<u8> {
+        let mut b = self.encode();
+        b.truncate(b.len() - 4);
+        b.remove(catalog_layout::KEY_HASH);
+        b[catalog_layout::VERSION] = CATALOG_VERSION_2;
+        let crc = crc32fast::hash(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        b
     }
 
     /// A new store's catalog: `databases` empty databases on keyspaces
     /// `0 .. databases`.
     pub(crate) fn new(databases: u16) -> Catalog {
         let dbs = (0..u32::from(databases)).map(|ks| DbRecord { keyspace: ks, ..DbRecord::default() }).collect();
-        Catalog { next_keyspace: u32::from(databases), dbs }
+        Catalog { key_hash: KeyHash::NEW, next_keyspace: u32::from(databases), dbs }
     }
 }
 
@@ -565,12 +610,13 @@ mod tests {
         assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V6)).unwrap(), FORMAT_V6);
         assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V7)).unwrap(), FORMAT_V7);
         assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V8)).unwrap(), FORMAT_V8);
+        assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V9)).unwrap(), FORMAT_V9);
         assert!(matches!(
             check_superblock(&encode_superblock_of(FORMAT_VERSION + 1)),
-            Err(Error::UnsupportedVersion { found: 10, supported: FORMAT_VERSION })
+            Err(Error::UnsupportedVersion { found: 11, supported: FORMAT_VERSION })
         ));
-        let r = check_superblock(&encode_superblock_of(10));
-        assert!(matches!(r, Err(Error::UnsupportedVersion { found: 10, .. })), "{r:?}");
+        let r = check_superblock(&encode_superblock_of(11));
+        assert!(matches!(r, Err(Error::UnsupportedVersion { found: 11, .. })), "{r:?}");
         let mut b = encode_superblock();
         b[8] ^= 1; // another version, checksum left stale
         let r = check_superblock(&b);
@@ -596,5 +642,24 @@ mod tests {
         for n in 0..enc.len() {
             assert!(Catalog::decode(&enc[..n]).is_err(), "truncation to {n} accepted");
         }
+    }
+
+    /// A version 2 catalog (format 9 and earlier) reads as the Murmur key
+    /// hash with the same databases; a version 3 one keeps its scheme; an
+    /// unknown scheme byte is refused even under a good checksum.
+    #[test]
+    fn catalog_versions_carry_the_key_hash() {
+        let mut c = Catalog::new(4);
+        c.dbs[1] = DbRecord { keyspace: 1, keys: 5, expires: 1, expire_secs: 7 };
+        assert_eq!(c.key_hash, KeyHash::Slot, "new stores order keys by slot");
+        let old = Catalog::decode(&c.encode_v2()).unwrap();
+        assert_eq!(old, Catalog { key_hash: KeyHash::Murmur, ..c.clone() });
+        assert_eq!(Catalog::decode(&old.encode()).unwrap(), old, "a store keeps its scheme");
+        let mut bad = c.encode();
+        bad[catalog_layout::KEY_HASH] = 9;
+        let n = bad.len() - 4;
+        let crc = crc32fast::hash(&bad[..n]);
+        bad[n..].copy_from_slice(&crc.to_le_bytes());
+        assert!(Catalog::decode(&bad).unwrap_err().to_string().contains("key hash scheme 9"));
     }
 }

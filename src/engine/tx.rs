@@ -30,7 +30,7 @@ use smallvec::SmallVec;
 
 use super::bloombits::BitsNote;
 use super::keyspaces::Counts;
-use super::layout::{self, key_hash};
+use super::layout;
 use super::metas::{shard_of, MetaGuard};
 use super::record::{Body, InlineBytes, Kind, Meta, INLINE_BYTES, INLINE_MAX};
 use super::stream::PageStream;
@@ -240,12 +240,12 @@ impl<'e> ReadTx<'e> {
         // Most transactions name one or two keys: no allocation for them,
         // and no sorting for one.
         let locks = if let [key] = keys {
-            let shard = shard_of(key_hash(key));
+            let shard = shard_of(engine.key_hash(key));
             let mut one = SmallVec::new();
             one.push((shard, engine.metas.lock_shard(shard)));
             one
         } else {
-            let mut shards: SmallVec<[usize; 4]> = keys.iter().map(|k| shard_of(key_hash(k))).collect();
+            let mut shards: SmallVec<[usize; 4]> = keys.iter().map(|k| shard_of(engine.key_hash(k))).collect();
             shards.sort_unstable();
             shards.dedup();
             shards.into_iter().map(|s| (s, engine.metas.lock_shard(s))).collect()
@@ -272,7 +272,7 @@ impl<'e> ReadTx<'e> {
 
     /// The stored entry of `key` (expired or not), and its bucket's start.
     fn entry(&mut self, key: &[u8]) -> Result<(u32, Option<Meta>)> {
-        let (ks, h) = (self.ks, key_hash(key));
+        let (ks, h) = (self.ks, self.engine.key_hash(key));
         let start = self.bucket_of(key, h)?;
         let now = if self.touch { self.engine.metas.now_secs() } else { 0 };
         let guard = self.guard(key, h)?;
@@ -289,7 +289,7 @@ impl<'e> ReadTx<'e> {
         if self.meta(key)?.is_none() {
             return Ok(None);
         }
-        let (ks, h) = (self.ks, key_hash(key));
+        let (ks, h) = (self.ks, self.engine.key_hash(key));
         let start = self.bucket_of(key, h)?;
         let now = self.engine.metas.now_secs();
         Ok(self.guard(key, h)?.get(ks, start).and_then(|b| b.bucket.idle(key, h, now)).map(u64::from))
@@ -502,7 +502,7 @@ impl<'e> ReadTx<'e> {
             }
             other => other,
         };
-        let (engine, ks, h) = (self.engine, self.ks, key_hash(key));
+        let (engine, ks, h) = (self.engine, self.ks, self.engine.key_hash(key));
         // One lookup in the bucket: the upsert returns the expiry of the
         // entry it replaced (all the counts need of it).
         let old_expiry = if let Some(m) = meta {

@@ -26,7 +26,7 @@
 use std::collections::BTreeMap;
 
 use super::bucket::{bucket_start, Bucket, MIN_DEPTH};
-use super::layout::{self, key_hash};
+use super::layout::{self, KeyHash};
 use super::record::{self, decode_meta_v1, Catalog, DbRecord};
 use super::store::{Store, Write};
 use crate::error::Result;
@@ -87,12 +87,12 @@ pub(super) fn from_v1(store: &dyn Store, databases: u16) -> Result<()> {
             counts.expires += 1;
             counts.expire_secs += meta.expire_at_ms / 1000;
         }
-        let region = bucket_start(key_hash(name), MIN_DEPTH);
-        regions.entry(region).or_insert_with(|| Bucket::new(MIN_DEPTH)).put(name, &meta);
+        let region = bucket_start(KeyHash::NEW.of(name), MIN_DEPTH);
+        regions.entry(region).or_insert_with(|| Bucket::new(MIN_DEPTH)).put(KeyHash::NEW, name, &meta);
     }
     let buckets = regions
         .into_iter()
-        .flat_map(|(start, b)| b.partition(start))
+        .flat_map(|(start, b)| b.partition(KeyHash::NEW, start))
         .map(|(start, b)| (layout::bucket_key(0, start).to_vec(), Some(b.encode())));
     apply_in_batches(store, buckets)?;
     // 3.

@@ -213,7 +213,12 @@ impl Engine {
             let (k, v) = r?;
             let reason = match layout::parse_delta_key(&k) {
                 Some((shard, seq, part)) => {
-                    match super::delta::decode(usize::from(shard), &format!("{shard}/{seq}/{part}"), &v) {
+                    match super::delta::decode(
+                        self.metas.key_hash(),
+                        usize::from(shard),
+                        &format!("{shard}/{seq}/{part}"),
+                        &v,
+                    ) {
                         Ok(entries) => format!(
                             "metadata delta {shard}/{seq}/{part} ({} entries) left after a full fold",
                             entries.len()
@@ -259,7 +264,7 @@ impl Engine {
                 report.problems.push(problem(None, None, format!("malformed bucket key {k:?}")));
                 continue;
             };
-            let bucket = match Bucket::decode(ks, start, &v) {
+            let bucket = match Bucket::decode(self.metas.key_hash(), ks, start, &v) {
                 Ok(b) => b,
                 Err(e) => {
                     report.problems.push(problem(None, None, e.to_string()));

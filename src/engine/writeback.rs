@@ -12,13 +12,14 @@ use parking_lot::MutexGuard;
 use super::bucket::Bucket;
 use super::delta::{self, Change};
 use super::journal::{self, JournalEntry};
-use super::layout::{self, key_hash};
+use super::layout;
 use super::metas::Fold;
 use super::pagedelta::{self, PageLog};
 use super::pages::DirtyPage;
 use super::pagewrites::{page_writes, plan_pages};
 use super::record::{
     self, Catalog, Kind, Meta, FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6, FORMAT_V7, FORMAT_V8,
+    FORMAT_V9,
 };
 use super::store::{Store, Write};
 use super::tx::inline_meta;
@@ -83,7 +84,9 @@ pub(super) fn check_or_create(dir: &Path, store: &dyn Store, databases: u16) -> 
             } else if store.scan_prefix(&[layout::NS_META_V1]).next().is_some() {
                 upgrade::remove_v1_leftovers(store)?;
             }
-            if [FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6, FORMAT_V7, FORMAT_V8].contains(&version) {
+            if [FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6, FORMAT_V7, FORMAT_V8, FORMAT_V9]
+                .contains(&version)
+            {
                 upgrade::to_current(store)?;
             }
             upgrade::remove_expiry_index(store)?;
@@ -462,8 +465,8 @@ impl Engine {
                 Some((s, seq, part)) => format!("{s}/{seq}/{part}"),
                 None => format!("{key:?}"),
             };
-            for e in delta::decode(shard, &what, &value)? {
-                let h = key_hash(&e.name);
+            for e in delta::decode(self.metas.key_hash(), shard, &what, &value)? {
+                let h = self.key_hash(&e.name);
                 let start = g.locate(e.ks, h, &*self.store)?;
                 let meta = match e.change {
                     Change::Removed => None,
@@ -558,7 +561,7 @@ impl Engine {
                 if let Some((_, start)) = layout::parse_bucket_key(&k) {
                     // A damaged bucket's values cannot be found; they are
                     // reported by verify as pages of no key.
-                    if let Ok(bucket) = Bucket::decode(ks, start, &v) {
+                    if let Ok(bucket) = Bucket::decode(self.metas.key_hash(), ks, start, &v) {
                         for id in bucket.ids() {
                             batch.push((layout::reclaim_key(id), Some(Vec::new())));
                         }

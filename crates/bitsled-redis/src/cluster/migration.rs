@@ -131,11 +131,33 @@ impl Imports {
 
 /// Every key of `db` whose slot is in `slots`, read 1,024 at a time,
 /// handed to `each` one batch at a time until it answers `false`.
+///
+/// Cost: O(keys in the slots) in a store that orders keys by slot
+/// ([`Db::slots_indexed`]), each slot's range walked on its own; else one
+/// scan of every key.
 pub(crate) fn for_keys_in(
     db: &Db,
     slots: &[SlotRange],
     mut each: impl FnMut(Vec<Vec<u8>>) -> Result<bool, String>,
 ) -> Result<(), String> {
+    if db.slots_indexed() {
+        for &(first, last) in slots {
+            for slot in first..=last {
+                let mut cursor = 0;
+                loop {
+                    let (keys, next) = db.scan_slot(slot, cursor, 1024).map_err(|e| e.to_string())?;
+                    if !keys.is_empty() && !each(keys)? {
+                        return Ok(());
+                    }
+                    if next == 0 {
+                        break;
+                    }
+                    cursor = next;
+                }
+            }
+        }
+        return Ok(());
+    }
     let mut cursor = 0;
     loop {
         let (keys, next) = db.scan(cursor, 1024).map_err(|e| e.to_string())?;

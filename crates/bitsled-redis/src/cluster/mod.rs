@@ -5,7 +5,7 @@
 //! their own. DESIGN.md, "Cluster", says what is built and what is not.
 
 pub mod migration;
-pub mod slot;
+pub use bitsled::slot;
 pub mod topology;
 
 use std::io::Write;

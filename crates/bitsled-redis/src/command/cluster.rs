@@ -372,8 +372,9 @@ fn slot_arg(arg: &[u8]) -> Result<u16, Fail> {
     u16::try_from(n).ok().filter(|&n| n < SLOTS).ok_or_else(|| Fail::new("ERR Invalid slot"))
 }
 
-/// Up to `limit` keys of this node's database in `slot`. Cost: a scan of
-/// every key (no slot index yet; DESIGN.md, "Cluster").
+/// Up to `limit` keys of this node's database in `slot`. Cost: the slot's
+/// keys in a store that orders keys by slot, else a scan of every key
+/// (DESIGN.md, "Cluster mode").
 fn keys_in_slot(s: &Session, slot: u16, limit: usize) -> Result<Vec<Vec<u8>>, Fail> {
     let mut out = Vec::new();
     crate::cluster::migration::for_keys_in(&s.db, &[(slot, slot)], |keys| {

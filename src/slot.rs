@@ -1,6 +1,11 @@
 //! Redis Cluster's key slots: CRC16 (the XMODEM variant: polynomial
 //! 0x1021, initial value 0, no reflection) of the key, or of its hash tag,
 //! modulo 16384.
+//!
+//! The engine orders a store's keys by slot (the top bits of its key hash
+//! are the slot, DESIGN.md section 3), so the keys of one slot are found
+//! without a scan of the others ([`crate::Db::slot_cursors`]); the server's
+//! cluster mode routes commands by the same function.
 
 /// Slots in a cluster.
 pub const SLOTS: u16 = 16384;
