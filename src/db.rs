@@ -344,8 +344,8 @@ impl Db {
 
     /// Whether [`Db::scan_slot`] walks only the slot's keys: true for
     /// stores created by this build (format 10 and later); a store created
-    /// before keeps its key order, and `bitsled compact` into a new store
-    /// gives it the slot order.
+    /// before keeps its key order, and a copy into a new store
+    /// ([`Db::compact_into`], `bitsled compact`) gives it the slot order.
     pub fn slots_indexed(&self) -> bool {
         self.engine.slots_indexed()
     }

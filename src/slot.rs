@@ -10,9 +10,13 @@
 /// Slots in a cluster.
 pub const SLOTS: u16 = 16384;
 
-/// The CRC16 lookup table, built at compile time from the polynomial.
-const TABLE: [u16; 256] = {
-    let mut t = [0u16; 256];
+/// The CRC16 lookup tables, built at compile time from the polynomial:
+/// `TABLES[0][x]` is the CRC of byte `x`, `TABLES[k][x]` that of byte `x`
+/// followed by `k` zero bytes. Eight bytes then cost eight independent
+/// lookups instead of a chain of eight (every key's hash computes a slot,
+/// DESIGN.md section 3, "The key hash").
+const TABLES: [[u16; 256]; 8] = {
+    let mut t = [[0u16; 256]; 8];
     let mut i = 0;
     while i < 256 {
         let mut crc = (i as u16) << 8;
@@ -21,16 +25,45 @@ const TABLE: [u16; 256] = {
             crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
             bit += 1;
         }
-        t[i] = crc;
+        t[0][i] = crc;
         i += 1;
+    }
+    let mut k = 1;
+    while k < 8 {
+        let mut i = 0;
+        while i < 256 {
+            let prev = t[k - 1][i];
+            t[k][i] = (prev << 8) ^ t[0][(prev >> 8) as usize];
+            i += 1;
+        }
+        k += 1;
     }
     t
 };
 
+/// CRC16/XMODEM of `bytes`, a byte at a time.
+fn crc16_bytewise(crc: u16, bytes: &[u8]) -> u16 {
+    bytes.iter().fold(crc, |crc, &b| (crc << 8) ^ TABLES[0][usize::from((crc >> 8) as u8 ^ b)])
+}
+
 /// CRC16/XMODEM of `bytes`.
 #[must_use]
 pub fn crc16(bytes: &[u8]) -> u16 {
-    bytes.iter().fold(0u16, |crc, &b| (crc << 8) ^ TABLE[usize::from((crc >> 8) as u8 ^ b)])
+    let mut chunks = bytes.chunks_exact(8);
+    let mut crc = 0u16;
+    for c in &mut chunks {
+        let [hi, lo] = crc.to_be_bytes();
+        let t = |k: usize, b: u8| TABLES[k][usize::from(b)];
+        crc = t(7, c[0] ^ hi)
+            ^ t(6, c[1] ^ lo)
+            ^ t(5, c[2])
+            ^ t(4, c[3])
+            ^ t(3, c[4])
+            ^ t(2, c[5])
+            ^ t(1, c[6])
+            ^ t(0, c[7]);
+    }
+    crc16_bytewise(crc, chunks.remainder())
 }
 
 /// The part of `key` that is hashed: the bytes between its first `{` and
@@ -55,6 +88,27 @@ pub fn key_slot(key: &[u8]) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Invariant: the eight-byte step gives the byte-at-a-time CRC for
+    /// every length and content (lengths 0 to 40 cover every remainder,
+    /// several whole steps, and the CRC carried between them).
+    #[test]
+    fn eight_bytes_at_a_time_is_the_bytewise_crc() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for len in 0..=40 {
+            for _ in 0..200 {
+                let bytes: Vec<u8> = (0..len)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x.to_le_bytes()[0]
+                    })
+                    .collect();
+                assert_eq!(crc16(&bytes), crc16_bytewise(0, &bytes), "{bytes:?}");
+            }
+        }
+    }
 
     #[test]
     fn crc16_matches_the_xmodem_check_value() {

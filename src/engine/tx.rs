@@ -233,14 +233,32 @@ pub(crate) struct ReadTx<'e> {
     /// Whether a key found counts as used (OBJECT IDLETIME): every
     /// transaction but [`Engine::read_untouched`]'s.
     touch: bool,
+    /// The last name hashed (up to [`MEMO_NAME`] bytes), its length and
+    /// its hash: the steps of one command on one key (lock, look up,
+    /// write) hash it once.
+    last_hash: Option<([u8; MEMO_NAME], usize, u32)>,
+}
+
+/// The longest name whose hash a transaction remembers.
+const MEMO_NAME: usize = 48;
+
+/// What a transaction remembers of `key`'s hash `h`; `None` for a name
+/// too long to keep.
+fn hash_memo(key: &[u8], h: u32) -> Option<([u8; MEMO_NAME], usize, u32)> {
+    let mut name = [0u8; MEMO_NAME];
+    name.get_mut(..key.len())?.copy_from_slice(key);
+    Some((name, key.len(), h))
 }
 
 impl<'e> ReadTx<'e> {
     fn lock(engine: &'e Arc<Engine>, ks: u32, counts: Arc<Counts>, keys: &[&[u8]], writing: bool) -> ReadTx<'e> {
         // Most transactions name one or two keys: no allocation for them,
         // and no sorting for one.
+        let mut last_hash = None;
         let locks = if let [key] = keys {
-            let shard = shard_of(engine.key_hash(key));
+            let h = engine.key_hash(key);
+            last_hash = hash_memo(key, h);
+            let shard = shard_of(h);
             let mut one = SmallVec::new();
             one.push((shard, engine.metas.lock_shard(shard)));
             one
@@ -250,7 +268,32 @@ impl<'e> ReadTx<'e> {
             shards.dedup();
             shards.into_iter().map(|s| (s, engine.metas.lock_shard(s))).collect()
         };
-        ReadTx { engine, ks, counts, locks, expired: Vec::new(), writing, located: None, found: None, touch: true }
+        ReadTx {
+            engine,
+            ks,
+            counts,
+            locks,
+            expired: Vec::new(),
+            writing,
+            located: None,
+            found: None,
+            touch: true,
+            last_hash,
+        }
+    }
+
+    /// The hash of `key`, remembered for the next call with the same name.
+    fn key_hash(&mut self, key: &[u8]) -> u32 {
+        if let Some((name, len, h)) = &self.last_hash {
+            if name.get(..*len) == Some(key) {
+                return *h;
+            }
+        }
+        let h = self.engine.key_hash(key);
+        if let Some(memo) = hash_memo(key, h) {
+            self.last_hash = Some(memo);
+        }
+        h
     }
 
     /// The lock of a key with hash `h`, which the transaction must have
@@ -272,7 +315,7 @@ impl<'e> ReadTx<'e> {
 
     /// The stored entry of `key` (expired or not), and its bucket's start.
     fn entry(&mut self, key: &[u8]) -> Result<(u32, Option<Meta>)> {
-        let (ks, h) = (self.ks, self.engine.key_hash(key));
+        let (ks, h) = (self.ks, self.key_hash(key));
         let start = self.bucket_of(key, h)?;
         let now = if self.touch { self.engine.metas.now_secs() } else { 0 };
         let guard = self.guard(key, h)?;
@@ -289,7 +332,7 @@ impl<'e> ReadTx<'e> {
         if self.meta(key)?.is_none() {
             return Ok(None);
         }
-        let (ks, h) = (self.ks, self.engine.key_hash(key));
+        let (ks, h) = (self.ks, self.key_hash(key));
         let start = self.bucket_of(key, h)?;
         let now = self.engine.metas.now_secs();
         Ok(self.guard(key, h)?.get(ks, start).and_then(|b| b.bucket.idle(key, h, now)).map(u64::from))
@@ -502,7 +545,7 @@ impl<'e> ReadTx<'e> {
             }
             other => other,
         };
-        let (engine, ks, h) = (self.engine, self.ks, self.engine.key_hash(key));
+        let (engine, ks, h) = (self.engine, self.ks, self.key_hash(key));
         // One lookup in the bucket: the upsert returns the expiry of the
         // entry it replaced (all the counts need of it).
         let old_expiry = if let Some(m) = meta {
