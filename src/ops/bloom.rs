@@ -6,6 +6,8 @@
 //! page cache like a string's, so a filter larger than memory pages from
 //! disk, and each command is one atomic change under the key's lock.
 
+pub(crate) mod dump;
+
 use smallvec::SmallVec;
 
 use crate::bloom::hash::ItemHash;
@@ -647,6 +649,60 @@ impl Bloom<'_> {
     /// [`Error::WrongType`], [`Error::Corrupted`].
     pub fn card(&self) -> Result<u64> {
         self.db.bf_card(&self.key)
+    }
+
+    /// One step of a dump of the filter (RedisBloom BF.SCANDUMP): start
+    /// with `iter` 0 and pass each returned iterator to the next call;
+    /// `(0, [])` ends the dump. Each `(iterator, chunk)` pair restores the
+    /// filter elsewhere through [`Bloom::loadchunk`], in order. `None` if
+    /// the key does not exist. The chunks are bitsled's own format (the
+    /// header, then the pages with set bits, at most 256 KiB a chunk; see
+    /// DESIGN.md section 7), opaque to clients as RedisBloom's are.
+    ///
+    /// Each call is atomic, not the dump as a whole: a filter changed
+    /// between calls dumps a mix.
+    ///
+    /// # Errors
+    /// [`Error::WrongType`]; [`Error::Corrupted`] if the header or a page
+    /// does not decode.
+    ///
+    /// ```
+    /// # fn main() -> bitsled::Result<()> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = bitsled::Db::open(dir.path())?;
+    /// db.bloom(b"seen").add_many(&["a", "b"])?;
+    /// let (mut iter, mut chunks) = (0, Vec::new());
+    /// while let Some((next, chunk)) = db.bloom(b"seen").scandump(iter)? {
+    ///     if next == 0 {
+    ///         break;
+    ///     }
+    ///     chunks.push((next, chunk));
+    ///     iter = next;
+    /// }
+    /// for (iter, chunk) in &chunks {
+    ///     db.bloom(b"copy").loadchunk(*iter, chunk)?;
+    /// }
+    /// assert!(db.bloom(b"copy").contains(b"a")?);
+    /// # Ok(()) }
+    /// ```
+    pub fn scandump(&self, iter: u64) -> Result<Option<(u64, Vec<u8>)>> {
+        self.db.bf_scandump(&self.key, iter)
+    }
+
+    /// Restores one chunk of a [`Bloom::scandump`] (RedisBloom
+    /// BF.LOADCHUNK): the first (iterator 1, the header) creates the filter,
+    /// empty, with the original's parameters and item counts; each later
+    /// one writes its pages. The filter takes the form (inline or paged)
+    /// this store gives a filter of its size.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] with RedisBloom's texts: `not found` for
+    /// pages when the key does not exist, `received bad data (...)` for a
+    /// chunk that does not decode (a header when the key exists
+    /// included), fails its checksum, or holds a page outside the filter
+    /// (nothing is changed then); [`Error::WrongType`].
+    pub fn loadchunk(&self, iter: u64, chunk: &[u8]) -> Result<()> {
+        self.db.bf_loadchunk(&self.key, iter, chunk)
     }
 }
 

@@ -692,6 +692,52 @@ fn large_values_move_in_chunks_byte_for_byte() {
     assert!(keys_on(a).is_empty(), "nothing left on the source");
 }
 
+/// Invariant: Bloom filters move with their slot and back (BF.SCANDUMP
+/// chunks by BF.LOADCHUNK): on the node that has the slot, a small
+/// filter, a paged one and a chain grown to several sub-filters answer
+/// BF.INFO and BF.MEXISTS as before the move, a time to live is kept, and
+/// the node that gave the slot away keeps none of them.
+#[test]
+fn bloom_filters_move_with_their_slot() {
+    use bitsled_redis::cluster::slot::key_slot;
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let nodes = pair(&dirs, &[]);
+    let (a, b) = (nodes[0].port, nodes[1].port);
+    let tag = (0..).map(|i| format!("{{bf{i}}}")).find(|t| key_slot(t.as_bytes()) <= 8191).unwrap();
+    let slot = key_slot(tag.as_bytes()).to_string();
+    let mut c = Client::connect(a);
+    let items = |from: u32, to: u32| (from..to).map(|i| format!("i{i}")).collect::<Vec<_>>().join(" ");
+    for line in [
+        format!("BF.MADD {tag}small {}", items(0, 40)),
+        format!("BF.RESERVE {tag}paged 0.001 100000"),
+        format!("BF.MADD {tag}paged {}", items(0, 5000)),
+        format!("BF.RESERVE {tag}grown 0.01 100"),
+        format!("BF.MADD {tag}grown {}", items(0, 700)),
+        format!("PEXPIRE {tag}paged 100000000"),
+    ] {
+        assert!(!text(&c.call(&words(&line))).starts_with('-'), "{line}");
+    }
+    let names = ["small", "paged", "grown"];
+    let probe = |c: &mut Client, n: &str| {
+        let info = c.call(&words(&format!("BF.INFO {tag}{n}")));
+        let found = c.call(&words(&format!("BF.MEXISTS {tag}{n} {}", items(0, 8000))));
+        (info, found)
+    };
+    let before: Vec<_> = names.iter().map(|n| probe(&mut c, n)).collect();
+    assert!(text(&before[2].0).contains(":3\r\n") || text(&before[2].0).contains(":4\r\n"), "the chain grew");
+    for (from, to) in [(a, b), (b, a), (a, b)] {
+        cli(&["migrate", "--from", &format!("127.0.0.1:{from}"), "--to", &format!("127.0.0.1:{to}"), &slot]);
+        let mut d = Client::connect(to);
+        for (n, want) in names.iter().zip(&before) {
+            assert!(probe(&mut d, n) == *want, "{n} answers as before, on {to}");
+        }
+        let ttl = text(&d.call(&words(&format!("PTTL {tag}paged"))));
+        let ttl: i64 = ttl.trim().trim_start_matches(':').parse().unwrap();
+        assert!(ttl > 90_000_000 && ttl <= 100_000_000, "time to live kept: {ttl}");
+        assert!(keys_on(from).is_empty(), "nothing left on {from}");
+    }
+}
+
 /// Invariant: the `redis` crate's cluster client (CLUSTER SLOTS, MOVED)
 /// reads back every key it wrote over three nodes, BITOP and BITCOUNT
 /// over keys that share a hash tag included, and the keys spread over the

@@ -166,6 +166,60 @@ fn wrongtype_both_ways() {
     ]);
 }
 
+/// BF.SCANDUMP and BF.LOADCHUNK follow RedisBloom's contract: `[1,
+/// header]` from iterator 0, then `[iterator, chunk]` pairs until `[0,
+/// ""]`; loading the pairs in order under another key gives a filter with
+/// the same BF.INFO and answers; RedisBloom's texts for a missing key, a
+/// bad iterator and bad data (a header for an existing key included).
+#[test]
+fn scandump_and_loadchunk() {
+    use bitsled_redis::command::Reply;
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let run = |args: &[&[u8]]| execute(&db, &args.iter().map(|a| a.to_vec()).collect::<Vec<_>>());
+    let error = |r: Reply| match r {
+        Reply::Error(e) => String::from_utf8_lossy(&e).into_owned(),
+        other => panic!("not an error: {other:?}"),
+    };
+    assert_eq!(error(run(&[b"BF.SCANDUMP", b"f", b"0"])), "ERR not found");
+    run(&[b"BF.RESERVE", b"f", b"0.001", b"20000"]);
+    let items: Vec<Vec<u8>> = (0..3000).map(|i| format!("i{i}").into_bytes()).collect();
+    let mut madd: Vec<&[u8]> = vec![b"BF.MADD", b"f"];
+    madd.extend(items.iter().map(Vec::as_slice));
+    run(&madd);
+    assert_eq!(error(run(&[b"BF.SCANDUMP", b"f", b"x"])), "Second argument must be numeric");
+    let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut iter = b"0".to_vec();
+    loop {
+        let Reply::Array(pair) = run(&[b"BF.SCANDUMP", b"f", &iter]) else { panic!("not a pair") };
+        let [Reply::Integer(next), Reply::Bulk(Some(chunk))] = &pair[..] else { panic!("{pair:?}") };
+        if *next == 0 {
+            assert!(chunk.is_empty());
+            break;
+        }
+        iter = next.to_string().into_bytes();
+        pairs.push((iter.clone(), chunk.clone()));
+    }
+    assert_eq!(pairs[0].0, b"1", "the header comes with iterator 1");
+    assert!(pairs.len() >= 2, "the header and the pages");
+    assert_eq!(error(run(&[b"BF.LOADCHUNK", b"g", &pairs[1].0, &pairs[1].1])), "ERR not found");
+    assert_eq!(error(run(&[b"BF.LOADCHUNK", b"g", b"x", b"y"])), "ERR Second argument must be numeric");
+    assert_eq!(error(run(&[b"BF.LOADCHUNK", b"g", b"1", b"junk"])), "ERR received bad data (not a header chunk)");
+    for (iter, chunk) in &pairs {
+        assert_eq!(run(&[b"BF.LOADCHUNK", b"g", iter, chunk]), Reply::Status("OK".into()));
+    }
+    let again = error(run(&[b"BF.LOADCHUNK", b"g", &pairs[0].0, &pairs[0].1]));
+    assert_eq!(again, "ERR received bad data (not a page chunk)", "a header for a key that exists");
+    assert_eq!(cmd(&db, "BF.INFO g"), cmd(&db, "BF.INFO f"));
+    let mut probe: Vec<&[u8]> = vec![b"BF.MEXISTS", b"g"];
+    let more: Vec<Vec<u8>> = (0..6000).map(|i| format!("i{i}").into_bytes()).collect();
+    probe.extend(more.iter().map(Vec::as_slice));
+    let on_g = run(&probe);
+    probe[1] = b"f";
+    assert_eq!(on_g, run(&probe));
+    assert_eq!(error(run(&[b"BF.SCANDUMP", b"f"])), "ERR wrong number of arguments for 'bf.scandump' command");
+}
+
 /// The chain grows when the newest sub-filter holds its capacity: capacity
 /// times the expansion, sub-filters counted by BF.INFO; every item added
 /// stays found.

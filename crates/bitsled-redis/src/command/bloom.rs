@@ -1,5 +1,5 @@
 //! BF.RESERVE, BF.ADD, BF.MADD, BF.EXISTS, BF.MEXISTS, BF.INSERT, BF.INFO,
-//! BF.CARD, with RedisBloom's argument rules and error texts (its
+//! BF.CARD, BF.SCANDUMP, BF.LOADCHUNK, with RedisBloom's argument rules and error texts (its
 //! `src/rebloom.c`): some of its texts have no `ERR` code (`Bad capacity`,
 //! `Nonscaling filters cannot expand`, ...) and are kept that way.
 
@@ -212,6 +212,26 @@ pub(crate) fn info(db: &Db, a: &[Vec<u8>]) -> CmdResult {
 /// `BF.CARD key`: items added; 0 for a missing key.
 pub(crate) fn card(db: &Db, a: &[Vec<u8>]) -> CmdResult {
     Ok(int(db.bloom(&a[1]).card()?))
+}
+
+/// `BF.SCANDUMP key iterator`: the next `[iterator, chunk]` pair of a
+/// dump (`[0, ""]` when done; a negative iterator is past the end).
+pub(crate) fn scandump(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    let iter = parse_i64(&a[2]).ok_or_else(|| Fail::new("Second argument must be numeric"))?;
+    let step = match u64::try_from(iter) {
+        Ok(iter) => db.bloom(&a[1]).scandump(iter)?,
+        Err(_) => db.bloom(&a[1]).info()?.map(|_| (0, Vec::new())),
+    };
+    let Some((next, chunk)) = step else { return Err(Fail::new("ERR not found")) };
+    Ok(Reply::Array(vec![int(next), Reply::Bulk(Some(chunk))]))
+}
+
+/// `BF.LOADCHUNK key iterator chunk`: restores one chunk of a dump.
+pub(crate) fn loadchunk(db: &Db, a: &[Vec<u8>]) -> CmdResult {
+    let iter = parse_i64(&a[2]).ok_or_else(|| Fail::new("ERR Second argument must be numeric"))?;
+    let iter = u64::try_from(iter).map_err(|_| Fail::new("ERR received bad data"))?;
+    db.bloom(&a[1]).loadchunk(iter, &a[3])?;
+    Ok(Reply::Status("OK".into()))
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! The source side of a slot migration (`CLUSTERX MIGRATE`): the thread
 //! that copies the slots' keys to the target with DUMP payloads and
-//! RESTORE (the target takes them on the connection that announced the
+//! RESTORE, large strings a chunk at a time and Bloom filters by
+//! BF.SCANDUMP chunks and BF.LOADCHUNK (the target takes them on the
+//! connection that announced the
 //! import with `CLUSTER IMPORT slots 0`), and the deletion of a slot's
 //! keys once another node owns it. The states are in
 //! `crate::cluster::migration`.
@@ -31,20 +33,59 @@ fn count(cluster: &Cluster, n: usize) {
     }
 }
 
+fn text(e: bitsled::Error) -> String {
+    e.to_string()
+}
+
+/// The milliseconds `key` has left to live (0: no expiry); `None` if it
+/// is gone.
+fn time_to_live(db: &Db, key: &[u8]) -> Result<Option<u64>, String> {
+    let now = db.now_ms();
+    Ok(match db.expiry(key).map_err(text)? {
+        bitsled::Expiry::Missing => None,
+        bitsled::Expiry::Never => Some(0),
+        bitsled::Expiry::At(at) if at <= now => None,
+        bitsled::Expiry::At(at) => Some(at - now),
+    })
+}
+
+/// Gives the copy of `key` on the target `ttl` milliseconds to live (0:
+/// none).
+fn send_expiry(t: &mut Target, key: &[u8], ttl: u64) -> Result<(), String> {
+    if ttl > 0 {
+        let ttl = ttl.to_string();
+        t.call(&[&[b"PEXPIRE", key, ttl.as_bytes()]])?;
+    }
+    Ok(())
+}
+
+/// Moves the Bloom filter `key` to the target: `DEL`, then each chunk of
+/// its dump by `BF.LOADCHUNK` (DESIGN.md section 7, "Saving a filter in
+/// chunks": the header, then its pages with set bits, 256 KiB at most a
+/// chunk), then its time to live. The key cannot change meanwhile: writes
+/// to its slot wait for the copy.
+fn stream_bloom(t: &mut Target, db: &Db, key: &[u8]) -> Result<(), String> {
+    let Some(ttl) = time_to_live(db, key)? else { return Ok(()) };
+    t.call(&[&[b"DEL", key]])?;
+    let mut iter = 0;
+    while let Some((next, chunk)) = db.bloom(key).scandump(iter).map_err(text)? {
+        if next == 0 {
+            break;
+        }
+        let at = next.to_string();
+        t.call(&[&[b"BF.LOADCHUNK", key, at.as_bytes(), &chunk]])?;
+        iter = next;
+    }
+    send_expiry(t, key, ttl)
+}
+
 /// Moves the string `key` to the target a chunk at a time: `DEL`, then
 /// `SETRANGE` of each chunk that holds a set bit (and of the last byte,
 /// which gives the length), then its time to live. Memory stays one chunk
 /// on each side, and a sparse bitmap sends only its non-zero chunks. The
 /// key cannot change meanwhile: writes to its slot wait for the copy.
 fn stream_value(t: &mut Target, db: &Db, key: &[u8]) -> Result<(), String> {
-    let text = |e: bitsled::Error| e.to_string();
-    let now = db.now_ms();
-    let ttl = match db.expiry(key).map_err(text)? {
-        bitsled::Expiry::Missing => return Ok(()),
-        bitsled::Expiry::Never => 0,
-        bitsled::Expiry::At(at) if at <= now => return Ok(()),
-        bitsled::Expiry::At(at) => at - now,
-    };
+    let Some(ttl) = time_to_live(db, key)? else { return Ok(()) };
     let len = db.strlen(key).map_err(text)?;
     t.call(&[&[b"DEL", key]])?;
     let mut offset = 0;
@@ -63,11 +104,7 @@ fn stream_value(t: &mut Target, db: &Db, key: &[u8]) -> Result<(), String> {
         }
         offset = end;
     }
-    if ttl > 0 {
-        let ttl = ttl.to_string();
-        t.call(&[&[b"PEXPIRE", key, ttl.as_bytes()]])?;
-    }
-    Ok(())
+    send_expiry(t, key, ttl)
 }
 
 /// How long a connection or one round trip to the target may take.
@@ -160,17 +197,20 @@ fn copy(
 ) -> Result<(), String> {
     let t = conn.insert(Target::connect(target, password)?);
     t.call(&[&[b"CLUSTER", b"IMPORT", list.as_bytes(), b"0"]])?;
-    let text = |e: bitsled::Error| e.to_string();
     for_keys_in(db, slots, |keys| {
         let mut small = Vec::new();
         for k in keys {
-            // A large string moves a chunk at a time; the rest by RESTORE.
-            if db.key_type(&k).map_err(text)? == "string" && db.strlen(&k).map_err(text)? > STREAM_BYTES {
-                stream_value(t, db, &k)?;
-                count(cluster, 1);
-            } else {
-                small.push(k);
+            // A Bloom filter and a large string move a chunk at a time;
+            // the rest by RESTORE.
+            match db.key_type(&k).map_err(text)? {
+                "MBbloom--" => stream_bloom(t, db, &k)?,
+                "string" if db.strlen(&k).map_err(text)? > STREAM_BYTES => stream_value(t, db, &k)?,
+                _ => {
+                    small.push(k);
+                    continue;
+                }
             }
+            count(cluster, 1);
         }
         for chunk in small.chunks(BATCH) {
             let now = db.now_ms();
