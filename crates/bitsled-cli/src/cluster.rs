@@ -1,6 +1,7 @@
 //! `bitsled cluster`: makes running `bitsled serve --cluster-enabled yes`
 //! nodes one cluster by pushing a topology to each (CLUSTERX SETNODEID
-//! and SETNODES, as a Kvrocks controller does), and shows a node's view.
+//! and SETNODES, as a Kvrocks controller does), moves slots between them,
+//! and shows the cluster (a summary, or a node's CLUSTER NODES).
 
 use std::hash::{BuildHasher, Hasher};
 
@@ -56,6 +57,15 @@ pub(crate) enum ClusterCommand {
         #[arg(long)]
         cluster: String,
     },
+    /// Summarize the cluster the node at --cluster belongs to: its state
+    /// and topology version, then each master (address, id, slots and
+    /// keys, asked of that node) and the totals. Exit code 1 if a master
+    /// cannot be reached or some slot has no owner.
+    Info {
+        /// A node of the cluster, HOST:PORT.
+        #[arg(long)]
+        cluster: String,
+    },
     /// Print a node's view of the cluster (CLUSTER NODES).
     Nodes {
         /// The node, HOST:PORT.
@@ -70,6 +80,7 @@ pub(crate) fn cluster(command: &ClusterCommand) -> Result<()> {
         ClusterCommand::Add { cluster, node } => add(cluster, node),
         ClusterCommand::Migrate { from, to, slots } => migrate(from, to, &slots.join(" ")),
         ClusterCommand::Rebalance { cluster } => rebalance(cluster),
+        ClusterCommand::Info { cluster } => info(cluster),
         ClusterCommand::Nodes { node } => {
             let (host, port) = split_addr(node)?;
             let text: String = redis::cmd("CLUSTER").arg("NODES").query(&mut connect(&host, port)?)?;
@@ -314,6 +325,77 @@ fn rebalance(cluster: &str) -> Result<()> {
     Ok(())
 }
 
+/// One master of a CLUSTER NODES text: (address, id, slot ranges as the
+/// text gives them, slots).
+fn masters_of(nodes: &str) -> Vec<(String, String, Vec<String>, usize)> {
+    let mut out = Vec::new();
+    for line in nodes.lines().filter(|l| !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split(' ').collect();
+        let (Some(id), Some(addr), Some(flags)) = (f.first(), f.get(1), f.get(2)) else { continue };
+        if flags.split(',').any(|x| x == "slave") {
+            continue;
+        }
+        let ranges: Vec<String> = f.iter().skip(8).filter(|x| !x.starts_with('[')).map(|x| (*x).to_owned()).collect();
+        let slots = ranges
+            .iter()
+            .map(|r| {
+                let (a, b) = r.split_once('-').unwrap_or((r, r));
+                match (a.parse::<usize>(), b.parse::<usize>()) {
+                    (Ok(a), Ok(b)) if a <= b => b - a + 1,
+                    _ => 0,
+                }
+            })
+            .sum();
+        out.push((addr.split('@').next().unwrap_or(addr).to_owned(), (*id).to_owned(), ranges, slots));
+    }
+    out
+}
+
+/// `bitsled cluster info --cluster NODE`: the cluster's state as NODE
+/// sees it, and each master's slots and keys as that master counts them.
+fn info(cluster: &str) -> Result<()> {
+    let (host, port) = split_addr(cluster)?;
+    let mut con = connect(&host, port)?;
+    let text: String = redis::cmd("CLUSTER").arg("INFO").query(&mut con).with_context(|| cluster.to_owned())?;
+    let nodes: String = redis::cmd("CLUSTER").arg("NODES").query(&mut con)?;
+    let masters = masters_of(&nodes);
+    let field = |f: &str| info_field(&text, f).unwrap_or("?").trim().to_owned();
+    let assigned: usize = masters.iter().map(|m| m.3).sum();
+    println!(
+        "cluster of {} master(s) seen from {cluster}: state {}, topology version {}, {assigned} of 16384 slots assigned",
+        masters.len(),
+        field("cluster_state"),
+        field("cluster_current_epoch"),
+    );
+    let (mut keys, mut failed) = (0u64, Vec::new());
+    for (addr, id, ranges, slots) in &masters {
+        let counted = split_addr(addr).and_then(|(h, p)| {
+            let mut c = connect(&h, p)?;
+            let n: u64 = redis::cmd("DBSIZE").query(&mut c)?;
+            Ok(n)
+        });
+        let ranges = if ranges.is_empty() { "none".to_owned() } else { ranges.join(" ") };
+        match counted {
+            Ok(n) => {
+                keys += n;
+                println!("{addr} {id} {slots} slots ({ranges}), {n} keys");
+            }
+            Err(e) => {
+                println!("{addr} {id} {slots} slots ({ranges}), unreachable: {e:#}");
+                failed.push(addr.clone());
+            }
+        }
+    }
+    println!("{keys} keys in all");
+    if !failed.is_empty() {
+        bail!("{} master(s) unreachable: {}", failed.len(), failed.join(", "));
+    }
+    if assigned < 16384 {
+        bail!("{} slots have no owner", 16384 - assigned);
+    }
+    Ok(())
+}
+
 /// The `field:value` line `field` of a CLUSTER INFO text.
 fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
     info.lines().find_map(|l| l.strip_prefix(field).and_then(|r| r.strip_prefix(':')))
@@ -444,6 +526,20 @@ mod tests {
         let text = format!("{} 127.0.0.1:7001@17001 myself,master - 0 1 3 connected 0-16383\n", "a".repeat(40));
         let (masters, owners) = masters_and_owners(&text).unwrap();
         assert_eq!((masters, owners.iter().all(|&o| o == Some(0))), (vec!["127.0.0.1:7001".to_string()], true));
+    }
+
+    /// Masters of a CLUSTER NODES text: replicas and migration notes in
+    /// brackets are left out, slot counts add up the ranges.
+    #[test]
+    fn masters_count_their_slots() {
+        let nodes = "a 127.0.0.1:7001@17001 myself,master - 0 0 3 connected 0-5460 [5461->-b]\n\
+                     b 127.0.0.1:7002@17002 master - 0 0 3 connected 5461-10922 16000\n\
+                     c 127.0.0.1:7003@17003 slave a 0 0 3 connected\n\
+                     d 127.0.0.1:7004@17004 master - 0 0 3 connected\n";
+        let m = masters_of(nodes);
+        let got: Vec<(&str, &str, usize)> = m.iter().map(|(addr, id, _, n)| (addr.as_str(), id.as_str(), *n)).collect();
+        assert_eq!(got, vec![("127.0.0.1:7001", "a", 5461), ("127.0.0.1:7002", "b", 5463), ("127.0.0.1:7004", "d", 0)]);
+        assert_eq!(m[1].2, vec!["5461-10922".to_owned(), "16000".to_owned()]);
     }
 
     #[test]

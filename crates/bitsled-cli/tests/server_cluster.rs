@@ -323,7 +323,9 @@ fn node_cluster_matches_one_node(modules: &std::path::Path, script: &str) {
 /// Invariant: with one of three nodes killed (kill -9), every key of the
 /// other nodes' slots still reads its value there, the dead node's keys
 /// are redirected to it (clients get a connection error, never another
-/// value), and a restart brings every acknowledged write back.
+/// value), and a restart brings every acknowledged write back;
+/// `bitsled cluster info` counts each master's slots and keys, and
+/// fails naming the dead master.
 #[test]
 fn a_killed_node_fails_only_its_slots_and_restarts_with_its_keys() {
     use bitsled_redis::cluster::slot::key_slot;
@@ -342,8 +344,24 @@ fn a_killed_node_fails_only_its_slots_and_restarts_with_its_keys() {
     for (i, k) in keys.iter().enumerate() {
         assert_eq!(text(&call(ports[owner(k)], &format!("SETBIT {k} {i} 1"))), ":0\r\n", "{k}");
     }
+    let seen_from = format!("127.0.0.1:{}", ports[0]);
+    let summary = cli(&["info", "--cluster", &seen_from]);
+    assert!(summary.contains("3 master(s)") && summary.contains("16384 of 16384 slots assigned"), "{summary}");
+    assert!(summary.contains("300 keys in all"), "{summary}");
+    for (n, &p) in ports.iter().enumerate() {
+        let held = keys.iter().filter(|k| owner(k) == n).count();
+        let line = summary.lines().find(|l| l.starts_with(&format!("127.0.0.1:{p} "))).unwrap_or_default();
+        assert!(line.ends_with(&format!(", {held} keys")), "{summary}");
+    }
     nodes[2].signal("-KILL");
     nodes[2].wait_exit(Duration::from_secs(10));
+    let out = Command::new(env!("CARGO_BIN_EXE_bitsled"))
+        .args(["cluster", "info", "--cluster", &seen_from])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a master is down: exit code 1");
+    assert!(text(&out.stdout).contains("unreachable"), "{}", text(&out.stdout));
+    assert!(text(&out.stderr).contains("1 master(s) unreachable"), "{}", text(&out.stderr));
     for (i, k) in keys.iter().enumerate() {
         let o = owner(k);
         if o == 2 {
