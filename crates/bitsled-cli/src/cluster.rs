@@ -429,7 +429,12 @@ fn migrate(from: &str, to: &str, slots: &str) -> Result<()> {
         indicatif::ProgressStyle::with_template("{spinner} {elapsed} migrating slots {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
     );
+    // (A source restarted since the copy remembers where the slots went,
+    // not the job: nothing to wait for then.)
     let keys = loop {
+        if done {
+            break "all".to_owned();
+        }
         let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut src)?;
         let keys = info_field(&info, "migrated_keys").unwrap_or("0").to_owned();
         match info_field(&info, "migrating_state") {

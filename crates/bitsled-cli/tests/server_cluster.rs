@@ -594,6 +594,45 @@ fn a_source_killed_mid_migration_keeps_every_key_after_restart() {
     }
 }
 
+/// Invariant: a source killed (kill -9) after a copy and before the push
+/// remembers where the slots went: restarted, it redirects their
+/// commands to the target (which serves the copies) instead of taking
+/// writes the push would then hide; CLUSTER INFO still lists the move,
+/// and the push (CLUSTERX SETSLOT, as a controller sends it) settles it:
+/// the source deletes its copies and forgets the move.
+#[test]
+fn a_source_restarted_after_a_copy_keeps_redirecting_until_the_push() {
+    use bitsled_redis::cluster::slot::key_slot;
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut nodes = pair(&dirs, &["--fsync", "always"]);
+    let (a, b) = (nodes[0].port, nodes[1].port);
+    let keys: Vec<String> =
+        (0..).map(|i| format!("k:{i}")).filter(|k| key_slot(k.as_bytes()) <= 8191).take(50).collect();
+    for k in &keys {
+        assert_eq!(text(&call(a, &format!("SET {k} v"))), "+OK\r\n");
+    }
+    let b_id = text(&call(b, "CLUSTER MYID")).lines().nth(1).unwrap().to_owned();
+    assert_eq!(text(&call(a, &format!("CLUSTERX MIGRATE 0-8191 {b_id} SYNC"))), "+OK\r\n");
+    assert!(text(&call(a, "CLUSTER INFO")).contains("migrating_state:success"));
+    nodes[0].signal("-KILL");
+    nodes[0].wait_exit(Duration::from_secs(10));
+    nodes[0] = Served::start(dirs[0].path(), &["--cluster-enabled", "yes", "--fsync", "always"]);
+    let a = nodes[0].port;
+    let slot = key_slot(keys[0].as_bytes());
+    assert_eq!(text(&call(a, &format!("SET {} new", keys[0]))), format!("-MOVED {slot} 127.0.0.1:{b}\r\n"));
+    assert_eq!(text(&call(b, &format!("GET {}", keys[0]))), "$1\r\nv\r\n", "the target serves the copy");
+    assert!(text(&call(a, "CLUSTER INFO")).contains(&format!("migrated_to_{b_id}:0-8191")));
+    let version: i64 = text(&call(a, "CLUSTERX VERSION")).lines().nth(1).unwrap().parse().unwrap();
+    for port in [b, a] {
+        let push = format!("CLUSTERX SETSLOT 0-8191 NODE {b_id} {}", version + 1);
+        assert_eq!(text(&call(port, &push)), "+OK\r\n", "{port}");
+    }
+    assert!(keys_on(a).iter().all(|k| key_slot(k.as_bytes()) > 8191), "the source deleted its copies");
+    assert!(!text(&call(a, "CLUSTER INFO")).contains("migrated_to_"), "the move is settled");
+    assert!(!dirs[0].path().join("cluster-moves.conf").exists(), "nothing left to remember");
+    assert_eq!(keys.iter().filter(|k| keys_on(b).contains(*k)).count(), keys.len(), "every key on the target");
+}
+
 /// Invariant: nothing a client sends can break a migration's guarantees:
 /// CLUSTERX is refused inside MULTI; CLUSTER IMPORT refuses slots the node
 /// owns (deleting nothing) and ends only on the connection that began it;

@@ -26,6 +26,12 @@ pub const TOPOLOGY_FILE: &str = "cluster-nodes.conf";
 /// drops their keys when it starts again (they may be a partial copy).
 pub const IMPORT_FILE: &str = "cluster-importing.conf";
 
+/// The file, in the database directory, that keeps the ends of moves no
+/// push has settled yet, so a restart keeps sending their commands where
+/// the keys are: a line `migrated ID IP PORT SLOTS` for slots this node
+/// copied to node ID, and `imported SLOTS` for slots it imported whole.
+pub const MOVES_FILE: &str = "cluster-moves.conf";
+
 /// A node's cluster state: its topology, kept in [`TOPOLOGY_FILE`].
 #[derive(Debug)]
 pub struct Cluster {
@@ -40,6 +46,9 @@ pub struct Cluster {
     pub imports: Mutex<Imports>,
     /// [`IMPORT_FILE`].
     import_file: PathBuf,
+    /// [`MOVES_FILE`]; its lock is held while a snapshot of the moves is
+    /// taken and written, so writes never go back in time.
+    moves_file: Mutex<PathBuf>,
 }
 
 /// This server's address, as SETNODES recognises this node's entry.
@@ -82,14 +91,47 @@ impl Cluster {
             Err(e) => return Err(format!("{}: {e}", file.display())),
         };
         let import_file = dir.join(IMPORT_FILE);
+        let moves_file = dir.join(MOVES_FILE);
+        let (mut migration, mut imports) = (Outgoing::default(), Imports::default());
+        match std::fs::read_to_string(&moves_file) {
+            Ok(text) => {
+                (migration.migrated, imports.imported) =
+                    parse_moves(&text).map_err(|e| format!("{}: {e}", moves_file.display()))?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("{}: {e}", moves_file.display())),
+        }
         Ok(Cluster {
             topology: RwLock::new(topology),
             file,
             addr,
-            migration: Mutex::default(),
-            imports: Mutex::default(),
+            migration: Mutex::new(migration),
+            imports: Mutex::new(imports),
             import_file,
+            moves_file: Mutex::new(moves_file),
         })
+    }
+
+    /// Writes the moves no push has settled (slots copied out, slots
+    /// imported) to [`MOVES_FILE`], durably; removes it when there are
+    /// none. The caller holds neither the migration's lock nor the
+    /// imports'.
+    ///
+    /// # Errors
+    /// The file cannot be written.
+    pub fn save_moves(&self) -> Result<(), String> {
+        let path = self.moves_file.lock();
+        let migrated = self.migration.lock().migrated.clone();
+        let imported = self.imports.lock().imported.clone();
+        let failed = |e: std::io::Error| format!("{}: {e}", path.display());
+        if migrated.is_empty() && imported.is_empty() {
+            return match std::fs::remove_file(&*path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(failed(e)),
+                _ => Ok(()),
+            };
+        }
+        let text = moves_text(&migrated, &imported);
+        write_and_rename(&path, text.as_bytes()).map_err(failed)?.map_err(failed)
     }
 
     /// The slots an import left unfinished when this node last stopped
@@ -126,6 +168,7 @@ impl Cluster {
             i.importing.extend(slots);
             self.save_importing(&i)?;
         }
+        self.save_moves()?;
         migration::drop_keys(db, slots).map(|_| ())
     }
 
@@ -137,9 +180,15 @@ impl Cluster {
     /// The keys cannot be deleted or the file written.
     pub fn end_import(&self, db: &bitsled::Db, slots: &[topology::SlotRange], ok: bool) -> Result<(), String> {
         if ok {
+            // Imported is noted durably before the import stops being
+            // one: a restart in between drops the keys (the source still
+            // has them and serves the slots).
+            self.imports.lock().imported.extend(slots);
+            self.save_moves()?;
             let mut i = self.imports.lock();
+            let imported = std::mem::take(&mut i.imported);
             i.forget(slots);
-            i.imported.extend(slots);
+            i.imported = imported;
             return self.save_importing(&i);
         }
         // Abandoned: no longer taken from anyone, then the keys go, and
@@ -200,6 +249,43 @@ impl Cluster {
     }
 }
 
+/// The text of [`MOVES_FILE`].
+fn moves_text(migrated: &[(Vec<topology::SlotRange>, topology::Node)], imported: &[topology::SlotRange]) -> String {
+    let mut text = String::new();
+    for (slots, n) in migrated {
+        text.push_str(&format!("migrated {} {} {} {}\n", n.id, n.ip, n.port, topology::slot_list_text(slots)));
+    }
+    if !imported.is_empty() {
+        text.push_str(&format!("imported {}\n", topology::slot_list_text(imported)));
+    }
+    text
+}
+
+/// The moves [`moves_text`] wrote.
+type Moves = (Vec<(Vec<topology::SlotRange>, topology::Node)>, Vec<topology::SlotRange>);
+
+/// Parses the text of [`MOVES_FILE`].
+fn parse_moves(text: &str) -> Result<Moves, String> {
+    let (mut migrated, mut imported) = (Vec::new(), Vec::new());
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let bad = || format!("a line that does not parse: {line:?}");
+        match line.split_once(' ') {
+            Some(("migrated", rest)) => {
+                let mut f = rest.splitn(4, ' ');
+                let (Some(id), Some(ip), Some(port), Some(slots)) = (f.next(), f.next(), f.next(), f.next()) else {
+                    return Err(bad());
+                };
+                let port = port.parse().map_err(|_| bad())?;
+                let node = topology::Node { id: id.to_owned(), ip: ip.to_owned(), port, master: None };
+                migrated.push((topology::parse_slot_list(slots)?, node));
+            }
+            Some(("imported", slots)) => imported.extend(topology::parse_slot_list(slots)?),
+            _ => return Err(bad()),
+        }
+    }
+    Ok((migrated, imported))
+}
+
 /// Replaces `path` with `bytes`: a temporary file beside it, synced, then
 /// renamed over it; then the directory is synced, so a crash leaves the
 /// old file or the new one. The outer error: nothing was replaced; the
@@ -250,5 +336,30 @@ mod tests {
         std::fs::write(dir.path().join(TOPOLOGY_FILE), "version one\n").unwrap();
         let err = Cluster::open(dir.path(), addr).unwrap_err();
         assert!(err.contains(TOPOLOGY_FILE) && err.contains("line 1"), "{err}");
+    }
+    /// Invariant: the ends of moves no push has settled survive a
+    /// restart: slots copied out (with their node) and slots imported are
+    /// what the reopened state holds; none left removes the file; a file
+    /// that does not parse is refused, naming it.
+    #[test]
+    fn unsettled_moves_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let addr: SocketAddr = "127.0.0.1:7001".parse().unwrap();
+        let c = Cluster::open(dir.path(), addr).unwrap();
+        let node = topology::Node { id: "b".repeat(40), ip: "10.0.0.2".into(), port: 7002, master: None };
+        c.migration.lock().migrated.push((vec![(0, 99), (500, 500)], node.clone()));
+        c.imports.lock().imported.extend([(7000, 7100)]);
+        c.save_moves().unwrap();
+        let again = Cluster::open(dir.path(), addr).unwrap();
+        assert_eq!(again.migration.lock().migrated, vec![(vec![(0, 99), (500, 500)], node)]);
+        assert_eq!(again.migration.lock().moved_to(500).map(|n| n.port), Some(7002));
+        assert_eq!(again.imports.lock().imported, vec![(7000, 7100)]);
+        again.migration.lock().migrated.clear();
+        again.imports.lock().imported.clear();
+        again.save_moves().unwrap();
+        assert!(!dir.path().join(MOVES_FILE).exists());
+        std::fs::write(dir.path().join(MOVES_FILE), "moved 1 2\n").unwrap();
+        let err = Cluster::open(dir.path(), addr).unwrap_err();
+        assert!(err.contains(MOVES_FILE) && err.contains("does not parse"), "{err}");
     }
 }

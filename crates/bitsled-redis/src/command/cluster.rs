@@ -197,6 +197,9 @@ fn settle(s: &Session, c: &Cluster) {
     };
     // (No push may give this node slots it is still importing.)
     c.imports.lock().forget(&mine);
+    if let Err(e) = c.save_moves() {
+        eprintln!("bitsled serve: could not record the settled moves: {e}");
+    }
     for (slots, _) in gone {
         if let Err(e) = crate::cluster::migration::drop_keys(&s.db, &slots) {
             eprintln!("bitsled serve: could not delete the keys of migrated slots: {e}");
