@@ -10,9 +10,10 @@
 //!   `H`, version `1`, then the header as its page 0 holds it (section 3,
 //!   "Bloom filter header", which carries its own CRC-32);
 //! - **page chunks**, from iterator `k >= 1` (the next page to look at):
-//!   `P`, version `1`, a u16 count `n`, then `n` times a u64 page number
-//!   and the page's 4,096 bytes (Redis bit order), then a CRC-32 of all
-//!   before it. Pages without a set bit are left out; a chunk holds at
+//!   `P`, version `1`, a u16 count `n`, then `n` times a u64 page number,
+//!   a u16 length `m` and the page's first `m` bytes (Redis bit order; the
+//!   rest of its 4,096 are zero, so a small filter sends its bits only),
+//!   then a CRC-32 of all before it. Pages without a set bit are left out; a chunk holds at
 //!   most [`PAGES_PER_CHUNK`] pages and looks at most [`PAGES_PER_STEP`];
 //!   the iterator returned is the page after the last one looked at, and
 //!   `(0, "")` ends the dump.
@@ -44,8 +45,8 @@ pub(crate) const PAGES_PER_CHUNK: usize = 64;
 /// Pages one step looks at, at most (so a call over a filter of empty
 /// pages still returns soon).
 pub(crate) const PAGES_PER_STEP: u64 = 16_384;
-/// Bytes a page takes in a page chunk: its number and its bytes.
-const PAGE_ENTRY: usize = 8 + PAGE_LEN;
+/// Bytes before a page's own in a page chunk: its number and length.
+const ENTRY_HEAD: usize = 8 + 2;
 
 /// RedisBloom's reply to a chunk it cannot use.
 fn bad_data(why: &str) -> Error {
@@ -91,22 +92,31 @@ fn parse_pages<'a>(header: &Header, data: &'a [u8]) -> Result<Vec<(u64, &'a [u8]
         return Err(bad_data("checksum mismatch"));
     }
     let n = usize::from(u16::from_le_bytes([data[2], data[3]]));
-    if body.len() != 4 + n * PAGE_ENTRY {
-        return Err(bad_data("length does not match the page count"));
-    }
-    let mut pages = Vec::with_capacity(n);
-    for entry in body[4..].chunks_exact(PAGE_ENTRY) {
-        let page = read_u64(entry, 0);
-        let bytes = &entry[8..];
+    let mut pages = Vec::with_capacity(n.min(PAGES_PER_CHUNK));
+    let mut rest = &body[4..];
+    for _ in 0..n {
+        let Some((head, tail)) = rest.split_first_chunk::<ENTRY_HEAD>() else {
+            return Err(bad_data("cut short"));
+        };
+        let page = read_u64(head, 0);
+        let len = usize::from(u16::from_le_bytes([head[8], head[9]]));
+        if len > PAGE_LEN || len > tail.len() {
+            return Err(bad_data(&format!("page {page}: {len} bytes")));
+        }
+        let (bytes, after) = tail.split_at(len);
+        rest = after;
         let Some(bits) = bits_in_page(header, page) else {
             return Err(bad_data(&format!("page {page} is outside the filter")));
         };
         // A sub-filter's size is a multiple of 64 bits: whole bytes.
         let used = usize::try_from(bits / 8).unwrap_or(PAGE_LEN);
-        if bytes[used..].iter().any(|&b| b != 0) {
+        if bytes.iter().skip(used).any(|&b| b != 0) {
             return Err(bad_data(&format!("page {page} has bits past its sub-filter")));
         }
         pages.push((page, bytes));
+    }
+    if !rest.is_empty() {
+        return Err(bad_data("bytes after the last page"));
     }
     Ok(pages)
 }
@@ -141,8 +151,10 @@ impl Db {
             let stop = page.saturating_add(PAGES_PER_STEP).min(end);
             while page < stop && usize::from(n) < PAGES_PER_CHUNK {
                 if let Some(bytes) = page_bytes(tx, key, &meta, &filter, page)? {
+                    let len = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
                     out.extend_from_slice(&page.to_le_bytes());
-                    out.extend_from_slice(&bytes);
+                    out.extend_from_slice(&u16::try_from(len).unwrap_or(u16::MAX).to_le_bytes());
+                    out.extend_from_slice(&bytes[..len]);
                     n += 1;
                 }
                 page += 1;
@@ -178,8 +190,9 @@ impl Db {
                     if page != s.header.filters[0].first_page {
                         return Err(bad_data(&format!("page {page} is outside the filter")));
                     }
-                    let n = s.bits.len();
-                    s.bits.copy_from_slice(&bytes[..n]);
+                    let n = s.bits.len().min(bytes.len());
+                    s.bits.fill(0);
+                    s.bits[..n].copy_from_slice(&bytes[..n]);
                 }
                 return tx.rewrite_inline(key, &meta, &small::encode(&s.header, &s.bits));
             }
@@ -187,7 +200,9 @@ impl Db {
             let pages = parse_pages(&header, data)?;
             let mut meta = meta;
             for (page, bytes) in pages {
-                let new = Page::from_bytes(bytes);
+                let mut whole = bytes.to_vec();
+                whole.resize(PAGE_LEN, 0);
+                let new = Page::from_bytes(&whole);
                 tx.update_page(key, &mut meta, page, |p| *p = new)?;
             }
             tx.set(key, &meta)

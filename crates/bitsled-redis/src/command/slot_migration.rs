@@ -61,24 +61,64 @@ fn send_expiry(t: &mut Target, key: &[u8], ttl: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// Moves the Bloom filter `key` to the target: `DEL`, then each chunk of
-/// its dump by `BF.LOADCHUNK` (DESIGN.md section 7, "Saving a filter in
-/// chunks": the header, then its pages with set bits, 256 KiB at most a
-/// chunk), then its time to live. The key cannot change meanwhile: writes
-/// to its slot wait for the copy.
-fn stream_bloom(t: &mut Target, db: &Db, key: &[u8]) -> Result<(), String> {
+/// Requests waiting to go to the target in one round trip.
+#[derive(Default)]
+struct Pending {
+    requests: Vec<Vec<Vec<u8>>>,
+    bytes: usize,
+}
+
+impl Pending {
+    /// Bytes of requests held before they are sent.
+    const BYTES: usize = 1 << 20;
+    /// Requests held before they are sent.
+    const REQUESTS: usize = 256;
+
+    /// Adds `request`, sending everything held once there is enough.
+    fn push(&mut self, t: &mut Target, request: Vec<Vec<u8>>) -> Result<(), String> {
+        self.bytes += request.iter().map(Vec::len).sum::<usize>();
+        self.requests.push(request);
+        if self.bytes >= Self::BYTES || self.requests.len() >= Self::REQUESTS {
+            self.flush(t)?;
+        }
+        Ok(())
+    }
+
+    /// Sends everything held.
+    fn flush(&mut self, t: &mut Target) -> Result<(), String> {
+        if self.requests.is_empty() {
+            return Ok(());
+        }
+        let held: Vec<Vec<&[u8]>> = self.requests.iter().map(|r| r.iter().map(Vec::as_slice).collect()).collect();
+        let refs: Vec<&[&[u8]]> = held.iter().map(Vec::as_slice).collect();
+        t.call(&refs)?;
+        self.requests.clear();
+        self.bytes = 0;
+        Ok(())
+    }
+}
+
+/// Queues the move of the Bloom filter `key` to the target: `DEL`, then
+/// each chunk of its dump by `BF.LOADCHUNK` (DESIGN.md section 7, "Saving
+/// a filter in chunks": the header, then its pages with set bits, 256 KiB
+/// at most a chunk), then its time to live. Small filters share round
+/// trips; a large one is sent a megabyte at a time. The key cannot change
+/// meanwhile: writes to its slot wait for the copy.
+fn stream_bloom(t: &mut Target, pending: &mut Pending, db: &Db, key: &[u8]) -> Result<(), String> {
     let Some(ttl) = time_to_live(db, key)? else { return Ok(()) };
-    t.call(&[&[b"DEL", key]])?;
+    pending.push(t, vec![b"DEL".to_vec(), key.to_vec()])?;
     let mut iter = 0;
     while let Some((next, chunk)) = db.bloom(key).scandump(iter).map_err(text)? {
         if next == 0 {
             break;
         }
-        let at = next.to_string();
-        t.call(&[&[b"BF.LOADCHUNK", key, at.as_bytes(), &chunk]])?;
+        pending.push(t, vec![b"BF.LOADCHUNK".to_vec(), key.to_vec(), next.to_string().into_bytes(), chunk])?;
         iter = next;
     }
-    send_expiry(t, key, ttl)
+    if ttl > 0 {
+        pending.push(t, vec![b"PEXPIRE".to_vec(), key.to_vec(), ttl.to_string().into_bytes()])?;
+    }
+    Ok(())
 }
 
 /// Moves the string `key` to the target a chunk at a time: `DEL`, then
@@ -209,11 +249,12 @@ fn copy(
     t.call(&[&[b"CLUSTER", b"IMPORT", list.as_bytes(), b"0"]])?;
     for_keys_in(db, slots, |keys| {
         let mut small = Vec::new();
+        let mut blooms = Pending::default();
         for k in keys {
             // A Bloom filter and a large string move a chunk at a time;
             // the rest by RESTORE.
             match db.key_type(&k).map_err(text)? {
-                "MBbloom--" => stream_bloom(t, db, &k)?,
+                "MBbloom--" => stream_bloom(t, &mut blooms, db, &k)?,
                 "string" if db.strlen(&k).map_err(text)? > STREAM_BYTES => stream_value(t, db, &k)?,
                 _ => {
                     small.push(k);
@@ -222,6 +263,7 @@ fn copy(
             }
             count(cluster, 1);
         }
+        blooms.flush(t)?;
         for chunk in small.chunks(BATCH) {
             let now = db.now_ms();
             let mut moving = Vec::new();
