@@ -4,7 +4,7 @@
 //!
 //! The engine orders a store's keys by slot (the top bits of its key hash
 //! are the slot, DESIGN.md section 3), so the keys of one slot are found
-//! without a scan of the others ([`crate::Db::slot_cursors`]); the server's
+//! without a scan of the others ([`crate::Db::scan_slot`]); the server's
 //! cluster mode routes commands by the same function.
 
 /// Slots in a cluster.
