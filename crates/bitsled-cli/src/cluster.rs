@@ -396,6 +396,20 @@ fn info(cluster: &str) -> Result<()> {
     Ok(())
 }
 
+/// The slots of a slot list (`N` and `A-B`, separated by spaces).
+fn slot_set(list: &str) -> Result<std::collections::BTreeSet<u16>> {
+    let mut out = std::collections::BTreeSet::new();
+    for range in list.split_whitespace() {
+        let (a, b) = range.split_once('-').unwrap_or((range, range));
+        let (a, b): (u16, u16) = (a.parse()?, b.parse()?);
+        if a > b || b > 16383 {
+            bail!("slot range {range}");
+        }
+        out.extend(a..=b);
+    }
+    Ok(out)
+}
+
 /// The `field:value` line `field` of a CLUSTER INFO text.
 fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
     info.lines().find_map(|l| l.strip_prefix(field).and_then(|r| r.strip_prefix(':')))
@@ -411,11 +425,25 @@ fn migrate(from: &str, to: &str, slots: &str) -> Result<()> {
     if target.len() != 40 {
         bail!("{to} has no node id: is it part of the cluster (bitsled cluster create)?");
     }
-    // A copy already done (the push failed last time): straight to the push.
+    // A copy already done (the push failed last time, or the source
+    // restarted since): straight to the push, once the target confirms
+    // it holds the slots' keys.
     let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut src)?;
-    let normal = |list: &str| list.split(' ').filter(|x| !x.is_empty()).collect::<Vec<_>>().join(" ");
-    let done = info_field(&info, &format!("migrated_to_{target}")).map(normal) == Some(normal(slots));
-    if !done {
+    let wanted = slot_set(slots).with_context(|| format!("slots {slots:?}"))?;
+    let done = info
+        .lines()
+        .filter_map(|l| l.strip_prefix(&format!("migrated_to_{target}:")))
+        .any(|list| slot_set(list).is_ok_and(|s| s == wanted));
+    if done {
+        let theirs: String = redis::cmd("CLUSTER").arg("INFO").query(&mut dst)?;
+        let held = info_field(&theirs, "importing_slot(s)").map(slot_set).and_then(Result::ok).unwrap_or_default();
+        if info_field(&theirs, "import_state").map(str::trim) != Some("success") || !wanted.is_subset(&held) {
+            bail!(
+                "{from} says slots {slots} were copied to {to}, but {to} does not hold them as imported; \
+                 the keys are still on {from}: see DESIGN.md, \"Cluster mode\""
+            );
+        }
+    } else {
         redis::cmd("CLUSTERX")
             .arg("MIGRATE")
             .arg(slots)
@@ -545,6 +573,13 @@ mod tests {
         let got: Vec<(&str, &str, usize)> = m.iter().map(|(addr, id, _, n)| (addr.as_str(), id.as_str(), *n)).collect();
         assert_eq!(got, vec![("127.0.0.1:7001", "a", 5461), ("127.0.0.1:7002", "b", 5463), ("127.0.0.1:7004", "d", 0)]);
         assert_eq!(m[1].2, vec!["5461-10922".to_owned(), "16000".to_owned()]);
+    }
+
+    #[test]
+    fn slot_lists_compare_as_sets() {
+        assert_eq!(slot_set("5-5 7").unwrap(), slot_set("7 5").unwrap());
+        assert_eq!(slot_set(" 0-2  9 ").unwrap().len(), 4);
+        assert!(slot_set("3-1").is_err() && slot_set("16384").is_err() && slot_set("x").is_err());
     }
 
     #[test]

@@ -727,6 +727,33 @@ fn a_source_restarted_after_a_copy_keeps_redirecting_until_the_push() {
     assert_eq!(keys.iter().filter(|k| keys_on(b).contains(*k)).count(), keys.len(), "every key on the target");
 }
 
+/// Invariant: a target (default `--fsync everysec`) killed right after it
+/// confirmed an import has every imported key after its restart, and
+/// still holds the slots as imported: it made them durable before it
+/// confirmed.
+#[test]
+fn a_target_killed_right_after_a_copy_keeps_every_key() {
+    use bitsled_redis::cluster::slot::key_slot;
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut nodes = pair(&dirs, &[]);
+    let (a, b) = (nodes[0].port, nodes[1].port);
+    let keys: Vec<String> =
+        (0..).map(|i| format!("k:{i}")).filter(|k| key_slot(k.as_bytes()) <= 8191).take(3000).collect();
+    let mut c = Client::connect(a);
+    for k in &keys {
+        assert_eq!(text(&c.call(&words(&format!("SET {k} v")))), "+OK\r\n");
+    }
+    let b_id = text(&call(b, "CLUSTER MYID")).lines().nth(1).unwrap().to_owned();
+    assert_eq!(text(&call(a, &format!("CLUSTERX MIGRATE 0-8191 {b_id} SYNC"))), "+OK\r\n");
+    nodes[1].signal("-KILL");
+    nodes[1].wait_exit(Duration::from_secs(10));
+    nodes[1] = Served::start(dirs[1].path(), &["--cluster-enabled", "yes"]);
+    let held = keys_on(nodes[1].port);
+    assert_eq!(keys.iter().filter(|k| held.contains(*k)).count(), keys.len(), "every confirmed key survived");
+    let info = text(&call(nodes[1].port, "CLUSTER INFO"));
+    assert!(info.contains("importing_slot(s):0-8191\r\nimport_state:success"), "{info}");
+}
+
 /// Invariant: nothing a client sends can break a migration's guarantees:
 /// CLUSTERX is refused inside MULTI; CLUSTER IMPORT refuses slots the node
 /// owns (deleting nothing) and ends only on the connection that began it;

@@ -25,7 +25,7 @@
 
 use super::{read_header, store_filter, Filter};
 use crate::bloom::small::{self, Small};
-use crate::bloom::{Header, HEADER_PAGE};
+use crate::bloom::{Header, HEADER_PAGE, MAX_CAPACITY};
 use crate::db::Db;
 use crate::engine::idhash::FastSet;
 use crate::engine::{Kind, Meta, ReadTx};
@@ -180,6 +180,16 @@ impl Db {
                     return Err(bad_data("not a header chunk"));
                 }
                 let header = Header::decode(&data[2..]).map_err(|why| bad_data(&why))?;
+                // What BF.RESERVE would never make is not loaded either: a
+                // scaling chain must be able to grow, and its first
+                // sub-filter be within BF.RESERVE's bounds.
+                let first = header.filters[0];
+                if !header.nonscaling && header.expansion == 0 {
+                    return Err(bad_data("a scaling filter with expansion 0"));
+                }
+                if first.capacity > MAX_CAPACITY {
+                    return Err(bad_data(&format!("capacity {} above {MAX_CAPACITY}", first.capacity)));
+                }
                 let mut filter = Filter::create(tx, header)?;
                 return store_filter(tx, key, &mut filter, FastSet::default());
             }
@@ -308,6 +318,20 @@ mod tests {
         bad_header[5] ^= 1;
         assert!(db.bloom(b"h").loadchunk(1, &bad_header).is_err());
         assert_eq!(db.bloom(b"h").info().unwrap(), None);
+        // Headers that decode but that BF.RESERVE would never make: a
+        // scaling chain that cannot grow, a first capacity past its bound.
+        let decoded = crate::bloom::Header::decode(&header[2..]).unwrap();
+        let mut no_growth = decoded.clone();
+        no_growth.expansion = 0;
+        let mut huge = crate::bloom::Header::new(0.01, crate::bloom::MAX_CAPACITY * 2, 2, false).unwrap();
+        huge.filters[0].items = 0;
+        for h in [no_growth, huge] {
+            let mut chunk = vec![b'H', 1];
+            chunk.extend_from_slice(&h.encode());
+            let e = db.bloom(b"h").loadchunk(1, &chunk).unwrap_err().to_string();
+            assert!(e.contains("received bad data"), "{e}");
+            assert_eq!(db.bloom(b"h").info().unwrap(), None);
+        }
         db.set(b"s", b"x").unwrap();
         assert!(matches!(db.bloom(b"s").scandump(0), Err(Error::WrongType)));
         assert!(matches!(db.bloom(b"s").loadchunk(1, header), Err(Error::WrongType)));

@@ -217,16 +217,12 @@ pub(crate) fn run(cluster: &Arc<Cluster>, db: &Db, slots: &[SlotRange], target: 
     }
     drop(conn);
     // Copied: commands for the slots go to the target from now on, noted
-    // durably before the job says so (a controller pushes the new owner
-    // once it reads that), so a restart keeps sending them there. If the
-    // note cannot be written, the slots are served here again (the target
-    // holds copies nobody is sent to; the next import drops them).
-    let outcome = outcome.and_then(|()| {
-        cluster.migration.lock().migrated.push((slots.to_vec(), target.clone()));
-        cluster.save_moves().inspect_err(|_| {
-            cluster.migration.lock().migrated.retain(|(s, _)| s.as_slice() != slots);
-        })
-    });
+    // durably before they do and before the job says so (a controller
+    // pushes the new owner once it reads that), so a restart keeps sending
+    // them there. If the note cannot be written, the slots are served here
+    // again (the target holds copies nobody is sent to; the next import
+    // drops them).
+    let outcome = outcome.and_then(|()| cluster.record_migrated(slots, target));
     let mut m = cluster.migration.lock();
     if let Some(job) = m.job.as_mut() {
         job.state = match outcome {
