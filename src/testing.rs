@@ -49,11 +49,19 @@ pub fn check_roaring_parse(data: &[u8]) {
     crate::ops::roaring::check_parse(data);
 }
 
-/// Decodes arbitrary bytes as a metadata bucket and as a keyspace
-/// catalog, and as a small Bloom filter; must never panic, and what
+/// Decodes arbitrary bytes as a metadata bucket, a keyspace catalog and
+/// the other records of `engine::check_record_decode`, as the chunks of
+/// BF.LOADCHUNK, and as a small Bloom filter; must never panic, and what
 /// decodes must round trip.
 pub fn check_record_decode(data: &[u8]) {
     crate::engine::check_record_decode(data);
+    // The chunks of BF.LOADCHUNK, as they come and with their CRC trailer
+    // recomputed.
+    let mut sealed = data.to_vec();
+    crate::page::check::reseal(&mut sealed);
+    for bytes in [data, &sealed[..]] {
+        crate::ops::bloom::dump::check_chunk_decode(bytes);
+    }
     if let Ok(s) = crate::bloom::small::Small::decode(data) {
         assert_eq!(s.encode(), data, "a small Bloom filter decodes from one form only");
     }

@@ -557,8 +557,7 @@ impl Drop for Engine {
 
 /// Decodes arbitrary bytes as a metadata bucket (keyspace and first hash
 /// from the first 8 bytes), as a keyspace catalog, as a metadata delta
-/// record (of the shard the first byte names), as a page delta record and
-/// as the chunks of BF.LOADCHUNK,
+/// record (of the shard the first byte names) and as a page delta record,
 /// under the key hash scheme the second byte's low bit picks; none may
 /// panic,
 /// and whatever decodes must encode to a record that decodes to the same
@@ -588,7 +587,6 @@ pub(crate) fn check_record_decode(data: &[u8]) {
                 .collect();
             assert_eq!(again, delta::in_record_order(&entries), "delta round trip");
         }
-        crate::ops::bloom::dump::check_chunk_decode(bytes);
         if let Ok(deltas) = pagedelta::decode("fuzz", bytes) {
             let again: Vec<pagedelta::PageDelta> = pagedelta::encode(&deltas)
                 .iter()

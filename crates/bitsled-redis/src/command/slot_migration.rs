@@ -105,7 +105,9 @@ impl Pending {
 /// trips; a large one is sent a megabyte at a time. The key cannot change
 /// meanwhile: writes to its slot wait for the copy.
 fn stream_bloom(t: &mut Target, pending: &mut Pending, db: &Db, key: &[u8]) -> Result<(), String> {
-    let Some(ttl) = time_to_live(db, key)? else { return Ok(()) };
+    if time_to_live(db, key)?.is_none() {
+        return Ok(());
+    }
     pending.push(t, vec![b"DEL".to_vec(), key.to_vec()])?;
     let mut iter = 0;
     while let Some((next, chunk)) = db.bloom(key).scandump(iter).map_err(text)? {
@@ -115,10 +117,13 @@ fn stream_bloom(t: &mut Target, pending: &mut Pending, db: &Db, key: &[u8]) -> R
         pending.push(t, vec![b"BF.LOADCHUNK".to_vec(), key.to_vec(), next.to_string().into_bytes(), chunk])?;
         iter = next;
     }
-    if ttl > 0 {
-        pending.push(t, vec![b"PEXPIRE".to_vec(), key.to_vec(), ttl.to_string().into_bytes()])?;
+    // The time left as the last chunk goes (a key that expired meanwhile
+    // is deleted again).
+    match time_to_live(db, key)? {
+        None => pending.push(t, vec![b"DEL".to_vec(), key.to_vec()]),
+        Some(0) => Ok(()),
+        Some(ttl) => pending.push(t, vec![b"PEXPIRE".to_vec(), key.to_vec(), ttl.to_string().into_bytes()]),
     }
-    Ok(())
 }
 
 /// Moves the string `key` to the target a chunk at a time: `DEL`, then
