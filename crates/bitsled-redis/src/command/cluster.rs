@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::cluster::migration::{covers, Migration, MigrationState};
+use crate::cluster::migration::{covers, Migration, MigrationState, Outgoing};
 use crate::cluster::slot::{key_slot, SLOTS};
 use crate::cluster::topology::{parse_slot_list, Node, SlotRange, Topology};
 use crate::cluster::{Cluster, Owner};
@@ -111,11 +111,23 @@ impl Session {
             return Some(TRYAGAIN.to_string());
         }
         let slot = key_slot(super::introspect::call_keys(spec, args).first().copied()?);
-        if let Some(n) = m.moved_to(slot) {
-            return Some(format!("MOVED {slot} {}:{}", n.ip, n.port));
-        }
-        (spec.is_write() && m.frozen(slot)).then(|| TRYAGAIN.to_string())
+        migration_redirect(&m, slot, spec.is_write())
     }
+}
+
+/// `MOVED slot ip:port` of node `n`.
+fn moved(slot: u16, n: &Node) -> String {
+    format!("MOVED {slot} {}:{}", n.ip, n.port)
+}
+
+/// Where a migration here sends a command for `slot` of this node: to the
+/// node it was copied to (`MOVED`), or back for a write while it is being
+/// copied (`TRYAGAIN`); `None` to run here.
+fn migration_redirect(m: &Outgoing, slot: u16, write: bool) -> Option<String> {
+    if let Some(n) = m.moved_to(slot) {
+        return Some(moved(slot, n));
+    }
+    (write && m.frozen(slot)).then(|| TRYAGAIN.to_string())
 }
 
 /// Kvrocks's refusal of a write to a slot being migrated.
@@ -130,20 +142,14 @@ const TRYAGAIN: &str = "TRYAGAIN Can't write to slot being migrated which is in 
 fn route(c: &Cluster, slot: u16, write: bool, importing: Option<&[SlotRange]>) -> Option<String> {
     let t = c.read();
     match t.owner(slot) {
-        Owner::Myself => {
-            let m = c.migration.lock();
-            if let Some(n) = m.moved_to(slot) {
-                return Some(format!("MOVED {slot} {}:{}", n.ip, n.port));
-            }
-            (write && m.frozen(slot)).then(|| TRYAGAIN.to_string())
-        }
+        Owner::Myself => migration_redirect(&c.migration.lock(), slot, write),
         Owner::Other(n) => {
             let i = c.imports.lock();
             let own_import = importing.is_some_and(|own| covers(own, slot)) && covers(&i.importing, slot);
             if covers(&i.imported, slot) || own_import {
                 None
             } else {
-                Some(format!("MOVED {slot} {}:{}", n.ip, n.port))
+                Some(moved(slot, n))
             }
         }
         Owner::Unserved => Some("CLUSTERDOWN Hash slot not served".into()),
@@ -393,7 +399,13 @@ fn keys_in_slot(s: &Session, slot: u16, limit: usize) -> Result<Vec<Vec<u8>>, Fa
 pub(crate) fn countkeysinslot(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
     cluster(s)?;
     let slot = slot_arg(&a[2])?;
-    let n = keys_in_slot(s, slot, usize::MAX)?.len();
+    // Counted a batch at a time; the names are not kept.
+    let mut n = 0usize;
+    crate::cluster::migration::for_keys_in(&s.db, &[(slot, slot)], |keys| {
+        n += keys.len();
+        Ok(true)
+    })
+    .map_err(|e| Fail(format!("ERR {e}").into_bytes()))?;
     Ok(Reply::Integer(i64::try_from(n).unwrap_or(i64::MAX)))
 }
 

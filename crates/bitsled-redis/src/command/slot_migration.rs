@@ -19,9 +19,6 @@ use crate::cluster::migration::{for_keys_in, MigrationState};
 use crate::cluster::topology::{Node, SlotRange};
 use crate::cluster::Cluster;
 
-/// Keys per round trip to the target.
-pub(crate) const BATCH: usize = 64;
-
 /// Strings longer than this move in chunks of this size (see
 /// [`stream_value`]) instead of one RESTORE payload.
 const STREAM_BYTES: u64 = 1 << 20;
@@ -248,40 +245,28 @@ fn copy(
 ) -> Result<(), String> {
     let t = conn.insert(Target::connect(target, password)?);
     t.call(&[&[b"CLUSTER", b"IMPORT", list.as_bytes(), b"0"]])?;
+    // Requests for many keys share round trips.
+    let mut pending = Pending::default();
     for_keys_in(db, slots, |keys| {
-        let mut small = Vec::new();
-        let mut blooms = Pending::default();
         for k in keys {
             // A Bloom filter and a large string move a chunk at a time;
             // the rest by RESTORE.
             match db.key_type(&k).map_err(text)? {
-                "MBbloom--" => stream_bloom(t, &mut blooms, db, &k)?,
+                "MBbloom--" => stream_bloom(t, &mut pending, db, &k)?,
                 "string" if db.strlen(&k).map_err(text)? > STREAM_BYTES => stream_value(t, db, &k)?,
                 _ => {
-                    small.push(k);
-                    continue;
+                    let found =
+                        restore_payload(db, &k, db.now_ms()).map_err(|f| String::from_utf8_lossy(&f.0).into_owned())?;
+                    let Some((payload, ttl)) = found else { continue };
+                    let request =
+                        vec![b"RESTORE".to_vec(), k, ttl.to_string().into_bytes(), payload, b"REPLACE".to_vec()];
+                    pending.push(t, request)?;
                 }
             }
             count(cluster, 1);
         }
-        blooms.flush(t)?;
-        for chunk in small.chunks(BATCH) {
-            let now = db.now_ms();
-            let mut moving = Vec::new();
-            for k in chunk {
-                if let Some((payload, ttl)) =
-                    restore_payload(db, k, now).map_err(|f| String::from_utf8_lossy(&f.0).into_owned())?
-                {
-                    moving.push((k, payload, ttl.to_string()));
-                }
-            }
-            let requests: Vec<[&[u8]; 5]> =
-                moving.iter().map(|(k, p, ttl)| [&b"RESTORE"[..], k, ttl.as_bytes(), p, b"REPLACE"]).collect();
-            let refs: Vec<&[&[u8]]> = requests.iter().map(|r| &r[..]).collect();
-            t.call(&refs)?;
-            count(cluster, moving.len());
-        }
         Ok(true)
     })?;
+    pending.flush(t)?;
     t.call(&[&[b"CLUSTER", b"IMPORT", list.as_bytes(), b"1"]])
 }
