@@ -8,8 +8,10 @@ use super::{Histogram, REGISTERS, REGISTER_MAX};
 /// Bytes of packed registers.
 pub(crate) const REGISTER_BYTES: usize = REGISTERS * 6 / 8;
 
-/// The byte and the bit within it where register `index` starts.
-fn position(index: usize) -> (usize, u32) {
+/// The byte and the bit within it where register `index` starts: the
+/// register lies in the 16-bit little-endian window of that byte and the
+/// next.
+pub(crate) fn position(index: usize) -> (usize, u32) {
     let bit = index * 6;
     // `bit % 8` is below 8.
     (bit / 8, (bit % 8) as u32)
@@ -24,17 +26,28 @@ fn window(regs: &[u8], at: usize) -> u16 {
 /// Register `index` of packed registers `regs`; 0 if `regs` is too short.
 pub(crate) fn get(regs: &[u8], index: usize) -> u8 {
     let (at, shift) = position(index);
-    let [v, _] = ((window(regs, at) >> shift) & u16::from(REGISTER_MAX)).to_le_bytes();
+    in_window(window(regs, at), shift)
+}
+
+/// The register starting at bit `shift` of the window `w` (see
+/// [`position`]).
+pub(crate) fn in_window(w: u16, shift: u32) -> u8 {
+    let [v, _] = ((w >> shift) & u16::from(REGISTER_MAX)).to_le_bytes();
     v
+}
+
+/// The window `w` with the register at bit `shift` set to `value` (at most
+/// 63).
+pub(crate) fn with_register(w: u16, shift: u32, value: u8) -> u16 {
+    let mask = u16::from(REGISTER_MAX) << shift;
+    (w & !mask) | ((u16::from(value) << shift) & mask)
 }
 
 /// Sets register `index` to `value` (at most 63); bytes past the end of
 /// `regs` are left out.
 pub(crate) fn set(regs: &mut [u8], index: usize, value: u8) {
     let (at, shift) = position(index);
-    let mask = u16::from(REGISTER_MAX) << shift;
-    let w = (window(regs, at) & !mask) | ((u16::from(value) << shift) & mask);
-    let [lo, hi] = w.to_le_bytes();
+    let [lo, hi] = with_register(window(regs, at), shift, value).to_le_bytes();
     if let Some(b) = regs.get_mut(at) {
         *b = lo;
     }

@@ -26,7 +26,7 @@
 
 #[cfg(any(test, feature = "testing"))]
 pub(crate) mod check;
-mod dense;
+pub(crate) mod dense;
 mod estimate;
 mod sparse;
 

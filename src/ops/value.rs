@@ -19,9 +19,13 @@ impl Db {
     /// [`crate::Error::Corrupted`].
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let max = self.engine.config().max_value_bytes;
-        let pages = |m: &Meta| (m.len > 0 && m.len <= max).then(|| (0, (m.len * 8 - 1) / PAGE_BITS));
+        // A value kept in its entry is copied from there, without a page.
+        let pages = |m: &Meta| (!m.is_inline() && m.len > 0 && m.len <= max).then(|| (0, (m.len * 8 - 1) / PAGE_BITS));
         let (meta, stream) = self.string_and_stream(key, pages)?;
         let Some(meta) = meta else { return Ok(None) };
+        if meta.is_inline() && meta.len <= max {
+            return Ok(Some(meta.inline_value().to_vec()));
+        }
         Ok(Some(self.collect(key, &meta, stream)?))
     }
 

@@ -480,6 +480,26 @@ impl Page {
         }
     }
 
+    /// Redis byte `index` (below 4,096) of the page.
+    pub(crate) fn byte(&self, index: usize) -> u8 {
+        debug_assert!(index < PAGE_WORDS * 8, "a page has 4096 bytes");
+        if let Repr::Dense(words) = &self.repr {
+            return words.get(index / 8).map_or(0, |w| w.to_be_bytes()[index % 8]);
+        }
+        (0..8u32).fold(0, |b, k| (b << 1) | u8::from(self.get(page_bit(index as u64 * 8 + u64::from(k)))))
+    }
+
+    /// Sets Redis byte `index` (below 4,096) of the page to `value`.
+    pub(crate) fn set_byte(&mut self, index: usize, value: u8) {
+        let old = self.byte(index);
+        for k in 0..8u32 {
+            let mask = 0x80 >> k;
+            if (old ^ value) & mask != 0 {
+                self.set(page_bit(index as u64 * 8 + u64::from(k)), value & mask != 0);
+            }
+        }
+    }
+
     /// Whether page-relative bit `bit` (below 32,768) is set.
     pub(crate) fn get(&self, bit: u32) -> bool {
         debug_assert!(bit < BITS, "bit {bit} outside the page");

@@ -566,3 +566,32 @@ proptest! {
         }
     }
 }
+
+/// `byte(i)` is the Redis byte `i` that `write_bytes` produces, and
+/// `set_byte(i, v)` changes exactly that byte, in every representation.
+#[test]
+fn bytes_read_and_set_one_at_a_time() {
+    let mut rng = StdRng::seed_from_u64(7);
+    for (name, m) in shapes() {
+        for encoding in [Encoding::Sparse, Encoding::Dense, Encoding::Ewah, Encoding::Runs] {
+            let page = Page::from_words(&m).with_encoding(encoding);
+            let mut bytes = vec![0u8; PAGE_WORDS * 8];
+            page.write_bytes(&mut bytes);
+            for (i, &b) in bytes.iter().enumerate() {
+                assert_eq!(page.byte(i), b, "{name} {encoding:?}: byte {i}");
+            }
+            let mut changed = page.clone();
+            let mut expect = bytes.clone();
+            for _ in 0..64 {
+                let i = rng.gen_range(0..bytes.len());
+                let v: u8 = rng.gen();
+                changed.set_byte(i, v);
+                expect[i] = v;
+            }
+            let mut got = vec![0u8; PAGE_WORDS * 8];
+            changed.write_bytes(&mut got);
+            assert_eq!(got, expect, "{name} {encoding:?}");
+            assert_eq!(changed.count_ones(), expect.iter().map(|b| b.count_ones()).sum::<u32>(), "{name} {encoding:?}");
+        }
+    }
+}
