@@ -382,8 +382,44 @@ impl Bucket {
 
     /// The index of the first head whose tag is at least `tag` (the heads'
     /// count if none is).
+    ///
+    /// Tags are hash bits, spread evenly over `0 ..= TAG_MASK`, so the
+    /// search starts where `tag` would fall in an even spread and gallops
+    /// out from there before a binary search of the bracket: a lookup
+    /// touches one or two cache lines of heads where a plain binary search
+    /// of a full bucket touches about eight. Uneven tags (names chosen to
+    /// collide) cost a logarithmic gallop, never a scan.
     fn first_at_least(&self, tag: u16) -> usize {
-        self.heads.partition_point(|a| Head(a.load(Ordering::Relaxed)).tag() < tag)
+        let n = self.heads.len();
+        let below = |i: usize| self.head(i).tag() < tag;
+        let guess = ((usize::from(tag) * n) >> TAG_MASK.count_ones()).min(n);
+        let (mut lo, mut hi);
+        let mut step = 1;
+        if guess < n && below(guess) {
+            // The answer is past `guess`: gallop up.
+            lo = guess + 1;
+            hi = lo;
+            while hi < n && below(hi) {
+                lo = hi + 1;
+                hi += step;
+                step *= 2;
+            }
+            hi = hi.min(n);
+        } else {
+            // The answer is at most `guess`: gallop down.
+            hi = guess;
+            lo = 0;
+            while hi > 0 {
+                let p = hi.saturating_sub(step);
+                if below(p) {
+                    lo = p + 1;
+                    break;
+                }
+                hi = p;
+                step *= 2;
+            }
+        }
+        lo + self.heads[lo..hi].partition_point(|a| Head(a.load(Ordering::Relaxed)).tag() < tag)
     }
 
     /// The index and metadata of the entry of `name` (whose hash is `h`),
@@ -865,6 +901,29 @@ impl Bucket {
 
 #[cfg(test)]
 mod tests {
+    /// The galloping search from the even-spread guess finds the same index
+    /// as a plain binary search, for every tag, with tags spread evenly,
+    /// crowded into a few values, and all equal.
+    #[test]
+    fn first_at_least_matches_a_binary_search() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        for (n, spread) in [(0, 1u32), (1, 1 << 15), (7, 1 << 15), (200, 1 << 15), (300, 40), (64, 1), (500, 3)] {
+            let mut b = Bucket::new(MIN_DEPTH);
+            let base = rng.gen_range(0..(1u32 << 15));
+            for i in 0..n {
+                let h = (rng.gen_range(0..spread) + base) & 0x7FFF;
+                b.push_new(format!("k{i}").as_bytes(), h, &Meta::empty(Kind::String), false, 0);
+            }
+            let tags: Vec<u16> = (0..b.len()).map(|i| b.head(i).tag()).collect();
+            assert!(tags.windows(2).all(|w| w[0] <= w[1]), "heads stay in tag order");
+            for t in (0..=0x8000u32).step_by(7).chain([0, base, base + 1, 0x7FFF, 0x8000]) {
+                let t = t.min(0x8000) as u16;
+                assert_eq!(b.first_at_least(t), tags.partition_point(|&x| x < t), "n {n} spread {spread} tag {t}");
+            }
+        }
+    }
+
     use super::*;
 
     /// Whether `b`'s heads are in tag order, which its lookups rely on.
