@@ -71,6 +71,18 @@ pub(crate) struct ShardBits {
     draining: Vec<Event>,
     /// `draining` is sorted by key (stably: each key's events in order).
     sorted: bool,
+    /// Set by [`ShardBits::focus`]: the log keys `first ..= last` of one
+    /// bucket and the events `lo .. hi` of `draining` that have them.
+    window: Option<Window>,
+}
+
+/// The part of a sorted draining log that one bucket's keys can have.
+#[derive(Clone, Copy)]
+struct Window {
+    first: u64,
+    last: u64,
+    lo: usize,
+    hi: usize,
 }
 
 impl ShardBits {
@@ -110,6 +122,7 @@ impl ShardBits {
         std::mem::swap(&mut self.log, &mut self.draining);
         keep_room(&mut self.log);
         self.sorted = false;
+        self.window = None;
         if folded {
             keep_room(&mut self.draining);
         }
@@ -118,6 +131,28 @@ impl ShardBits {
     /// After a write-back drained the shard: its log is done with.
     pub(crate) fn drained(&mut self) {
         keep_room(&mut self.draining);
+        self.window = None;
+    }
+
+    fn sort_draining(&mut self) {
+        if !self.sorted {
+            self.draining.sort_by_key(|e| e.key);
+            self.sorted = true;
+            self.window = None;
+        }
+    }
+
+    /// Narrows the next [`ShardBits::drained_bits`] lookups of keyspace
+    /// `ks`'s hashes `first ..= last` (one bucket's) to the draining
+    /// events of those hashes; returns whether there are any (if not, no
+    /// key of the bucket has bits).
+    pub(crate) fn focus(&mut self, ks: u32, first: u32, last: u32) -> bool {
+        self.sort_draining();
+        let (first, last) = (log_key(ks, first), log_key(ks, last));
+        let lo = self.draining.partition_point(|e| e.key < first);
+        let hi = lo + self.draining[lo..].partition_point(|e| e.key <= last);
+        self.window = Some(Window { first, last, lo, hi });
+        lo < hi
     }
 
     /// Whether the draining write-back has any bits.
@@ -129,15 +164,19 @@ impl ShardBits {
     /// `ks`: its item count and its positions, sorted and without repeats,
     /// into `positions`; `None` if its change is not bits only.
     pub(crate) fn drained_bits(&mut self, ks: u32, h: u32, name: &[u8], positions: &mut Vec<u64>) -> Option<u64> {
-        if !self.sorted {
-            self.draining.sort_by_key(|e| e.key);
-            self.sorted = true;
-        }
+        self.sort_draining();
         let key = log_key(ks, h);
-        let first = self.draining.partition_point(|e| e.key < key);
+        // Within the focused bucket's events if the key is the bucket's
+        // (a few events, where the whole log may hold millions).
+        let (lo, hi) = match self.window {
+            Some(w) if (w.first..=w.last).contains(&key) => (w.lo, w.hi),
+            _ => (0, self.draining.len()),
+        };
+        let events = &self.draining[lo..hi];
+        let first = events.partition_point(|e| e.key < key);
         let mut items = None;
         positions.clear();
-        for e in self.draining[first..].iter().take_while(|e| e.key == key) {
+        for e in events[first..].iter().take_while(|e| e.key == key) {
             match e.what {
                 What::Forget => items = None,
                 What::Start if e.name[..] == *name => {
@@ -220,5 +259,39 @@ mod tests {
         b.note(0, 7, b"a", added(true, 6, &[1]));
         b.cut(true);
         assert!(b.draining_is_empty(), "a folded shard keeps no bits");
+    }
+
+    /// Invariant: a lookup focused on one bucket's hashes finds exactly
+    /// what an unfocused one finds, for keys in and out of the focus, and
+    /// the focus says whether the bucket has any events.
+    #[test]
+    fn focused_lookups_match_the_whole_log() {
+        let mut b = ShardBits::default();
+        for h in (0..4000u32).step_by(3) {
+            b.note(0, h, format!("k{h}").as_bytes(), added(true, 1, &[u64::from(h) % 97]));
+            b.note(1, h, format!("k{h}").as_bytes(), added(true, 2, &[u64::from(h) % 89]));
+        }
+        b.cut(false);
+        let mut whole = ShardBits::default();
+        for h in (0..4000u32).step_by(3) {
+            whole.note(0, h, format!("k{h}").as_bytes(), added(true, 1, &[u64::from(h) % 97]));
+            whole.note(1, h, format!("k{h}").as_bytes(), added(true, 2, &[u64::from(h) % 89]));
+        }
+        whole.cut(false);
+        assert!(!b.focus(0, 4000, 5000), "no events past the last hash");
+        assert!(!b.focus(2, 0, 5000), "nor in another keyspace");
+        for (ks, first, last) in [(0, 0, 255), (1, 256, 511), (0, 3000, 3999), (1, 1, 1), (0, 1, 1)] {
+            assert_eq!(b.focus(ks, first, last), (first..=last).any(|h| h % 3 == 0), "{ks} {first}..={last}");
+            for h in (first.saturating_sub(10)..=last + 10).chain([0, 3999]) {
+                let name = format!("k{h}");
+                let mut got = Vec::new();
+                let mut want = Vec::new();
+                assert_eq!(
+                    (b.drained_bits(ks, h, name.as_bytes(), &mut got), got),
+                    (whole.drained_bits(ks, h, name.as_bytes(), &mut want), want),
+                    "keyspace {ks} hash {h} focused on {first}..={last}"
+                );
+            }
+        }
     }
 }

@@ -373,8 +373,8 @@ impl MetaCache {
             let shard = &mut *shard;
             let Some(mut writer) = shard.draining.take() else { continue };
             let (mut unfolded, mut memory) = (0, 0);
-            for (&(ks, _), slot) in &mut shard.map {
-                drain_slot(self.key_hash, ks, slot, cut, &mut writer, &mut shard.bloom_bits);
+            for (&(ks, start), slot) in &mut shard.map {
+                drain_slot(self.key_hash, (ks, start), slot, cut, &mut writer, &mut shard.bloom_bits);
                 if slot.pinned() {
                     unfolded += slot.bucket.bytes;
                     memory += slot.bytes;
@@ -485,18 +485,25 @@ impl MetaCache {
 /// delta record, their marks are cleared (a later change marks its entry
 /// again, for the next record; if the batch fails the store is poisoned
 /// and no later write-back needs them), and it becomes unfolded.
-fn drain_slot(hash: KeyHash, ks: u32, slot: &mut Slot, cut: Seq, writer: &mut DeltaWriter, bloom_bits: &mut ShardBits) {
+fn drain_slot(
+    hash: KeyHash,
+    (ks, start): (u32, u32),
+    slot: &mut Slot,
+    cut: Seq,
+    writer: &mut DeltaWriter,
+    bloom_bits: &mut ShardBits,
+) {
     if slot.dirty == 0 || slot.dirty > cut {
         return;
     }
     if slot.bucket.has_changes() {
         let bucket = Arc::make_mut(&mut slot.bucket);
+        let last = start | u32::MAX.checked_shr(u32::from(bucket.depth)).unwrap_or(0);
+        let has_bits = !bloom_bits.draining_is_empty() && bloom_bits.focus(ks, start, last);
         let mut positions: Vec<u64> = Vec::new();
         bucket.for_each_change(|name, entry| {
             let items = match entry {
-                Some(_) if !bloom_bits.draining_is_empty() => {
-                    bloom_bits.drained_bits(ks, hash.of(name), name, &mut positions)
-                }
+                Some(_) if has_bits => bloom_bits.drained_bits(ks, hash.of(name), name, &mut positions),
                 _ => None,
             };
             match items {
@@ -646,7 +653,7 @@ impl MetaGuard<'_> {
             // The running write-back takes the bucket as it was at its cut.
             drain_slot(
                 self.cache.key_hash,
-                ks,
+                (ks, start),
                 slot,
                 self.cache.cut.load(Ordering::Relaxed),
                 writer,
