@@ -169,6 +169,50 @@ fn small_and_count(c: &mut Criterion) {
     g.finish();
 }
 
+/// The count of a 7-day AND (`Db::bitop_count`, warm cache) of sparse
+/// daily bitmaps beside roaring-rs's AND of the same seven sets held in
+/// memory (`MultiOps::intersection`, then `len`), at 0.01% and 1%.
+fn and7_count_sparse(c: &mut Criterion) {
+    use roaring::MultiOps;
+    let n = bits();
+    let mut g = c.benchmark_group("and7_count_sparse");
+    g.sample_size(20);
+    for density in [0.0001, 0.01] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        let days: Vec<Vec<u8>> = (0..7).map(|d| random_bytes((n / 8) as usize, density, 200 + d)).collect();
+        let names: Vec<String> = (0..7).map(|d| format!("sparse:2026010{}", d + 1)).collect();
+        for (name, bytes) in names.iter().zip(&days) {
+            db.set(name.as_bytes(), bytes).unwrap();
+        }
+        db.flush().unwrap();
+        let srcs: Vec<&[u8]> = names.iter().map(std::string::String::as_bytes).collect();
+        let sets: Vec<roaring::RoaringBitmap> = days
+            .iter()
+            .map(|d| {
+                let mut r = roaring::RoaringBitmap::new();
+                for (i, &byte) in d.iter().enumerate() {
+                    for k in 0..8 {
+                        if byte & (0x80 >> k) != 0 {
+                            r.insert(u32::try_from(i * 8 + k).unwrap());
+                        }
+                    }
+                }
+                r
+            })
+            .collect();
+        let want = sets.iter().cloned().intersection().len();
+        assert_eq!(db.bitop_count(BitOp::And, &srcs).unwrap().1, want, "both sides count the same bits");
+        g.bench_with_input(BenchmarkId::new("bitsled_bitop_count", density), &density, |b, _| {
+            b.iter(|| db.bitop_count(BitOp::And, black_box(&srcs)).unwrap());
+        });
+        g.bench_with_input(BenchmarkId::new("roaring_intersection_len", density), &density, |b, _| {
+            b.iter(|| black_box(&sets).iter().intersection().len());
+        });
+    }
+    g.finish();
+}
+
 /// Runs every group (criterion's macros would leave `main` undocumented).
 fn main() {
     let mut c = Criterion::default().configure_from_args();
@@ -176,5 +220,6 @@ fn main() {
     bitcount(&mut c);
     bitop_and(&mut c);
     small_and_count(&mut c);
+    and7_count_sparse(&mut c);
     c.final_summary();
 }

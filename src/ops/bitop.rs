@@ -166,17 +166,22 @@ fn each_result_page(
     let mut column: Column = vec![None; streams.len()];
     let mut next = 0u64;
     while let Some(page) = next_page(op, &mut streams, next, last_page)? {
-        for (slot, s) in column.iter_mut().zip(streams.iter_mut()) {
-            *slot = match s {
-                Some(s) => take_at(s, page)?,
-                None => None,
-            };
-        }
+        let combined = if op == BitOp::And {
+            and_column(&mut streams, page, &mut column, &mut scratch)?
+        } else {
+            for (slot, s) in column.iter_mut().zip(streams.iter_mut()) {
+                *slot = match s {
+                    Some(s) => take_at(s, page)?,
+                    None => None,
+                };
+            }
+            combine(op, &column, &mut scratch)
+        };
         // Bits past the length come from NOT, and from a source page read
         // after a concurrent write extended its key beyond the length taken
         // when the streams opened: the last page is cut at the length.
         let tail = (page == last_page).then(|| bits - page * PAGE_BITS).filter(|&t| t < PAGE_BITS).map(page_bit);
-        let result = match combine(op, &column, &mut scratch) {
+        let result = match combined {
             None => None,
             Some(Combined::Words) => {
                 if let Some(t) = tail {
@@ -385,6 +390,57 @@ impl Scratch {
         }
         SPARE_SCRATCH.with(|c| c.set(Some(self)));
     }
+}
+
+/// The AND of page `page` of every stream (each has a candidate there),
+/// taking the sources' pages one at a time: the sparse pages' positions
+/// are intersected as they come, and the first empty intersection (or a
+/// page that turns out all zero) ends the column without taking the rest,
+/// which the next page's seek moves past. At low densities most columns
+/// end after two pages. Pages taken go into `column`; the result is left
+/// in `s` as [`combine`] leaves it.
+fn and_column(
+    streams: &mut [Option<PageStream>],
+    page: u64,
+    column: &mut Column,
+    s: &mut Scratch,
+) -> Result<Option<Combined>> {
+    column.clear();
+    // Whether `s.list` holds the intersection of the sparse pages so far.
+    let mut narrowed = false;
+    for stream in streams.iter_mut() {
+        let Some(p) = (match stream {
+            Some(st) => take_at(st, page)?,
+            None => None,
+        }) else {
+            return Ok(None);
+        };
+        if let Some(positions) = p.sparse_positions() {
+            if narrowed {
+                p.retain_set(&mut s.list);
+            } else {
+                s.list.clear();
+                s.list.extend_from_slice(positions);
+                narrowed = true;
+            }
+            if s.list.is_empty() {
+                return Ok(None);
+            }
+        }
+        column.push(Some(p));
+    }
+    if !narrowed {
+        return Ok(combine(BitOp::And, column, s));
+    }
+    // The pages taken before the first sparse one, and the other pages
+    // that are not lists, cut the list too.
+    for p in column.iter().flatten().filter(|p| p.sparse_positions().is_none()) {
+        p.retain_set(&mut s.list);
+        if s.list.is_empty() {
+            return Ok(None);
+        }
+    }
+    Ok(Some(Combined::Positions))
 }
 
 /// How [`combine`] left a result page.
