@@ -169,45 +169,48 @@ fn small_and_count(c: &mut Criterion) {
     g.finish();
 }
 
-/// The count of a 7-day AND (`Db::bitop_count`, warm cache) of sparse
-/// daily bitmaps beside roaring-rs's AND of the same seven sets held in
-/// memory (`MultiOps::intersection`, then `len`), at 0.01% and 1%.
-fn and7_count_sparse(c: &mut Criterion) {
+/// The count of a 7-day AND and of a 30-day OR (`Db::bitop_count`, warm
+/// cache) of sparse daily bitmaps, beside roaring-rs's AND and OR of the
+/// same sets held in memory (`MultiOps`, then `len`), at 0.01% and 1%.
+fn sparse_days_count(c: &mut Criterion) {
     use roaring::MultiOps;
     let n = bits();
-    let mut g = c.benchmark_group("and7_count_sparse");
+    let mut g = c.benchmark_group("sparse_days_count");
     g.sample_size(20);
     for density in [0.0001, 0.01] {
         let dir = tempfile::tempdir().unwrap();
         let db = open(dir.path());
-        let days: Vec<Vec<u8>> = (0..7).map(|d| random_bytes((n / 8) as usize, density, 200 + d)).collect();
-        let names: Vec<String> = (0..7).map(|d| format!("sparse:2026010{}", d + 1)).collect();
-        for (name, bytes) in names.iter().zip(&days) {
-            db.set(name.as_bytes(), bytes).unwrap();
+        let names: Vec<String> = (0..30).map(|d| format!("sparse:202601{:02}", d + 1)).collect();
+        let mut sets: Vec<roaring::RoaringBitmap> = Vec::new();
+        for (d, name) in names.iter().enumerate() {
+            let bytes = random_bytes((n / 8) as usize, density, 200 + d as u64);
+            db.set(name.as_bytes(), &bytes).unwrap();
+            let mut r = roaring::RoaringBitmap::new();
+            for (i, &byte) in bytes.iter().enumerate().filter(|(_, &b)| b != 0) {
+                for k in (0..8).filter(|k| byte & (0x80 >> k) != 0) {
+                    r.insert(u32::try_from(i * 8 + k).unwrap());
+                }
+            }
+            sets.push(r);
         }
         db.flush().unwrap();
         let srcs: Vec<&[u8]> = names.iter().map(std::string::String::as_bytes).collect();
-        let sets: Vec<roaring::RoaringBitmap> = days
-            .iter()
-            .map(|d| {
-                let mut r = roaring::RoaringBitmap::new();
-                for (i, &byte) in d.iter().enumerate() {
-                    for k in 0..8 {
-                        if byte & (0x80 >> k) != 0 {
-                            r.insert(u32::try_from(i * 8 + k).unwrap());
-                        }
-                    }
-                }
-                r
-            })
-            .collect();
-        let want = sets.iter().cloned().intersection().len();
-        assert_eq!(db.bitop_count(BitOp::And, &srcs).unwrap().1, want, "both sides count the same bits");
-        g.bench_with_input(BenchmarkId::new("bitsled_bitop_count", density), &density, |b, _| {
-            b.iter(|| db.bitop_count(BitOp::And, black_box(&srcs)).unwrap());
+        let week = &srcs[..7];
+        let want_and = sets[..7].iter().intersection().len();
+        let want_or = sets.iter().union().len();
+        assert_eq!(db.bitop_count(BitOp::And, week).unwrap().1, want_and, "both sides count the same bits");
+        assert_eq!(db.bitop_count(BitOp::Or, &srcs).unwrap().1, want_or, "both sides count the same bits");
+        g.bench_with_input(BenchmarkId::new("and7_bitsled_bitop_count", density), &density, |b, _| {
+            b.iter(|| db.bitop_count(BitOp::And, black_box(week)).unwrap());
         });
-        g.bench_with_input(BenchmarkId::new("roaring_intersection_len", density), &density, |b, _| {
-            b.iter(|| black_box(&sets).iter().intersection().len());
+        g.bench_with_input(BenchmarkId::new("and7_roaring_intersection_len", density), &density, |b, _| {
+            b.iter(|| black_box(&sets[..7]).iter().intersection().len());
+        });
+        g.bench_with_input(BenchmarkId::new("or30_bitsled_bitop_count", density), &density, |b, _| {
+            b.iter(|| db.bitop_count(BitOp::Or, black_box(&srcs)).unwrap());
+        });
+        g.bench_with_input(BenchmarkId::new("or30_roaring_union_len", density), &density, |b, _| {
+            b.iter(|| black_box(&sets).iter().union().len());
         });
     }
     g.finish();
@@ -220,6 +223,6 @@ fn main() {
     bitcount(&mut c);
     bitop_and(&mut c);
     small_and_count(&mut c);
-    and7_count_sparse(&mut c);
+    sparse_days_count(&mut c);
     c.final_summary();
 }

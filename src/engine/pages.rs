@@ -364,6 +364,11 @@ impl PageCache {
         self.mark_dirty(id, slot);
     }
 
+    /// Whether bitmap `bitmap` has a dirty (or logged) page.
+    pub(crate) fn has_dirty(&self, bitmap: u64) -> bool {
+        self.dirty.lock().range((bitmap, 0)..=(bitmap, u64::MAX)).next().is_some()
+    }
+
     /// Dirty page numbers of bitmap `bitmap` in `from ..= to`, in order.
     pub(crate) fn dirty_pages_of(&self, bitmap: u64, from: u64, to: u64) -> Vec<u64> {
         self.dirty.lock().range((bitmap, from)..=(bitmap, to)).map(|&(_, p)| p).collect()

@@ -25,8 +25,14 @@ enum Source {
 impl PageStream {
     /// Pages `from ..= to` of bitmap `bitmap`, owned by key `name`; see
     /// [`Paged::new`].
-    pub(super) fn new(engine: &Arc<Engine>, name: &[u8], bitmap: u64, from: u64, to: u64) -> Result<PageStream> {
-        Ok(PageStream(Source::Paged(Box::new(Paged::new(engine, name, bitmap, from, to)?))))
+    pub(super) fn new(
+        engine: &Arc<Engine>,
+        name: &[u8],
+        (bitmap, ones): (u64, u64),
+        from: u64,
+        to: u64,
+    ) -> Result<PageStream> {
+        Ok(PageStream(Source::Paged(Box::new(Paged::new(engine, name, (bitmap, ones), from, to)?))))
     }
 
     /// The one page of a value kept in its entry (a copy: nothing to pin)
@@ -106,10 +112,18 @@ impl Paged {
     ///
     /// Uses the bitmap's cached directory of stored pages; a stream from page
     /// 0 builds that directory if it is missing, other streams scan the store.
-    fn new(engine: &Arc<Engine>, name: &[u8], bitmap: u64, from: u64, to: u64) -> Result<Paged> {
+    ///
+    /// # Errors
+    /// [`Error::Corrupted`] if the metadata counts `ones` set bits but the
+    /// bitmap has no page at all, stored or in memory (its records were lost
+    /// from the store): an error for the key, never a value of zeros.
+    fn new(engine: &Arc<Engine>, name: &[u8], (bitmap, ones): (u64, u64), from: u64, to: u64) -> Result<Paged> {
         // The dirty pages first: a page leaves the dirty index only after a
         // write-back has added it to the store and to the directories.
         let dirty = engine.pages.dirty_pages_of(bitmap, from, to);
+        // With the key locked no page can become dirty meanwhile, so a
+        // bitmap with no dirty page now has every page in its directory.
+        let none_dirty = ones > 0 && !engine.pages.has_dirty(bitmap);
         let dir = match engine.dirs.get(bitmap) {
             Some(d) => Some(d),
             // A damaged group record fails the directory; the stream then
@@ -121,6 +135,13 @@ impl Paged {
             },
             None => None,
         };
+        if none_dirty && dir.as_ref().is_some_and(|d| d.is_empty()) {
+            return Err(Error::Corrupted {
+                key: String::from_utf8_lossy(name).into_owned(),
+                page: None,
+                reason: format!("metadata counts {ones} set bits, but no page of bitmap {bitmap} is stored"),
+            });
+        }
         let stored = if let Some(pages) = dir {
             let next = pages.partition_point(|&p| p < from);
             let end = pages.partition_point(|&p| p <= to);

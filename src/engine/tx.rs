@@ -448,7 +448,7 @@ impl<'e> ReadTx<'e> {
     /// A store error while listing the pages.
     pub(crate) fn stream(&self, key: &[u8], meta: &Meta, from: u64, to: u64) -> Result<PageStream> {
         match meta.body {
-            Body::Paged(id) => PageStream::new(self.engine, key, id, from, to),
+            Body::Paged(id) => PageStream::new(self.engine, key, (id, meta.ones), from, to),
             Body::Inline => {
                 Ok(PageStream::inline(inline_page(meta, 0).filter(|_| from == 0).map(|p| (0, Arc::new(p)))))
             }
