@@ -35,6 +35,7 @@ mod entry;
 mod expiry;
 #[cfg(any(test, feature = "testing"))]
 pub(crate) mod fault;
+pub(crate) mod flat;
 #[cfg(test)]
 mod fold_tests;
 pub(crate) mod idhash;

@@ -26,6 +26,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::clock::{self, ClockSlot};
+use super::flat::FlatCache;
 use super::idhash::{FastMap, IdHasher};
 use crate::error::Result;
 use crate::page::Page;
@@ -138,6 +139,10 @@ pub(crate) struct PageCache {
     seq: AtomicU64,
     capacity: AtomicUsize,
     evicting: Mutex<()>,
+    /// Flat position lists of sparse bitmaps, dropped by any change of a
+    /// page of theirs (see `flat.rs`): at most an eighth of the capacity,
+    /// and the pages are evicted to the capacity less their bytes.
+    pub(crate) flat: FlatCache,
 }
 
 impl PageCache {
@@ -154,6 +159,7 @@ impl PageCache {
             seq: AtomicU64::new(0),
             capacity: AtomicUsize::new(capacity),
             evicting: Mutex::new(()),
+            flat: FlatCache::new(capacity / 8),
         }
     }
 
@@ -308,6 +314,7 @@ impl PageCache {
     /// Applies `f` to the page in `slot` (all zero if absent) and marks it
     /// dirty; the caller holds the slot's shard lock.
     fn apply<R>(&self, id: PageId, slot: &mut PageSlot, f: impl FnOnce(&mut Page) -> R) -> R {
+        self.flat.changed(id.0);
         // The stored version is kept aside before the first change (the
         // change then copies the page instead of editing it in place).
         slot.base.get_or_insert_with(|| slot.page.clone());
@@ -353,6 +360,7 @@ impl PageCache {
 
     /// Replaces the page `id` with `page` (`None`: all zero) and marks it dirty.
     pub(crate) fn put(&self, id: PageId, page: Option<Page>) {
+        self.flat.changed(id.0);
         let mut shard = self.shard(id);
         let slot = shard.entry(id).or_insert_with(|| {
             let slot = PageSlot::clean(None, true);
@@ -450,6 +458,7 @@ impl PageCache {
     /// which must never reach the store.
     pub(crate) fn discard(&self, ids: &[PageId]) {
         for id in ids {
+            self.flat.changed(id.0);
             let mut shard = self.shard(*id);
             self.epoch.fetch_add(1, Ordering::SeqCst);
             if let Some(slot) = shard.remove(id) {
@@ -471,13 +480,15 @@ impl PageCache {
 
     /// Sets the bytes the cache may hold before it evicts.
     pub(crate) fn set_capacity(&self, bytes: usize) {
+        self.flat.set_budget(bytes / 8);
         self.capacity.store(bytes, Ordering::Relaxed);
     }
 
     /// Drops clean pages that were not used since the last sweep until the
     /// cache is below 7/8 of its capacity (or nothing more can go).
     pub(crate) fn evict_if_needed(&self) {
-        let capacity = self.capacity.load(Ordering::Relaxed);
+        // The flat lists' bytes come out of the capacity.
+        let capacity = self.capacity.load(Ordering::Relaxed).saturating_sub(self.flat.bytes());
         if self.bytes() <= capacity {
             return;
         }

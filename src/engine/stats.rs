@@ -188,7 +188,8 @@ impl Engine {
 /// Memory the engine's caches hold now; see [`crate::Db::memory_stats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MemoryStats {
-    /// Cached pages, clean and dirty.
+    /// Cached pages, clean and dirty, and the flat position lists of
+    /// sparse bitmaps the set operations keep beside them.
     pub page_cache_bytes: u64,
     /// Of those, pages waiting for a write-back.
     pub dirty_page_bytes: u64,
@@ -211,7 +212,7 @@ impl Engine {
         let c = &self.config;
         let (cache_budget_bytes, dirty_budget_bytes) = self.settings.budgets();
         MemoryStats {
-            page_cache_bytes: self.pages.bytes() as u64,
+            page_cache_bytes: (self.pages.bytes() + self.pages.flat.bytes()) as u64,
             dirty_page_bytes: self.pages.dirty_bytes() as u64,
             metadata_cache_bytes: self.metas.bytes() as u64,
             dirty_metadata_bytes: self.metas.pinned_bytes() as u64,

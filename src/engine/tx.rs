@@ -36,7 +36,7 @@ use super::record::{Body, InlineBytes, Kind, Meta, INLINE_BYTES, INLINE_MAX};
 use super::stream::PageStream;
 use super::Engine;
 use crate::error::{Error, Result};
-use crate::geometry::{locate, PAGE_LEN};
+use crate::geometry::{locate, page_bound, PAGE_BITS, PAGE_LEN};
 use crate::page::Page;
 
 mod write;
@@ -456,6 +456,42 @@ impl<'e> ReadTx<'e> {
                 meta.lone_page(key)?.filter(|&(at, _)| (from..=to).contains(&at)).map(|(at, p)| (at, Arc::new(p))),
             )),
         }
+    }
+
+    /// The set bits of the value `meta` describes (the value of `key`,
+    /// locked by this transaction), ascending, if it is sparse enough for a
+    /// flat list ([`super::flat::eligible`]): a paged value's list is kept
+    /// in the flat cache until a page of it changes; a value kept in its
+    /// entry is listed from there. `None` also when the pages do not add up
+    /// to the metadata's count (the page streams report such damage).
+    ///
+    /// # Errors
+    /// As [`ReadTx::stream`] and reading its pages.
+    pub(crate) fn flat_positions(&self, key: &[u8], meta: &Meta) -> Result<Option<Arc<[u64]>>> {
+        if !super::flat::eligible(meta.len, meta.ones) {
+            return Ok(None);
+        }
+        let id = match meta.body {
+            Body::Paged(id) => Some(id),
+            Body::Inline | Body::Page { .. } => None,
+        };
+        if let Some(list) = id.and_then(|id| self.engine.pages.flat.get(id)) {
+            return Ok(Some(list));
+        }
+        let mut stream = self.stream(key, meta, 0, u64::MAX)?;
+        let mut out = Vec::with_capacity(usize::try_from(meta.ones).unwrap_or(0));
+        while let Some((page, p)) = stream.next_page()? {
+            let base = page * PAGE_BITS;
+            out.extend(p.ones_in(0, page_bound(PAGE_BITS)).map(|b| base + u64::from(b)));
+        }
+        if out.len() as u64 != meta.ones {
+            return Ok(None);
+        }
+        let list: Arc<[u64]> = out.into();
+        if let Some(id) = id {
+            self.engine.pages.flat.insert(id, Arc::clone(&list));
+        }
+        Ok(Some(list))
     }
 
     /// As [`Engine::value_len`].

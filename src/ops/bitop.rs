@@ -13,6 +13,8 @@ use crate::error::{Error, Result};
 use crate::geometry::{page_bit, PAGE_BITS, PAGE_WORDS};
 use crate::page::{self, Census, Fold, Page};
 
+use super::positions;
+
 /// A BITOP operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BitOp {
@@ -89,13 +91,13 @@ impl Db {
         // destination is claimed first, so its writers wait until then.
         let _claim = sources.contains(&dest).then(|| self.engine.claim(dest));
         self.engine.check_writable()?;
-        let (len, streams) = self.source_streams(sources)?;
+        let (len, streams, flats) = self.source_streams(op, sources)?;
         let mut build = self.engine.begin_build(self.index)?;
         if len == 0 {
             build.publish(dest, None)?;
             return Ok(0);
         }
-        each_result_page(op, streams, len, |page, result| build.put(page, result.into_page()))?;
+        each_result_page(op, streams, flats, len, |page, result| build.put(page, result.into_page()))?;
         let meta = build.meta(Kind::String, len, 0);
         build.publish(dest, Some(&meta))?;
         Ok(len)
@@ -125,11 +127,11 @@ impl Db {
     /// ```
     pub fn bitop_count(&self, op: BitOp, sources: &[&[u8]]) -> Result<(u64, u64)> {
         check_arity(op, sources.len())?;
-        let (len, streams) = self.source_streams(sources)?;
+        let (len, streams, flats) = self.source_streams(op, sources)?;
         let mut ones = 0u64;
         if len > 0 {
             // Only the counts: no result page is ever encoded.
-            each_result_page(op, streams, len, |_, result| {
+            each_result_page(op, streams, flats, len, |_, result| {
                 ones += u64::from(result.ones());
                 Ok(())
             })?;
@@ -137,30 +139,73 @@ impl Db {
         Ok((len, ones))
     }
 
-    /// Streams over the sources (`None` for a missing one) and the longest
-    /// source's length in bytes.
-    fn source_streams(&self, sources: &[&[u8]]) -> Result<(u64, Vec<Option<PageStream>>)> {
+    /// Streams over the sources (`None` for a missing one), the longest
+    /// source's length in bytes, and for an AND, OR or XOR of sources that
+    /// are all sparse (or missing) their flat position lists (`None` for a
+    /// missing source), each read under its key's lock with its stream.
+    fn source_streams(&self, op: BitOp, sources: &[&[u8]]) -> Result<(u64, Vec<Option<PageStream>>, Option<Flats>)> {
         let mut len = 0;
         let mut streams = Vec::with_capacity(sources.len());
+        let mut flats = matches!(op, BitOp::And | BitOp::Or | BitOp::Xor).then(Vec::new);
         for name in sources {
-            let (meta, stream) = self.string_and_stream(name, |_| Some((0, u64::MAX)))?;
+            let (meta, stream, list) = self.engine.read(self.index, &[name], |tx| {
+                let Some(meta) = tx.string(name)? else { return Ok((None, None, None)) };
+                let stream = tx.stream(name, &meta, 0, u64::MAX)?;
+                let list = if flats.is_some() { tx.flat_positions(name, &meta)? } else { None };
+                Ok((Some(meta), Some(stream), list))
+            })?;
+            if let Some(f) = &mut flats {
+                match (&meta, list) {
+                    (None, _) => f.push(None),
+                    (Some(_), Some(list)) => f.push(Some(list)),
+                    (Some(_), None) => flats = None,
+                }
+            }
             len = meta.map_or(len, |m| m.len.max(len));
             streams.push(stream);
         }
-        Ok((len, streams))
+        Ok((len, streams, flats))
+    }
+}
+
+/// The flat position lists of a BITOP's sources (`None` for a missing one).
+type Flats = Vec<Option<Arc<[u64]>>>;
+
+/// Calls `f` with each non-zero page of the result of `op` (AND, OR or
+/// XOR) over the sources' flat lists, below `bits`, in page order.
+fn each_flat_result_page(
+    op: BitOp,
+    flats: &Flats,
+    bits: u64,
+    mut f: impl FnMut(u64, ResultPage<'_>) -> Result<()>,
+) -> Result<()> {
+    let lists: Vec<&[u64]> = flats.iter().flatten().map(|l| &l[..]).collect();
+    match op {
+        BitOp::And if lists.len() < flats.len() => Ok(()),
+        BitOp::And => {
+            positions::each_page(&positions::and(&lists), bits, |page, list| f(page, ResultPage::Positions(list)))
+        }
+        _ => positions::each_page_of_union(&lists, op == BitOp::Xor, bits, |page, list| {
+            f(page, ResultPage::Positions(list))
+        }),
     }
 }
 
 /// Calls `f` with each non-zero page of the result of `op` over `streams`
-/// (a result `len` bytes long, `len > 0`), in page order.
+/// (a result `len` bytes long, `len > 0`), in page order; from the flat
+/// lists instead if every source has one.
 fn each_result_page(
     op: BitOp,
     mut streams: Vec<Option<PageStream>>,
+    flats: Option<Flats>,
     len: u64,
     mut f: impl FnMut(u64, ResultPage<'_>) -> Result<()>,
 ) -> Result<()> {
     // Lengths are at most u64::MAX / 8 (offsets are limited so).
     let bits = len * 8;
+    if let Some(flats) = flats {
+        return each_flat_result_page(op, &flats, bits, f);
+    }
     let last_page = (bits - 1) / PAGE_BITS;
     let mut scratch = Scratch::take();
     let mut column: Column = vec![None; streams.len()];

@@ -12,6 +12,7 @@ pub(crate) mod expiry;
 pub(crate) mod hll;
 pub(crate) mod iter;
 pub(crate) mod keys;
+pub(crate) mod positions;
 pub(crate) mod range;
 pub(crate) mod rank;
 #[cfg(feature = "roaring")]
