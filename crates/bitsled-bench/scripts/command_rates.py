@@ -19,11 +19,11 @@ import argparse
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import tempfile
-import time
+
+from loopback import wait_for
 
 # (row label, bitsled command, Redis command or None if the same)
 COMMANDS = [
@@ -39,16 +39,6 @@ COMMANDS = [
     ("BF.EXISTS (a filter per user) / SISMEMBER", "bf.exists seen:__rand_int__ __rand_int__",
      "sismember seen:__rand_int__ __rand_int__"),
 ]
-
-
-def wait_for(port):
-    for _ in range(400):
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"nothing listens on port {port}")
 
 
 def start(server, port, d):

@@ -13,23 +13,14 @@ Needs redis-py, redis-cli and redis-server; uses loopback ports 17401 on.
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+from loopback import wait_for
+
 import redis
-
-
-def wait_for(port):
-    for _ in range(300):
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"nothing listens on port {port}")
 
 
 def start_redis(port, d):
