@@ -636,7 +636,6 @@ impl Page {
         }
     }
 
-    #[cfg(any(test, feature = "testing"))]
     /// The set bits in `[from, to)`, ascending.
     pub(crate) fn ones_in(&self, from: u32, to: u32) -> Box<dyn Iterator<Item = u32> + '_> {
         let to = to.min(BITS);
