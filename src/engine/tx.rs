@@ -458,24 +458,21 @@ impl<'e> ReadTx<'e> {
         }
     }
 
-    /// The set bits of the value `meta` describes (the value of `key`,
-    /// locked by this transaction), ascending, if it is sparse enough for a
-    /// flat list ([`super::flat::eligible`]): a paged value's list is kept
-    /// in the flat cache until a page of it changes; a value kept in its
-    /// entry is listed from there. `None` also when the pages do not add up
-    /// to the metadata's count (the page streams report such damage).
+    /// The set bits of the paged value `meta` describes (the value of
+    /// `key`, locked by this transaction), ascending, if it is sparse enough
+    /// for a flat list ([`super::flat::eligible`]), kept in the flat cache
+    /// until a page of it changes. `None` for a value kept in its entry (one
+    /// page: the page kernels take it as it is), and when the pages do not
+    /// add up to the metadata's count (the page streams report such damage).
     ///
     /// # Errors
     /// As [`ReadTx::stream`] and reading its pages.
     pub(crate) fn flat_positions(&self, key: &[u8], meta: &Meta) -> Result<Option<Arc<[u64]>>> {
+        let Body::Paged(id) = meta.body else { return Ok(None) };
         if !super::flat::eligible(meta.len, meta.ones) {
             return Ok(None);
         }
-        let id = match meta.body {
-            Body::Paged(id) => Some(id),
-            Body::Inline | Body::Page { .. } => None,
-        };
-        if let Some(list) = id.and_then(|id| self.engine.pages.flat.get(id)) {
+        if let Some(list) = self.engine.pages.flat.get(id) {
             return Ok(Some(list));
         }
         let mut stream = self.stream(key, meta, 0, u64::MAX)?;
@@ -488,9 +485,7 @@ impl<'e> ReadTx<'e> {
             return Ok(None);
         }
         let list: Arc<[u64]> = out.into();
-        if let Some(id) = id {
-            self.engine.pages.flat.insert(id, Arc::clone(&list));
-        }
+        self.engine.pages.flat.insert(id, Arc::clone(&list));
         Ok(Some(list))
     }
 
