@@ -266,18 +266,16 @@ mod tests {
     /// the focus says whether the bucket has any events.
     #[test]
     fn focused_lookups_match_the_whole_log() {
-        let mut b = ShardBits::default();
-        for h in (0..4000u32).step_by(3) {
-            b.note(0, h, format!("k{h}").as_bytes(), added(true, 1, &[u64::from(h) % 97]));
-            b.note(1, h, format!("k{h}").as_bytes(), added(true, 2, &[u64::from(h) % 89]));
-        }
-        b.cut(false);
-        let mut whole = ShardBits::default();
-        for h in (0..4000u32).step_by(3) {
-            whole.note(0, h, format!("k{h}").as_bytes(), added(true, 1, &[u64::from(h) % 97]));
-            whole.note(1, h, format!("k{h}").as_bytes(), added(true, 2, &[u64::from(h) % 89]));
-        }
-        whole.cut(false);
+        let logged = || {
+            let mut b = ShardBits::default();
+            for h in (0..4000u32).step_by(3) {
+                b.note(0, h, format!("k{h}").as_bytes(), added(true, 1, &[u64::from(h) % 97]));
+                b.note(1, h, format!("k{h}").as_bytes(), added(true, 2, &[u64::from(h) % 89]));
+            }
+            b.cut(false);
+            b
+        };
+        let (mut b, mut whole) = (logged(), logged());
         assert!(!b.focus(0, 4000, 5000), "no events past the last hash");
         assert!(!b.focus(2, 0, 5000), "nor in another keyspace");
         for (ks, first, last) in [(0, 0, 255), (1, 256, 511), (0, 3000, 3999), (1, 1, 1), (0, 1, 1)] {

@@ -391,35 +391,8 @@ impl Bucket {
     /// collide) cost a logarithmic gallop, never a scan.
     fn first_at_least(&self, tag: u16) -> usize {
         let n = self.heads.len();
-        let below = |i: usize| self.head(i).tag() < tag;
-        let guess = ((usize::from(tag) * n) >> TAG_MASK.count_ones()).min(n);
-        let (mut lo, mut hi);
-        let mut step = 1;
-        if guess < n && below(guess) {
-            // The answer is past `guess`: gallop up.
-            lo = guess + 1;
-            hi = lo;
-            while hi < n && below(hi) {
-                lo = hi + 1;
-                hi += step;
-                step *= 2;
-            }
-            hi = hi.min(n);
-        } else {
-            // The answer is at most `guess`: gallop down.
-            hi = guess;
-            lo = 0;
-            while hi > 0 {
-                let p = hi.saturating_sub(step);
-                if below(p) {
-                    lo = p + 1;
-                    break;
-                }
-                hi = p;
-                step *= 2;
-            }
-        }
-        lo + self.heads[lo..hi].partition_point(|a| Head(a.load(Ordering::Relaxed)).tag() < tag)
+        let guess = (usize::from(tag) * n) >> TAG_MASK.count_ones();
+        crate::search::partition_from(n, guess, |i| self.head(i).tag() < tag)
     }
 
     /// The index and metadata of the entry of `name` (whose hash is `h`),

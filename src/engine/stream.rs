@@ -123,7 +123,9 @@ impl Paged {
         let dirty = engine.pages.dirty_pages_of(bitmap, from, to);
         // With the key locked no page can become dirty meanwhile, so a
         // bitmap with no dirty page now has every page in its directory.
-        let none_dirty = ones > 0 && !engine.pages.has_dirty(bitmap);
+        // A whole-value stream has the bitmap's dirty pages already.
+        let none_dirty =
+            ones > 0 && if (from, to) == (0, u64::MAX) { dirty.is_empty() } else { !engine.pages.has_dirty(bitmap) };
         let dir = match engine.dirs.get(bitmap) {
             Some(d) => Some(d),
             // A damaged group record fails the directory; the stream then

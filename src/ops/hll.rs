@@ -62,6 +62,23 @@ fn value_byte(tx: &ReadTx<'_>, key: &[u8], meta: &Meta, at: usize) -> Result<u8>
     Ok(tx.page(key, meta, (at / PAGE_LEN) as u64)?.map_or(0, |p| p.byte(at % PAGE_LEN)))
 }
 
+/// The two bytes of a dense sketch's register window at `at` (the second
+/// reads as zero past the value's end): one page read, unless the two lie
+/// in different pages.
+fn window_at(tx: &ReadTx<'_>, key: &[u8], meta: &Meta, at: usize) -> Result<[u8; 2]> {
+    let page = tx.page(key, meta, (at / PAGE_LEN) as u64)?;
+    let lo = page.as_ref().map_or(0, |p| p.byte(at % PAGE_LEN));
+    let next = at + 1;
+    let hi = if next >= hll::DENSE_LEN {
+        0
+    } else if next % PAGE_LEN == 0 {
+        value_byte(tx, key, meta, next)?
+    } else {
+        page.as_ref().map_or(0, |p| p.byte(next % PAGE_LEN))
+    };
+    Ok([lo, hi])
+}
+
 /// Sets byte `at` of the value of `key` (described by `meta`, whose set-bit
 /// count follows) to `value`.
 fn put_value_byte(tx: &mut WriteTx<'_>, key: &[u8], meta: &mut Meta, at: usize, value: u8) -> Result<()> {
@@ -88,8 +105,7 @@ fn add_dense<E: AsRef<[u8]>>(
         // The last register ends inside the value's last byte; the byte
         // after it reads as zero and is never written.
         let has_next = at + 1 < hll::DENSE_LEN;
-        let lo = value_byte(tx, key, meta, at)?;
-        let hi = if has_next { value_byte(tx, key, meta, at + 1)? } else { 0 };
+        let [lo, hi] = window_at(tx, key, meta, at)?;
         let w = u16::from_le_bytes([lo, hi]);
         if count <= hll::dense::in_window(w, shift) {
             continue;

@@ -6,16 +6,10 @@ use crate::error::Result;
 use crate::geometry::{locate, page_bit, position, word_mask, PAGE_WORDS, WORD_BITS};
 
 /// The index of the first element of `list` (ascending) that is at least
-/// `x`: galloping from the front, so a walk of ascending `x` over a list
-/// costs about the logarithm of each step, not of the list.
+/// `x`, galloping from the front: a walk of ascending `x` over a list costs
+/// about the logarithm of each step, not of the list.
 fn gallop(list: &[u64], x: u64) -> usize {
-    let mut hi = 1;
-    while hi < list.len() && list[hi] < x {
-        hi *= 2;
-    }
-    let lo = hi / 2;
-    let hi = hi.min(list.len());
-    lo + list[lo..hi].partition_point(|&y| y < x)
+    crate::search::partition_from(list.len(), 0, |i| list[i] < x)
 }
 
 /// The elements common to every list (none for no lists).
@@ -169,15 +163,5 @@ mod tests {
             assert_eq!(offsets(|f| each_page_of_union(&refs, false, bits, f)), want_or, "OR, round {round}");
             assert_eq!(offsets(|f| each_page_of_union(&refs, true, bits, f)), want_xor, "XOR, round {round}");
         }
-    }
-
-    /// Invariant: the gallop finds the first element at least `x`.
-    #[test]
-    fn gallop_finds_the_partition_point() {
-        let list: Vec<u64> = (0..100).map(|i| i * 3).collect();
-        for x in 0..310 {
-            assert_eq!(gallop(&list, x), list.partition_point(|&y| y < x), "{x}");
-        }
-        assert_eq!(gallop(&[], 5), 0);
     }
 }
