@@ -113,6 +113,14 @@ pub enum Error {
         needed_bytes: u64,
     },
 
+    /// The database follows a master (it is a replica): only the master's
+    /// changes are applied to it.
+    ///
+    /// Recovery: write to the master, or stop following
+    /// ([`crate::Db::stop_following`]) to make this database writable.
+    #[error("the database is a read-only replica of a master")]
+    ReadOnlyReplica,
+
     /// An invariant of the engine did not hold: a bug in bitsled (or damage
     /// that passed every checksum), never a consequence of the arguments.
     /// The message says which invariant and names the key, as in a key

@@ -41,6 +41,7 @@ pub mod model;
 mod murmur;
 mod ops;
 pub(crate) mod page;
+pub mod replication;
 mod search;
 pub mod slot;
 #[cfg(feature = "testing")]

@@ -34,7 +34,7 @@ impl Engine {
     /// [`crate::Error::Poisoned`]; a store error allocating the id.
     pub(crate) fn begin_build(self: &Arc<Self>, db: u32) -> Result<Build<'_>> {
         self.check_writable()?;
-        let id = self.store.next_id()?;
+        let id = self.new_id()?;
         self.building.lock().insert(id);
         self.journal.set(layout::reclaim_key(id), Some(Vec::new()));
         Ok(Build { engine: self, db, id, ones: 0, pages: 0, first_page: 0, published: false })

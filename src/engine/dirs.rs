@@ -76,6 +76,14 @@ impl Directories {
         }
     }
 
+    /// Forgets every directory (a follower's store changed under them).
+    pub(crate) fn clear_all(&self) {
+        let mut m = self.map.lock();
+        m.0 += 1;
+        m.1.clear();
+        self.entries.store(0, Ordering::Relaxed);
+    }
+
     /// Forgets the directory of `bitmap` (its pages are being deleted).
     pub(crate) fn remove(&self, bitmap: u64) {
         let mut m = self.map.lock();

@@ -43,6 +43,11 @@ impl Engine {
     pub(crate) fn sweep_expired(self: &Arc<Self>, max_buckets: u64) -> Result<Sweep> {
         let now = self.now_ms();
         let mut sweep = Sweep::default();
+        // A follower's expired keys go with its master's batches.
+        if self.follow.on() {
+            sweep.done = true;
+            return Ok(sweep);
+        }
         let mut live = self.keyspaces.live();
         live.sort_unstable_by_key(|(ks, _)| *ks);
         if !live.is_empty() {

@@ -92,6 +92,14 @@ impl FlatCache {
         self.entries.store(map.len(), Ordering::Relaxed);
     }
 
+    /// Drops every list.
+    pub(crate) fn clear_all(&self) {
+        let mut map = self.map.lock();
+        map.clear();
+        self.bytes.store(0, Ordering::Relaxed);
+        self.entries.store(0, Ordering::Relaxed);
+    }
+
     /// Sets the bytes the lists may take; they are dropped if over it.
     pub(crate) fn set_budget(&self, bytes: usize) {
         self.budget.store(bytes, Ordering::Relaxed);

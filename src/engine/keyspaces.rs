@@ -98,6 +98,16 @@ impl Keyspaces {
         }
     }
 
+    /// Takes the mapping and counts of catalog `c` (a follower's store
+    /// changed under them). The key hash scheme stays the engine's.
+    pub(crate) fn reload(&self, c: &Catalog) {
+        let fresh = Keyspaces::from_catalog(c);
+        *self.dbs.write() = fresh.dbs.into_inner();
+        *self.by_ks.write() = fresh.by_ks.into_inner();
+        self.next.store(c.next_keyspace, Ordering::SeqCst);
+        self.changed.store(false, Ordering::SeqCst);
+    }
+
     /// Notes a change of the mapping, so the next write-back stores the
     /// catalog even if nothing else changed.
     pub(crate) fn mark_changed(&self) {

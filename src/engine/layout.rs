@@ -8,6 +8,7 @@
 //! | `0x00`    | `0x00`                                         | superblock |
 //! | `0x00`    | `0x00 0x01`                                    | write-back sequence |
 //! | `0x00`    | `0x00 0x02`                                    | keyspace catalog |
+//! | `0x00`    | `0x00 0x03`                                    | follower position (a replica's own; never replicated) |
 //! | `0x01`    | `0x01 name…`                                   | format 1 key metadata (read only to upgrade) |
 //! | `0x02`    | `0x02 bitmap-id u64 BE, page-number u64 BE`    | encoded page |
 //! | `0x03`    | `0x03 bitmap-id u64 BE`                        | empty: pages to reclaim |
@@ -162,6 +163,13 @@ pub(crate) fn sequence_key() -> Vec<u8> {
 /// The key of the keyspace catalog (in the superblock's namespace).
 pub(crate) fn catalog_key() -> Vec<u8> {
     vec![NS_SUPER, 2]
+}
+
+/// The key of the follower position (in the superblock's namespace): what
+/// a store that follows, or followed, a master knows of it. Each store
+/// keeps its own; it is never sent to a replica.
+pub(crate) fn follower_key() -> Vec<u8> {
+    vec![NS_SUPER, 3]
 }
 
 /// The user key of a format 1 metadata key, if it is one.

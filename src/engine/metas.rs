@@ -466,6 +466,17 @@ impl MetaCache {
         }
     }
 
+    /// Forgets every bucket, pinned ones included, and the shards' delta
+    /// records (a follower's store changed under them; it writes nothing
+    /// of its own).
+    pub(crate) fn clear_all(&self) {
+        for shard in &*self.shards {
+            *shard.lock() = MetaShard::default();
+        }
+        self.bytes.store(0, Ordering::Relaxed);
+        self.pinned_bytes.store(0, Ordering::Relaxed);
+    }
+
     /// Sets the bytes the cache may hold before it evicts.
     pub(crate) fn set_capacity(&self, bytes: usize) {
         self.capacity.store(bytes, Ordering::Relaxed);

@@ -38,6 +38,7 @@ pub(crate) mod fault;
 pub(crate) mod flat;
 #[cfg(test)]
 mod fold_tests;
+mod follow;
 pub(crate) mod idhash;
 mod journal;
 mod keys;
@@ -162,6 +163,8 @@ pub(crate) struct Engine {
     /// Changes of keys since open (Redis's dirty counter): one per key a
     /// write signals as changed, and the keys a FLUSHDB or FLUSHALL drops.
     changes: AtomicU64,
+    /// Replication: following a master, or keeping a change feed.
+    follow: follow::Follow,
     /// Wakes the background thread: to stop, or to write back early.
     signal: Arc<(Mutex<Signal>, Condvar)>,
     flusher: Mutex<Option<JoinHandle<()>>>,
@@ -198,6 +201,7 @@ impl Engine {
     /// thread.
     fn open_on(config: Config, store: Box<dyn Store>) -> Result<Arc<Engine>> {
         let opened = writeback::check_or_create(&config.path, &*store, config.databases)?;
+        let follower = store.get(&layout::follower_key())?.map(|b| record::FollowerRecord::decode(&b)).transpose()?;
         let cache_bytes = usize::try_from(config.cache_bytes).unwrap_or(usize::MAX);
         let engine = Arc::new(Engine {
             sequence: AtomicU64::new(opened.sequence),
@@ -224,6 +228,7 @@ impl Engine {
             sweep_start: AtomicUsize::new(0),
             handles: AtomicUsize::new(0),
             changes: AtomicU64::new(0),
+            follow: follow::Follow::new(follower.as_ref()),
             signal: Arc::new((Mutex::new(Signal::default()), Condvar::new())),
             flusher: Mutex::new(None),
             settings: Settings::new(&config),
@@ -299,6 +304,9 @@ impl Engine {
     /// Refuses writes after a failed store write, and while the disk is
     /// short of space (checking again: freed space lifts the refusal).
     pub(crate) fn check_writable(&self) -> Result<()> {
+        if self.follow.on() {
+            return Err(Error::ReadOnlyReplica);
+        }
         if let Some(why) = &*self.poisoned.lock() {
             return Err(Error::Poisoned(why.clone()));
         }

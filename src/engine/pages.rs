@@ -478,6 +478,21 @@ impl PageCache {
         }
     }
 
+    /// Forgets every page, dirty ones included (a follower's store changed
+    /// under them; it writes nothing of its own).
+    pub(crate) fn clear_all(&self) {
+        self.flat.clear_all();
+        let mut dirty = self.dirty.lock();
+        for shard in &*self.shards {
+            shard.lock().clear();
+        }
+        dirty.clear();
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        for counter in [&self.bytes, &self.dirty_bytes, &self.dirty_pages, &self.logged_bytes, &self.logged_pages] {
+            counter.store(0, Ordering::Relaxed);
+        }
+    }
+
     /// Sets the bytes the cache may hold before it evicts.
     pub(crate) fn set_capacity(&self, bytes: usize) {
         self.flat.set_budget(bytes / 8);

@@ -127,6 +127,9 @@ impl Engine {
         touch: bool,
         f: impl FnOnce(&mut ReadTx<'_>) -> Result<R>,
     ) -> Result<R> {
+        // While following, an apply changes the store and the caches with
+        // no reader inside.
+        let follow = self.follow.guard();
         let (ks, counts) = self.resolve(Target::Db(db))?;
         let (r, expired) = {
             let mut tx = ReadTx::lock(self, ks, counts, keys, false);
@@ -134,6 +137,7 @@ impl Engine {
             let r = f(&mut tx);
             (r, std::mem::take(&mut tx.expired))
         };
+        drop(follow);
         if !expired.is_empty() {
             // Lazy expiry: delete what the reader found expired, if it still
             // is. It adds little dirty state, so it does not write back (a
@@ -530,7 +534,7 @@ impl<'e> ReadTx<'e> {
                 _ => inline_page(meta, 0).map(|p| (0, p)),
             },
         };
-        let id = self.engine.store.next_id()?;
+        let id = self.engine.new_id()?;
         if let Some((at, p)) = page.filter(|(_, p)| !p.is_empty()) {
             self.engine.pages.put((id, at), Some(p));
         }

@@ -180,6 +180,34 @@ fn write_side_sequence(dir: &Path, seq: u64) -> Result<()> {
 }
 
 impl Engine {
+    /// Applies a batch of reclamation to the store, publishing it to the
+    /// change feed.
+    fn apply_published(&self, batch: Vec<Write>) -> Result<()> {
+        let frame = self.frame_of(&batch);
+        self.store.apply(batch)?;
+        self.publish(frame);
+        Ok(())
+    }
+
+    /// Records in the side file that nothing is acknowledged yet (before
+    /// a follower empties its store to load a master's).
+    pub(super) fn reset_side_sequence(&self) -> Result<()> {
+        let mut side = self.side_sequence.lock();
+        write_side_sequence(&self.config.path, 0)?;
+        *side = 0;
+        Ok(())
+    }
+
+    /// Records in the side file the write-back number the store holds now
+    /// (after a follower synced a master's snapshot).
+    pub(super) fn record_side_sequence(&self) -> Result<()> {
+        let mut side = self.side_sequence.lock();
+        let seq = self.sequence.load(Ordering::SeqCst);
+        write_side_sequence(&self.config.path, seq)?;
+        *side = seq;
+        Ok(())
+    }
+
     /// Writes back everything and makes it durable: when this returns `Ok`,
     /// every transaction that finished before the call survives a crash.
     pub(crate) fn flush(&self) -> Result<()> {
@@ -212,6 +240,10 @@ impl Engine {
     /// every shard, so that the reclaimer, which reads the keyspace's
     /// stored buckets, finds every value they hold.
     pub(super) fn write_back_locked(&self, flush_lock: &MutexGuard<'_, ()>, fold: Fold) -> Result<()> {
+        // A follower writes only its master's batches (`follow.rs`).
+        if self.follow.on() {
+            return Ok(());
+        }
         self.check_writable()?;
         // Before anything is captured: short of space, every change stays
         // in memory, as it was. With nothing to write, a flush succeeds
@@ -293,7 +325,9 @@ impl Engine {
         for (k, _, v) in &journal {
             writes.push((k.clone(), v.clone()));
         }
+        let frame = self.frame_of(&writes);
         self.store.apply(writes).inspect_err(|e| self.poison(e))?;
+        self.publish(frame);
         self.sequence.store(seq, Ordering::SeqCst);
         if fold_pages {
             *log = PageLog::default();
@@ -354,6 +388,11 @@ impl Engine {
     /// a store error.
     pub(super) fn replay_page_deltas(&self) -> Result<()> {
         let f = self.flush_lock.lock();
+        self.replay_page_deltas_locked(&f)
+    }
+
+    /// [`Engine::replay_page_deltas`] with the write-back lock held.
+    pub(super) fn replay_page_deltas_locked(&self, f: &MutexGuard<'_, ()>) -> Result<()> {
         let records: Vec<(Vec<u8>, Vec<u8>)> = self
             .store
             .scan_prefix(&[layout::NS_PAGE_DELTA])
@@ -394,7 +433,7 @@ impl Engine {
         // records.
         log.fold_owed = true;
         *self.page_log.lock() = log;
-        match self.write_back_locked(&f, Fold::Auto) {
+        match self.write_back_locked(f, Fold::Auto) {
             // Short of disk space, the store still opens: the replayed
             // pages stay in memory (reads see them) until a write-back
             // finds room.
@@ -433,6 +472,11 @@ impl Engine {
     /// store error.
     pub(super) fn replay_deltas(&self) -> Result<()> {
         let f = self.flush_lock.lock();
+        self.replay_deltas_locked(&f)
+    }
+
+    /// [`Engine::replay_deltas`] with the write-back lock held.
+    pub(super) fn replay_deltas_locked(&self, f: &MutexGuard<'_, ()>) -> Result<()> {
         for shard in 0..=u8::MAX {
             // Read whole before the fold deletes them: sled's iterators
             // are not snapshots.
@@ -443,7 +487,7 @@ impl Engine {
                 .collect::<Result<_>>()?;
             if !records.is_empty() {
                 self.replay_shard(usize::from(shard), records)?;
-                match self.write_back_locked(&f, Fold::Shard(usize::from(shard))) {
+                match self.write_back_locked(f, Fold::Shard(usize::from(shard))) {
                     // Short of disk space, the store still opens: the
                     // replayed buckets stay in memory (reads see them)
                     // until a write-back finds room.
@@ -517,12 +561,15 @@ impl Engine {
     /// held, then the pages of marked bitmaps are deleted. Returns whether
     /// work is left.
     pub(super) fn reclaim_step(&self, _flush_lock: &MutexGuard<'_, ()>, budget: usize) -> Result<bool> {
+        if self.follow.on() {
+            return Ok(false);
+        }
         let mut budget = budget;
         let mut batch: Vec<Write> = Vec::with_capacity(RECLAIM_BATCH);
         let left_keyspaces = self.reclaim_keyspaces(&mut batch, &mut budget)?;
         let left_pages = self.reclaim_pages(&mut batch, &mut budget)?;
         if !batch.is_empty() {
-            self.store.apply(batch)?;
+            self.apply_published(batch)?;
         }
         Ok(left_keyspaces || left_pages)
     }
@@ -530,7 +577,7 @@ impl Engine {
     /// Applies `batch` once it is full.
     fn apply_full(&self, batch: &mut Vec<Write>) -> Result<()> {
         if batch.len() >= RECLAIM_BATCH {
-            self.store.apply(std::mem::take(batch))?;
+            self.apply_published(std::mem::take(batch))?;
         }
         Ok(())
     }
@@ -585,7 +632,7 @@ impl Engine {
         // The batch may hold new markers (from flushed keyspaces): apply it
         // first so they are seen.
         if !batch.is_empty() {
-            self.store.apply(std::mem::take(batch))?;
+            self.apply_published(std::mem::take(batch))?;
         }
         let markers: Vec<u64> = self
             .store

@@ -108,7 +108,7 @@ impl WriteTx<'_> {
     /// # Errors
     /// A store error allocating an id.
     pub(crate) fn new_paged(&self, kind: Kind) -> Result<Meta> {
-        Ok(Meta::paged(kind, self.engine.store.next_id()?, 0, 0, 0))
+        Ok(Meta::paged(kind, self.engine.new_id()?, 0, 0, 0))
     }
 
     /// The metadata of string key `key`, or that of a new empty string if

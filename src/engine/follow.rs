@@ -1,0 +1,380 @@
+//! Replication at the store's level: a master publishes every batch it
+//! applies to its store as a frame of a change feed; a follower (replica)
+//! applies the same batches to its own store, so the two stores are the
+//! same records, and rebuilds its in-memory state from its store after
+//! each apply (DESIGN.md section 5, "Replication").
+//!
+//! A follower never writes on its own: no write transaction, write-back,
+//! fold, reclamation or expiry sweep runs while it follows. Its in-memory
+//! state is what opening the store would build (delta records replayed,
+//! not folded), rebuilt after each apply.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use super::layout;
+use super::record::{self, Catalog, FollowerRecord, FOLLOW_CONSISTENT, FOLLOW_LOADING, FOLLOW_PROMOTED};
+use super::store::Write;
+use super::Engine;
+use crate::error::{Error, Result};
+use crate::replication::{decode_frame, encode_frame, Feed, Snapshot, SyncItem};
+
+/// Removes per batch when a load empties the store.
+const WIPE_BATCH: usize = 10_000;
+
+/// How long an apply holds new readers off while it waits for open page
+/// streams to end, before it lets them run and tries again.
+const PIN_WAIT: Duration = Duration::from_millis(20);
+
+/// The engine's replication state.
+pub(crate) struct Follow {
+    /// This engine follows a master: writes are refused, and nothing is
+    /// written but the master's batches.
+    on: AtomicBool,
+    /// Taken shared by every read transaction while following, and
+    /// exclusively by an apply, which changes the store and the caches
+    /// under the readers.
+    lock: RwLock<()>,
+    /// The change feed, while this engine keeps one (a master with
+    /// replicas, or a follower with replicas of its own).
+    feed: parking_lot::Mutex<Option<Arc<Feed>>>,
+    feed_on: AtomicBool,
+    /// Bitmap ids up to this one may be in use by a master this store
+    /// followed: new ids are taken above it.
+    id_floor: AtomicU64,
+    /// The highest bitmap id this engine has handed out or seen in a
+    /// master's frames.
+    ids_high: AtomicU64,
+}
+
+impl Follow {
+    /// The state of a store whose follower record is `record`.
+    pub(crate) fn new(record: Option<&FollowerRecord>) -> Follow {
+        let following = record.is_some_and(|r| r.state != FOLLOW_PROMOTED);
+        let floor = record.map_or(0, |r| r.id_floor);
+        Follow {
+            on: AtomicBool::new(following),
+            lock: RwLock::new(()),
+            feed: parking_lot::Mutex::new(None),
+            feed_on: AtomicBool::new(false),
+            id_floor: AtomicU64::new(floor),
+            ids_high: AtomicU64::new(floor),
+        }
+    }
+
+    /// Whether the engine follows a master.
+    pub(crate) fn on(&self) -> bool {
+        self.on.load(Ordering::SeqCst)
+    }
+
+    /// Held by a read transaction while following.
+    pub(crate) fn guard(&self) -> Option<RwLockReadGuard<'_, ()>> {
+        self.on().then(|| self.lock.read())
+    }
+}
+
+/// Everything an apply holds: no write-back, reclamation, transaction or
+/// page stream runs meanwhile.
+struct Exclusive<'e> {
+    flush: MutexGuard<'e, ()>,
+    _readers: RwLockWriteGuard<'e, ()>,
+    _gate: RwLockWriteGuard<'e, ()>,
+}
+
+impl Engine {
+    /// A new bitmap id: sled's next one, above the id floor (ids a master
+    /// this store followed handed out).
+    pub(crate) fn new_id(&self) -> Result<u64> {
+        let id = self.store.next_id()?.saturating_add(self.follow.id_floor.load(Ordering::SeqCst));
+        self.follow.ids_high.fetch_max(id, Ordering::SeqCst);
+        Ok(id)
+    }
+
+    /// The frame of `writes` for the change feed, if one is kept. Made
+    /// before the batch is applied (it consumes the writes); published by
+    /// [`Engine::publish`] once the batch is in the store.
+    pub(super) fn frame_of(&self, writes: &[Write]) -> Option<Vec<u8>> {
+        if !self.follow.feed_on.load(Ordering::SeqCst) {
+            return None;
+        }
+        let local = layout::follower_key();
+        let shared: Vec<&Write> = writes.iter().filter(|(k, _)| *k != local).collect();
+        Some(encode_frame(self.follow.ids_high.load(Ordering::SeqCst), shared.into_iter()))
+    }
+
+    /// Publishes a batch's frame (see [`Engine::frame_of`]). Called with the
+    /// write-back lock held, after the batch is in the store: frames go
+    /// out in the order their batches were applied.
+    pub(super) fn publish(&self, frame: Option<Vec<u8>>) {
+        if let Some(frame) = frame {
+            if let Some(feed) = &*self.follow.feed.lock() {
+                feed.push(frame);
+            }
+        }
+    }
+
+    /// Starts keeping a change feed whose next frame starts at `offset`
+    /// (or returns the one kept, with its backlog set to `backlog_bytes`).
+    pub(crate) fn start_feed(&self, offset: u64, backlog_bytes: usize) -> Arc<Feed> {
+        let _f = self.flush_lock.lock();
+        let mut feed = self.follow.feed.lock();
+        let f = feed.get_or_insert_with(|| Arc::new(Feed::new(offset, backlog_bytes)));
+        f.set_backlog_bytes(backlog_bytes);
+        self.follow.feed_on.store(true, Ordering::SeqCst);
+        Arc::clone(f)
+    }
+
+    /// The change feed, if one is kept.
+    pub(crate) fn feed(&self) -> Option<Arc<Feed>> {
+        self.follow.feed.lock().clone()
+    }
+
+    /// Stops keeping the change feed.
+    pub(crate) fn stop_feed(&self) {
+        let _f = self.flush_lock.lock();
+        self.follow.feed_on.store(false, Ordering::SeqCst);
+        *self.follow.feed.lock() = None;
+    }
+
+    /// A snapshot of the store for a replica's full sync: its records as
+    /// they are while it is read, consistent once the replica has applied
+    /// the feed's frames from the snapshot's offset up to the feed's
+    /// offset when the reading ended.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] without a change feed.
+    pub(crate) fn snapshot(&self) -> Result<Snapshot> {
+        // With the write-back lock held, every batch the feed has
+        // published is in the store and no other is being applied.
+        let _f = self.flush_lock.lock();
+        let feed = self.feed().ok_or_else(|| Error::InvalidArgument("no change feed is kept".into()))?;
+        Ok(Snapshot::new(
+            feed.offset(),
+            self.follow.ids_high.load(Ordering::SeqCst),
+            self.store.scan_prefix(&[]),
+            layout::follower_key(),
+        ))
+    }
+
+    /// The store's follower record, if it has one.
+    ///
+    /// # Errors
+    /// [`Error::Corrupted`] for a damaged record; a store error.
+    pub(crate) fn follower_record(&self) -> Result<Option<FollowerRecord>> {
+        self.store.get(&layout::follower_key())?.map(|b| FollowerRecord::decode(&b)).transpose()
+    }
+
+    /// Whether this engine follows a master.
+    pub(crate) fn following(&self) -> bool {
+        self.follow.on()
+    }
+
+    /// Makes this engine a follower: writes are refused from now on, and
+    /// no write-back of its own runs.
+    pub(crate) fn follow_on(&self) {
+        self.follow.on.store(true, Ordering::SeqCst);
+        // Transactions that began before they could see the flag are over
+        // once these are free.
+        drop(self.follow.lock.write());
+        drop(self.gate.write());
+        drop(self.flush_lock.lock());
+    }
+
+    /// Stops following: the store becomes the engine's own to write, and
+    /// the delta records replayed from it are folded (as at open).
+    ///
+    /// # Errors
+    /// As a write-back.
+    pub(crate) fn follow_off(&self) -> Result<()> {
+        let f = self.flush_lock.lock();
+        if !self.follow.on() {
+            return Ok(());
+        }
+        if let Some(mut r) = self.follower_record()? {
+            r.state = FOLLOW_PROMOTED;
+            r.id_floor = r.id_floor.max(self.follow.id_floor.load(Ordering::SeqCst));
+            self.store.apply(vec![(layout::follower_key(), Some(r.encode()))])?;
+        }
+        self.follow.on.store(false, Ordering::SeqCst);
+        self.write_back_locked(&f, super::metas::Fold::All)
+    }
+
+    /// Takes everything an apply needs held, waiting (without holding
+    /// readers off for long) until no page stream is open.
+    fn exclusive(&self) -> Exclusive<'_> {
+        let flush = self.flush_lock.lock();
+        loop {
+            let readers = self.follow.lock.write();
+            let deadline = std::time::Instant::now() + PIN_WAIT;
+            while !self.pins.lock().is_empty() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            if self.pins.lock().is_empty() {
+                let gate = self.gate.write();
+                return Exclusive { flush, _readers: readers, _gate: gate };
+            }
+            // A stream's reader may be waiting for a transaction: let it
+            // finish.
+            drop(readers);
+            std::thread::sleep(PIN_WAIT);
+        }
+    }
+
+    /// Raises the id floor to cover `ids_high`, a master's highest id.
+    fn raise_floor(&self, ids_high: u64) {
+        self.follow.id_floor.fetch_max(ids_high, Ordering::SeqCst);
+        self.follow.ids_high.fetch_max(ids_high, Ordering::SeqCst);
+    }
+
+    /// The follower record for `replid` at `offset` in `state`.
+    fn record_write(&self, replid: &str, offset: u64, state: u8) -> Write {
+        let r = FollowerRecord {
+            state,
+            offset,
+            id_floor: self.follow.id_floor.load(Ordering::SeqCst),
+            replid: replid.to_string(),
+        };
+        (layout::follower_key(), Some(r.encode()))
+    }
+
+    /// Applies a master's frames (each with the feed offset it ends at,
+    /// in order) in one batch with the follower record, then rebuilds the
+    /// in-memory state from the store.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when not following; [`Error::Corrupted`]
+    /// for a frame that does not decode (nothing is applied); a store error.
+    pub(crate) fn apply_frames(&self, replid: &str, frames: &[(u64, &[u8])]) -> Result<()> {
+        let Some(&(end, _)) = frames.last() else { return Ok(()) };
+        if !self.follow.on() {
+            return Err(Error::InvalidArgument("not following a master".into()));
+        }
+        let mut writes = Vec::new();
+        let mut high = 0;
+        for (_, f) in frames {
+            let (ids, w) = decode_frame(f)?;
+            high = high.max(ids);
+            writes.extend(w.into_iter().filter(|(k, _)| *k != layout::follower_key()));
+        }
+        let ex = self.exclusive();
+        self.raise_floor(high);
+        writes.push(self.record_write(replid, end, FOLLOW_CONSISTENT));
+        let frame = self.frame_of(&writes);
+        self.store.apply(writes).inspect_err(|e| self.poison(e))?;
+        self.publish(frame);
+        self.reload(&ex)
+    }
+
+    /// Replaces the store's contents with a master's: empties it, then
+    /// applies what `next` yields (the snapshot's chunks, its end, and the
+    /// feed's frames from `offset` on) until the store is consistent,
+    /// and rebuilds the in-memory state. Returns the offset reached.
+    /// Readers wait meanwhile. If it fails or the process stops midway,
+    /// the follower record says the store is loading: it must load again.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when not following or for items out of
+    /// order; what `next` returns; as [`Engine::apply_frames`].
+    pub(crate) fn load(&self, replid: &str, offset: u64, next: &mut dyn FnMut() -> Result<SyncItem>) -> Result<u64> {
+        if !self.follow.on() {
+            return Err(Error::InvalidArgument("not following a master".into()));
+        }
+        let ex = self.exclusive();
+        // A crash from here leaves a store that is not yet consistent: its
+        // side file must not claim more than it will hold.
+        self.reset_side_sequence()?;
+        self.wipe()?;
+        self.clear_memory();
+        let mut at = offset;
+        let mut consistent_at = None;
+        self.store.apply(vec![self.record_write(replid, at, FOLLOW_LOADING)])?;
+        while consistent_at.is_none_or(|c| at < c) {
+            let (writes, high) = match next()? {
+                SyncItem::Chunk(chunk) => {
+                    let (high, w) = decode_frame(&chunk)?;
+                    (w, high)
+                }
+                SyncItem::End { consistent_at: c } => {
+                    if c < offset {
+                        return Err(Error::InvalidArgument(format!("snapshot ends at {c}, before its start {offset}")));
+                    }
+                    consistent_at = Some(c);
+                    continue;
+                }
+                SyncItem::Frame { end, frame } => {
+                    if consistent_at.is_none() {
+                        return Err(Error::InvalidArgument("a frame before the snapshot's end".into()));
+                    }
+                    let (high, w) = decode_frame(&frame)?;
+                    at = end;
+                    (w, high)
+                }
+            };
+            self.raise_floor(high);
+            let mut writes: Vec<Write> = writes.into_iter().filter(|(k, _)| *k != layout::follower_key()).collect();
+            writes.push(self.record_write(replid, at, FOLLOW_LOADING));
+            self.store.apply(writes).inspect_err(|e| self.poison(e))?;
+        }
+        self.store.apply(vec![self.record_write(replid, at, FOLLOW_CONSISTENT)])?;
+        self.store.sync()?;
+        self.reload(&ex)?;
+        self.record_side_sequence()?;
+        Ok(at)
+    }
+
+    /// Removes every record of the store.
+    fn wipe(&self) -> Result<()> {
+        loop {
+            let keys: Vec<Write> = self
+                .store
+                .scan_prefix(&[])
+                .take(WIPE_BATCH)
+                .map(|r| r.map(|(k, _)| (k.to_vec(), None)))
+                .collect::<Result<_>>()?;
+            if keys.is_empty() {
+                return Ok(());
+            }
+            self.store.apply(keys)?;
+        }
+    }
+
+    /// Forgets every cached page, bucket, directory and delta record.
+    fn clear_memory(&self) {
+        self.metas.clear_all();
+        self.pages.clear_all();
+        self.dirs.clear_all();
+        *self.page_log.lock() = super::pagedelta::PageLog::default();
+    }
+
+    /// Rebuilds the in-memory state from the store, as opening it would
+    /// (without folding: a follower writes nothing of its own).
+    fn reload(&self, ex: &Exclusive<'_>) -> Result<()> {
+        let catalog = match self.store.get(&layout::catalog_key())? {
+            Some(b) => Catalog::decode(&b)?,
+            None => {
+                return Err(Error::Corrupted {
+                    key: "<catalog>".into(),
+                    page: None,
+                    reason: "the keyspace catalog is missing".into(),
+                })
+            }
+        };
+        if catalog.key_hash != self.metas.key_hash() {
+            return Err(Error::InvalidArgument(
+                "the master hashes keys by another scheme than this store; copy the master with `bitsled compact` first".into(),
+            ));
+        }
+        let sequence = match self.store.get(&layout::sequence_key())? {
+            Some(b) => record::decode_sequence(&b, "<sequence>")?,
+            None => 0,
+        };
+        self.clear_memory();
+        self.keyspaces.reload(&catalog);
+        self.sequence.store(sequence, Ordering::SeqCst);
+        self.replay_page_deltas_locked(&ex.flush)?;
+        self.replay_deltas_locked(&ex.flush)
+    }
+}
