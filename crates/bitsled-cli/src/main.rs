@@ -137,7 +137,7 @@ enum Command {
     /// `HELLO 3`). SIGTERM/SIGINT or the SHUTDOWN command stop it: it stops
     /// accepting, finishes the requests it has received, flushes and exits
     /// with status 0 (a second signal exits at once).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Make running `serve --cluster-enabled yes` nodes one cluster (the
     /// topology pushed with CLUSTERX), or show a node's view of it.
     #[command(subcommand)]
@@ -230,7 +230,7 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Some(Command::Migrate(args)) => migrate::migrate(&open(&cli.db)?, &cli.db, &args)?,
         Some(Command::Serve(args)) => {
-            serve::serve(&cli.db, args)?;
+            serve::serve(&cli.db, *args)?;
             0
         }
         Some(Command::Cluster(command)) => {

@@ -99,6 +99,30 @@ pub(crate) struct ServeArgs {
     /// [default: no].
     #[arg(long, value_parser = ["yes", "no"])]
     cluster_enabled: Option<String>,
+    /// `"HOST PORT"`: start as a replica of that bitsled master, as Redis's
+    /// `replicaof`: the store follows the master's (loaded whole at the
+    /// first sync, then the master's changes as they are written back)
+    /// and refuses writes. `REPLICAOF NO ONE` makes it a master
+    /// [default: a master].
+    #[arg(long, value_name = "HOST PORT")]
+    replicaof: Option<String>,
+    /// The password a replica gives its master (Redis's `masterauth`).
+    #[arg(long)]
+    masterauth: Option<OsString>,
+    /// Bytes of changes a master keeps for replicas that reconnect
+    /// (Redis's `repl-backlog-size`) [default: 64mb].
+    #[arg(long, value_parser = parse_memory)]
+    repl_backlog_size: Option<u64>,
+}
+
+/// `"HOST PORT"` (or `HOST:PORT`) of `--replicaof`.
+fn parse_master(text: &str) -> Result<(String, u16)> {
+    let (host, port) = text
+        .trim()
+        .rsplit_once([' ', ':'])
+        .ok_or_else(|| anyhow::anyhow!("--replicaof {text:?}: give the master as \"HOST PORT\""))?;
+    let port = port.trim().parse().map_err(|e| anyhow::anyhow!("--replicaof {text:?}: port: {e}"))?;
+    Ok((host.trim().to_string(), port))
 }
 
 impl ServeArgs {
@@ -123,6 +147,9 @@ impl ServeArgs {
         self.slowlog_max_len = self.slowlog_max_len.or(file.slowlog_max_len);
         self.notify_keyspace_events = self.notify_keyspace_events.or(file.notify_keyspace_events);
         self.cluster_enabled = self.cluster_enabled.or(file.cluster_enabled);
+        self.replicaof = self.replicaof.or(file.replicaof);
+        self.masterauth = self.masterauth.or(file.masterauth);
+        self.repl_backlog_size = self.repl_backlog_size.or(file.repl_backlog_size);
         Ok(self)
     }
 }
@@ -162,6 +189,9 @@ fn parse_config(text: &[u8]) -> Result<ServeArgs> {
             "port" => out.port = Some(one()?.parse().map_err(|e| bad(&e))?),
             "tcp-backlog" => out.tcp_backlog = Some(one()?.parse().map_err(|e| bad(&e))?),
             "requirepass" => out.requirepass = Some(OsString::from(one()?)),
+            "masterauth" => out.masterauth = Some(OsString::from(one()?)),
+            "replicaof" | "slaveof" => out.replicaof = Some(values.join(" ")),
+            "repl-backlog-size" => out.repl_backlog_size = Some(parse_memory(one()?).map_err(|e| bad(&e))?),
             "maxclients" => out.maxclients = Some(one()?.parse().map_err(|e| bad(&e))?),
             "appendfsync" => out.fsync = Some(one()?.parse().map_err(|e: String| bad(&e))?),
             "timeout" => out.timeout = Some(one()?.parse().map_err(|e| bad(&e))?),
@@ -276,23 +306,29 @@ pub(crate) fn serve(dir: &PathBuf, args: ServeArgs) -> Result<()> {
         eprintln!("bitsled serve: {warning}");
     }
     let max_clients = files.max_clients;
-    let config = ServerConfig::new()
-        .bind(args.bind.unwrap_or(std::net::IpAddr::from([127, 0, 0, 1])))
-        .port(args.port.unwrap_or(6380))
-        .tcp_backlog(args.tcp_backlog.unwrap_or(bitsled_redis::server::DEFAULT_TCP_BACKLOG))
-        .requirepass(args.requirepass.map(OsString::into_encoded_bytes))
-        .max_clients(max_clients)
-        .fsync(fsync)
-        .maxmemory(args.maxmemory.unwrap_or(0))
-        .timeout(Some(Duration::from_secs(args.timeout.unwrap_or(0))))
-        .protected_mode(args.protected_mode.as_deref() != Some("no"))
-        .slowlog(
-            slower_than,
-            args.slowlog_max_len.map_or(bitsled_redis::server::DEFAULT_SLOWLOG_MAX_LEN, i64::unsigned_abs),
-        )
-        .cluster_enabled(args.cluster_enabled.as_deref() == Some("yes"))
-        .notify_keyspace_events(args.notify_keyspace_events.as_deref().unwrap_or(""))
-        .map_err(|why| anyhow::anyhow!("notify-keyspace-events: {why}"))?;
+    let config =
+        ServerConfig::new()
+            .bind(args.bind.unwrap_or(std::net::IpAddr::from([127, 0, 0, 1])))
+            .port(args.port.unwrap_or(6380))
+            .tcp_backlog(args.tcp_backlog.unwrap_or(bitsled_redis::server::DEFAULT_TCP_BACKLOG))
+            .requirepass(args.requirepass.map(OsString::into_encoded_bytes))
+            .max_clients(max_clients)
+            .fsync(fsync)
+            .maxmemory(args.maxmemory.unwrap_or(0))
+            .timeout(Some(Duration::from_secs(args.timeout.unwrap_or(0))))
+            .protected_mode(args.protected_mode.as_deref() != Some("no"))
+            .slowlog(
+                slower_than,
+                args.slowlog_max_len.map_or(bitsled_redis::server::DEFAULT_SLOWLOG_MAX_LEN, i64::unsigned_abs),
+            )
+            .cluster_enabled(args.cluster_enabled.as_deref() == Some("yes"))
+            .replicaof(args.replicaof.as_deref().map(parse_master).transpose()?)
+            .masterauth(args.masterauth.map(OsString::into_encoded_bytes))
+            .repl_backlog_bytes(args.repl_backlog_size.map_or(bitsled_redis::replication::DEFAULT_BACKLOG_BYTES, |b| {
+                usize::try_from(b).unwrap_or(usize::MAX)
+            }))
+            .notify_keyspace_events(args.notify_keyspace_events.as_deref().unwrap_or(""))
+            .map_err(|why| anyhow::anyhow!("notify-keyspace-events: {why}"))?;
     if let Some(bytes) = args.maxmemory.filter(|&b| b < bitsled_redis::server::LEAST_BUDGET_BYTES) {
         anyhow::bail!("--maxmemory {bytes}: at least 16mb");
     }

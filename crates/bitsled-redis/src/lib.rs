@@ -7,4 +7,5 @@
 
 pub mod cluster;
 pub mod command;
+pub mod replication;
 pub mod server;

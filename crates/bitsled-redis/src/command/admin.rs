@@ -375,12 +375,6 @@ pub(crate) fn lastsave(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Integer(i64::try_from(server(s)?.last_save_secs()).unwrap_or(i64::MAX)))
 }
 
-/// `ROLE`: a server without replicas, as a Redis master with none.
-pub(crate) fn role(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
-    server(s)?;
-    Ok(Reply::Array(vec![Reply::bulk("master"), Reply::Integer(0), Reply::Array(Vec::new())]))
-}
-
 /// `CONFIG RESETSTAT`.
 pub(crate) fn config_resetstat(s: &mut Session, _a: &[Vec<u8>]) -> CmdResult {
     server(s)?.reset_stats();

@@ -61,6 +61,9 @@ impl Session {
         if let Some(refused) = self.refuse_for_disk(spec, args) {
             return refused;
         }
+        if let Some(refused) = self.refuse_for_replica(spec) {
+            return refused;
+        }
         if let Some(text) = super::pubsub::refusal_while_subscribed(self, spec.name) {
             return self.refuse(text);
         }
@@ -193,6 +196,24 @@ impl Session {
         };
         let text = super::error_text(&checked.err()?);
         Some(self.refuse_before_running(exec, text))
+    }
+}
+
+impl Session {
+    /// A replica's refusals, as Redis's: `-LOADING` for commands that
+    /// cannot run while it loads its master's snapshot, and `-READONLY`
+    /// for a write (or an EXEC with one queued), before it runs.
+    fn refuse_for_replica(&mut self, spec: &'static Spec) -> Option<Reply> {
+        if self.host.as_ref().is_some_and(|h| h.replication().loading()) && !spec.flags.contains(Flags::LOADING) {
+            return Some(self.refuse("LOADING Redis is loading the dataset in memory"));
+        }
+        let exec = spec.name == "exec";
+        let write = spec.is_write()
+            || (exec && self.multi.as_ref().is_some_and(|m| m.queue.iter().any(|args| queued_writes(args))));
+        if !write || !self.db.is_following() {
+            return None;
+        }
+        Some(self.refuse_before_running(exec, super::READONLY_REPLICA.into()))
     }
 }
 

@@ -331,4 +331,11 @@ pub(crate) trait Host: Send + Sync {
 
     /// The server's cluster state, in cluster mode.
     fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>>;
+
+    /// The server's replication state.
+    fn replication(&self) -> &Arc<crate::replication::Replication>;
+
+    /// A second handle on the client's socket and the client's address
+    /// (PSYNC hands the connection to a replication stream).
+    fn socket(&self) -> std::io::Result<(std::net::TcpStream, std::net::IpAddr)>;
 }

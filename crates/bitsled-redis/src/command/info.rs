@@ -118,6 +118,10 @@ fn section(db: &Db, host: Option<&dyn Host>, name: &str) -> Result<Option<String
             }
             Ok(())
         }
+        "replication" if host.is_some() => {
+            out.push_str(&host.map(|h| h.replication().info()).unwrap_or_default());
+            Ok(())
+        }
         "replication" => write!(
             out,
             "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\n\

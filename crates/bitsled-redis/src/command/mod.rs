@@ -47,6 +47,7 @@ mod migrate;
 mod notify;
 mod object;
 mod pubsub;
+mod replication;
 mod scan;
 mod slot_migration;
 mod strings;
@@ -233,6 +234,9 @@ impl From<Error> for Fail {
     }
 }
 
+/// Redis's refusal of a write on a replica.
+pub(crate) const READONLY_REPLICA: &str = "READONLY You can't write against a read only replica.";
+
 /// What a command handler returns.
 pub(crate) type CmdResult = Result<Reply, Fail>;
 
@@ -250,6 +254,7 @@ pub fn error_text(e: &Error) -> String {
         // Redis's code for writes refused because the server cannot
         // persist (`stop-writes-on-bgsave-error`, a failing AOF).
         Error::DiskFull { .. } => format!("MISCONF Errors writing to the store: {e}"),
+        Error::ReadOnlyReplica => READONLY_REPLICA.into(),
         other => format!("ERR {other}"),
     }
 }

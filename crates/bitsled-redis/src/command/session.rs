@@ -115,6 +115,9 @@ pub struct Session {
     /// node (`CLUSTER IMPORT slots 0`): it may write their keys, and if it
     /// closes before the import ends, the import is abandoned.
     pub(crate) importing: Option<Vec<crate::cluster::topology::SlotRange>>,
+    /// What a replica said of itself with REPLCONF: the port it listens
+    /// on, and whether it is a bitsled replica (`capa bitsled`).
+    pub(crate) replconf: (Option<u16>, bool),
 }
 
 impl Drop for Session {
@@ -158,6 +161,7 @@ impl Session {
             tracking: None,
             caching: None,
             importing: None,
+            replconf: (None, false),
         }
     }
 

@@ -26,6 +26,14 @@ impl Host for Link {
         self.shared.cluster.as_ref()
     }
 
+    fn replication(&self) -> &Arc<crate::replication::Replication> {
+        &self.shared.replication
+    }
+
+    fn socket(&self) -> std::io::Result<(std::net::TcpStream, std::net::IpAddr)> {
+        Ok((self.info.stream.try_clone()?, self.info.addr.ip()))
+    }
+
     fn client_id(&self) -> u64 {
         self.info.id
     }

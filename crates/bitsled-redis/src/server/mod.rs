@@ -170,6 +170,9 @@ pub struct ServerConfig {
     auth_limits: auth::AuthLimits,
     tcp_backlog: u32,
     cluster_enabled: bool,
+    replicaof: Option<(String, u16)>,
+    masterauth: Option<Vec<u8>>,
+    repl_backlog_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -202,7 +205,32 @@ impl ServerConfig {
             auth_limits: auth::AuthLimits::default(),
             tcp_backlog: DEFAULT_TCP_BACKLOG,
             cluster_enabled: false,
+            replicaof: None,
+            masterauth: None,
+            repl_backlog_bytes: crate::replication::DEFAULT_BACKLOG_BYTES,
         }
+    }
+
+    /// Redis's `replicaof host port`: start as a replica of that master
+    /// (a bitsled server), which the store then follows (DESIGN.md
+    /// section 10, "Replication"). Default: a master.
+    pub fn replicaof(mut self, master: Option<(String, u16)>) -> ServerConfig {
+        self.replicaof = master;
+        self
+    }
+
+    /// Redis's `masterauth`: the password a replica gives its master.
+    pub fn masterauth(mut self, password: Option<Vec<u8>>) -> ServerConfig {
+        self.masterauth = password;
+        self
+    }
+
+    /// Redis's `repl-backlog-size`: bytes of the change feed a master
+    /// keeps for replicas that reconnect. Default
+    /// [`crate::replication::DEFAULT_BACKLOG_BYTES`].
+    pub fn repl_backlog_bytes(mut self, bytes: usize) -> ServerConfig {
+        self.repl_backlog_bytes = bytes;
+        self
     }
 
     /// Redis's `cluster-enabled`: serve as a node of a cluster (key slots,
@@ -550,6 +578,8 @@ struct Shared {
     pubsub: pubsub::PubSub,
     /// The cluster state, in cluster mode.
     cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// Master or replica: the replication state.
+    replication: Arc<crate::replication::Replication>,
     /// Client-side caching.
     tracking: tracking::Tracking,
     clients: Mutex<HashMap<u64, Arc<ClientInfo>>>,
@@ -689,8 +719,16 @@ impl Server {
         } else {
             None
         };
+        let replication = crate::replication::Replication::new(
+            db.clone(),
+            local_addr.port(),
+            config.masterauth.clone(),
+            config.repl_backlog_bytes,
+        );
+        replication.start(config.replicaof.clone()).map_err(Error::InvalidArgument)?;
         let shared = Arc::new(Shared {
             cluster,
+            replication,
             settings,
             db,
             config,
@@ -774,6 +812,8 @@ impl Server {
             self.accept(stream);
         }
         drop(self.listener);
+        // No more of a master's changes, and no more streams to replicas.
+        shared.replication.stop();
         // Connections accepted just before the flag was seen.
         for c in shared.clients.lock().values() {
             let _ = c.stream.shutdown(Shutdown::Read);
