@@ -76,6 +76,72 @@ impl Follow {
     }
 }
 
+/// What a batch of a master's changes touched, and so what a follower's
+/// memory must take from it.
+#[derive(Default)]
+struct Touched {
+    catalog: Option<Vec<u8>>,
+    sequence: Option<Vec<u8>>,
+    /// Bitmaps whose stored pages changed (their directories go).
+    bitmaps: std::collections::BTreeSet<u64>,
+    /// Pages whose stored version changed (page and group records).
+    pages: Vec<super::pages::PageId>,
+    /// New page delta records.
+    page_deltas: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Page delta records were removed: a page fold.
+    page_fold: bool,
+    /// Shards whose buckets were written or delta records removed: a fold.
+    refolded: std::collections::BTreeSet<usize>,
+    /// New metadata delta records, per shard.
+    deltas: std::collections::BTreeMap<usize, Vec<(Vec<u8>, Vec<u8>)>>,
+}
+
+impl Touched {
+    fn of(writes: &[Write]) -> Touched {
+        let mut t = Touched::default();
+        for (key, value) in writes {
+            match key.first() {
+                Some(&layout::NS_SUPER) if *key == layout::catalog_key() => t.catalog.clone_from(value),
+                Some(&layout::NS_SUPER) if *key == layout::sequence_key() => t.sequence.clone_from(value),
+                Some(&layout::NS_PAGE) => {
+                    if let Some((id, page)) = layout::parse_page_key(key) {
+                        t.bitmaps.insert(id);
+                        t.pages.push((id, page));
+                    }
+                }
+                Some(&layout::NS_GROUP) => {
+                    if let Some((id, group)) = layout::parse_group_key(key) {
+                        t.bitmaps.insert(id);
+                        let slots = u8::try_from(crate::page::GROUP_PAGES).unwrap_or(u8::MAX);
+                        t.pages.extend((0..slots).map(|slot| (id, layout::group_page(group, slot))));
+                    }
+                }
+                Some(&layout::NS_PAGE_DELTA) => match value {
+                    Some(v) => t.page_deltas.push((key.clone(), v.clone())),
+                    None => t.page_fold = true,
+                },
+                Some(&layout::NS_BUCKET) => {
+                    if let Some((_, start)) = layout::parse_bucket_key(key) {
+                        t.refolded.insert(layout::shard_of(start));
+                    }
+                }
+                Some(&layout::NS_DELTA) => {
+                    if let Some(&shard) = key.get(1) {
+                        match value {
+                            Some(v) => t.deltas.entry(usize::from(shard)).or_default().push((key.clone(), v.clone())),
+                            None => {
+                                t.refolded.insert(usize::from(shard));
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        t
+    }
+}
+
 /// Everything an apply holds: no write-back, reclamation, transaction or
 /// page stream runs meanwhile.
 struct Exclusive<'e> {
@@ -261,11 +327,62 @@ impl Engine {
         }
         let ex = self.exclusive();
         self.raise_floor(high);
+        let touched = Touched::of(&writes);
         writes.push(self.record_write(replid, end, FOLLOW_CONSISTENT));
         let frame = self.frame_of(&writes);
         self.store.apply(writes).inspect_err(|e| self.poison(e))?;
         self.publish(frame);
-        self.reload(&ex)
+        self.absorb(&ex, touched)
+    }
+
+    /// Brings the in-memory state in line with a batch just applied to
+    /// the store, touching only what the batch touched (see [`Touched`]);
+    /// the result is what [`Engine::reload`] would build.
+    fn absorb(&self, ex: &Exclusive<'_>, mut t: Touched) -> Result<()> {
+        // Replayed in key order: write-back order, then part order.
+        t.page_deltas.sort_unstable();
+        for records in t.deltas.values_mut() {
+            records.sort_unstable();
+        }
+        if let Some(b) = t.catalog {
+            self.keyspaces.reload(&Catalog::decode(&b)?);
+        }
+        if let Some(b) = t.sequence {
+            self.sequence.store(record::decode_sequence(&b, "<sequence>")?, Ordering::SeqCst);
+        }
+        for id in &t.bitmaps {
+            self.dirs.remove(*id);
+        }
+        self.pages.forget_clean(&t.pages);
+        if t.page_fold {
+            // The master folded its page deltas: every page they changed
+            // was written whole.
+            self.pages.clear_all();
+            *self.page_log.lock() = super::pagedelta::PageLog::default();
+            self.replay_page_deltas_locked(&ex.flush)?;
+        } else if !t.page_deltas.is_empty() {
+            let mut log = super::pagedelta::PageLog::default();
+            self.replay_page_records(t.page_deltas, &mut log)?;
+            let mut page_log = self.page_log.lock();
+            page_log.keys.extend(log.keys);
+            page_log.bytes += log.bytes;
+            page_log.fold_owed = true;
+        }
+        for &shard in &t.refolded {
+            self.metas.reset_shard(shard);
+            let records: Vec<(Vec<u8>, Vec<u8>)> = self
+                .store
+                .scan_prefix(&[layout::NS_DELTA, u8::try_from(shard).unwrap_or(u8::MAX)])
+                .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+                .collect::<Result<_>>()?;
+            self.replay_shard(shard, records)?;
+        }
+        for (shard, records) in t.deltas {
+            if !t.refolded.contains(&shard) {
+                self.replay_shard(shard, records)?;
+            }
+        }
+        Ok(())
     }
 
     /// Replaces the store's contents with a master's: empties it, then

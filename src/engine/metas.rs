@@ -466,6 +466,22 @@ impl MetaCache {
         }
     }
 
+    /// Forgets the buckets of shard `shard`, pinned ones included, and its
+    /// delta records (a follower's fold of that shard came in).
+    pub(crate) fn reset_shard(&self, shard: usize) {
+        let mut s = self.shards[shard].lock();
+        let (mut bytes, mut pinned) = (0, 0);
+        for slot in s.map.values() {
+            bytes += slot.bytes;
+            if slot.pinned() {
+                pinned += slot.bytes;
+            }
+        }
+        *s = MetaShard::default();
+        self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+        self.pinned_bytes.fetch_sub(pinned, Ordering::Relaxed);
+    }
+
     /// Forgets every bucket, pinned ones included, and the shards' delta
     /// records (a follower's store changed under them; it writes nothing
     /// of its own).

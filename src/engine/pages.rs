@@ -478,6 +478,23 @@ impl PageCache {
         }
     }
 
+    /// Forgets the cached pages `ids` that hold nothing but their stored
+    /// version (a follower's store changed under them). Dirty pages stay:
+    /// on a follower they hold page delta records replayed over a store
+    /// record that only a fold rewrites.
+    pub(crate) fn forget_clean(&self, ids: &[PageId]) {
+        for id in ids {
+            self.flat.changed(id.0);
+            let mut shard = self.shard(*id);
+            if shard.get(id).is_some_and(|slot| slot.dirty == 0 && !slot.logged) {
+                self.epoch.fetch_add(1, Ordering::SeqCst);
+                if let Some(slot) = shard.remove(id) {
+                    self.bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
     /// Forgets every page, dirty ones included (a follower's store changed
     /// under them; it writes nothing of its own).
     pub(crate) fn clear_all(&self) {

@@ -401,8 +401,30 @@ impl Engine {
         if records.is_empty() {
             return Ok(());
         }
-        let mut seen = HashSet::new();
         let mut log = PageLog::default();
+        self.replay_page_records(records, &mut log)?;
+        // A fold, whatever the sizes: the replayed pages are dirty, not
+        // logged, so no later write-back could log them against these
+        // records.
+        log.fold_owed = true;
+        *self.page_log.lock() = log;
+        match self.write_back_locked(f, Fold::Auto) {
+            // Short of disk space, the store still opens: the replayed
+            // pages stay in memory (reads see them) until a write-back
+            // finds room.
+            Err(Error::DiskFull { .. }) => Ok(()),
+            r => r,
+        }
+    }
+
+    /// Applies page delta records `records` (in key order) to the cached
+    /// pages, which become dirty, and notes them in `log`.
+    ///
+    /// # Errors
+    /// [`Error::Corrupted`] for a record that does not decode or names a
+    /// page the store does not hold; a store error.
+    pub(super) fn replay_page_records(&self, records: Vec<(Vec<u8>, Vec<u8>)>, log: &mut PageLog) -> Result<()> {
+        let mut seen = HashSet::new();
         for (key, value) in records {
             let fixed: [u8; layout::PAGE_DELTA_KEY_LEN] = fixed_key(&key, "page delta")?;
             let what = match layout::parse_page_delta_key(&fixed) {
@@ -428,18 +450,7 @@ impl Engine {
             log.keys.push(fixed);
             log.bytes += value.len();
         }
-        // A fold, whatever the sizes: the replayed pages are dirty, not
-        // logged, so no later write-back could log them against these
-        // records.
-        log.fold_owed = true;
-        *self.page_log.lock() = log;
-        match self.write_back_locked(f, Fold::Auto) {
-            // Short of disk space, the store still opens: the replayed
-            // pages stay in memory (reads see them) until a write-back
-            // finds room.
-            Err(Error::DiskFull { .. }) => Ok(()),
-            r => r,
-        }
+        Ok(())
     }
 
     /// Removes from a captured write-back the pages of bitmaps that died
@@ -501,7 +512,7 @@ impl Engine {
 
     /// Applies the delta records `records` (all of shard `shard`, in key
     /// order) to the cached buckets.
-    fn replay_shard(&self, shard: usize, records: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+    pub(super) fn replay_shard(&self, shard: usize, records: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         let mut g = self.metas.lock_shard(shard);
         for (key, value) in records {
             let fixed: [u8; layout::DELTA_KEY_LEN] = fixed_key(&key, "metadata delta")?;
