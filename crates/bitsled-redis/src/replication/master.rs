@@ -19,10 +19,10 @@ const CHUNK_BYTES: usize = 1 << 20;
 /// How often a replica gets a keepalive when nothing changes.
 const KEEPALIVE: Duration = Duration::from_secs(1);
 
-/// How long the sender waits for a frame before it writes back what the
-/// master holds in memory, so that it reaches the feed: a replica lags by
-/// about this much (the background flush alone runs once a second).
-const WRITE_BACK_AFTER: Duration = Duration::from_millis(100);
+/// How often a master with replicas writes back what it holds in memory,
+/// so that it reaches the feed: a replica lags by about this much (the
+/// background flush alone runs once a second).
+pub(super) const WRITE_BACK_EVERY: Duration = Duration::from_millis(100);
 
 /// Streams to replica `id` on a new thread: a full sync unless `from`
 /// (the offset it continues from) is given.
@@ -77,9 +77,9 @@ fn serve(
     repl.set_online(id);
     let mut last_sent = Instant::now();
     while repl.serves(id) {
-        match feed.frames_after(at, WRITE_BACK_AFTER) {
+        repl.write_back_if_due().map_err(|e| e.to_string())?;
+        match feed.frames_after(at, WRITE_BACK_EVERY) {
             Ok(frames) if frames.is_empty() => {
-                repl.db.write_back().map_err(|e| e.to_string())?;
                 if last_sent.elapsed() >= KEEPALIVE {
                     write_msg(&mut w, PING, feed.offset(), &[]).map_err(io)?;
                     last_sent = Instant::now();

@@ -38,6 +38,9 @@ pub struct Replication {
     inner: Mutex<Inner>,
     /// Signalled when a replica acknowledges an offset (WAIT).
     acked: Condvar,
+    /// When the streams to replicas last wrote back (see
+    /// [`Replication::write_back_if_due`]).
+    last_write_back: Mutex<Instant>,
 }
 
 struct Inner {
@@ -98,6 +101,7 @@ impl Replication {
             backlog_bytes: AtomicUsize::new(backlog_bytes),
             inner: Mutex::new(Inner { replid: new_replid(), base: 0, link: None, replicas: BTreeMap::new() }),
             acked: Condvar::new(),
+            last_write_back: Mutex::new(Instant::now()),
         })
     }
 
@@ -297,6 +301,20 @@ impl Replication {
         drop(inner);
         master::spawn(Arc::clone(self), id, writer, replid, from, feed);
         Ok(())
+    }
+
+    /// Writes back what the master holds if the streams to its replicas
+    /// have not done so for [`master::WRITE_BACK_EVERY`] (one of them
+    /// does it for all).
+    fn write_back_if_due(&self) -> bitsled::Result<()> {
+        {
+            let mut last = self.last_write_back.lock();
+            if last.elapsed() < master::WRITE_BACK_EVERY {
+                return Ok(());
+            }
+            *last = Instant::now();
+        }
+        self.db.write_back()
     }
 
     /// Whether client `id` is still a replica this master streams to.
