@@ -76,6 +76,9 @@ impl Follow {
     }
 }
 
+/// Store records (key, value) in key order.
+type Records = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// What a batch of a master's changes touched, and so what a follower's
 /// memory must take from it.
 #[derive(Default)]
@@ -87,13 +90,13 @@ struct Touched {
     /// Pages whose stored version changed (page and group records).
     pages: Vec<super::pages::PageId>,
     /// New page delta records.
-    page_deltas: Vec<(Vec<u8>, Vec<u8>)>,
+    page_deltas: Records,
     /// Page delta records were removed: a page fold.
     page_fold: bool,
     /// Shards whose buckets were written or delta records removed: a fold.
     refolded: std::collections::BTreeSet<usize>,
     /// New metadata delta records, per shard.
-    deltas: std::collections::BTreeMap<usize, Vec<(Vec<u8>, Vec<u8>)>>,
+    deltas: std::collections::BTreeMap<usize, Records>,
 }
 
 impl Touched {
@@ -370,7 +373,7 @@ impl Engine {
         }
         for &shard in &t.refolded {
             self.metas.reset_shard(shard);
-            let records: Vec<(Vec<u8>, Vec<u8>)> = self
+            let records: Records = self
                 .store
                 .scan_prefix(&[layout::NS_DELTA, u8::try_from(shard).unwrap_or(u8::MAX)])
                 .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))

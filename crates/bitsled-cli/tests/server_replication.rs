@@ -18,8 +18,13 @@ mod server;
 use server::Served;
 
 /// Waits up to 30 s for `f` to hold.
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
+fn eventually(what: &str, f: impl FnMut() -> bool) {
+    eventually_within(Duration::from_secs(30), what, f);
+}
+
+/// Waits up to `limit` for `f` to hold.
+fn eventually_within(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
     while !f() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(50));
@@ -160,4 +165,170 @@ fn replicas_follow_wait_and_take_over() {
     now.push(("after".into(), redis::cmd("DUMP").arg("after").query(&mut c1).unwrap()));
     now.sort();
     assert_eq!(dump_all(&mut c2), now);
+}
+
+/// A free loopback port (bound, then released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `redis-server` in Sentinel mode on `port`, monitoring `mymaster` at
+/// `master` (quorum 2, down after 1 s); killed on drop.
+struct Sentinel(std::process::Child, u16);
+
+impl Sentinel {
+    fn start(dir: &std::path::Path, port: u16, master: u16) -> Sentinel {
+        let conf = dir.join(format!("sentinel-{port}.conf"));
+        std::fs::write(
+            &conf,
+            format!(
+                "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor mymaster 127.0.0.1 {master} 2\n\
+                 sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n",
+                dir.display()
+            ),
+        )
+        .unwrap();
+        let child = std::process::Command::new("redis-server")
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        Sentinel(child, port)
+    }
+
+    /// A connection, once the sentinel listens.
+    fn client(&self) -> redis::Connection {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.1)).unwrap();
+        let mut con = None;
+        eventually("the sentinel to listen", || {
+            con = client.get_connection().ok();
+            con.is_some()
+        });
+        con.unwrap()
+    }
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Whether `redis-server` (for Sentinel) and a Python with redis-py are
+/// here; under `BITSLED_REQUIRE_REDIS=1` they must be.
+fn sentinel_tools() -> Option<&'static str> {
+    let redis = std::process::Command::new("redis-server").arg("--version").output().is_ok_and(|o| o.status.success());
+    let python = ["/usr/bin/python3", "python3"].into_iter().find(|py| {
+        std::process::Command::new(py).args(["-c", "import redis.sentinel"]).output().is_ok_and(|o| o.status.success())
+    });
+    if redis && python.is_some() {
+        return python;
+    }
+    assert!(
+        std::env::var("BITSLED_REQUIRE_REDIS").as_deref() != Ok("1"),
+        "BITSLED_REQUIRE_REDIS=1 but redis-server or python3 with redis is missing"
+    );
+    eprintln!("NOTICE: redis-server or python3 with redis not found; skipping the Sentinel test");
+    None
+}
+
+/// The address Sentinel gives for `mymaster`.
+fn sentinel_master(s: &mut redis::Connection) -> Option<u16> {
+    let addr: Vec<String> = redis::cmd("SENTINEL").arg("get-master-addr-by-name").arg("mymaster").query(s).ok()?;
+    addr.get(1)?.parse().ok()
+}
+
+/// Invariant: three unchanged Redis Sentinels (`redis-server --sentinel`,
+/// down after 1 s) watching a bitsled master with two bitsled replicas
+/// promote a replica when the master is killed with SIGKILL; redis-py's
+/// Sentinel client, writing throughout, follows to the new master; every
+/// write `WAIT 2` acknowledged before the kill, and every write the new
+/// master took, is on the new master; the other replica follows it; the
+/// old master, restarted as a master, is turned into its replica.
+#[test]
+fn sentinel_fails_over_to_a_replica() {
+    let Some(python) = sentinel_tools() else { return };
+    let dirs: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut master = Served::start(dirs[0].path(), &[]);
+    let old_port = master.port;
+    let master_at = format!("127.0.0.1 {old_port}");
+    let replicas: Vec<Served> = (1..3).map(|i| Served::start(dirs[i].path(), &["--replicaof", &master_at])).collect();
+    let sentinels: Vec<Sentinel> = (0..3).map(|_| Sentinel::start(dirs[3].path(), free_port(), old_port)).collect();
+    let mut s = sentinels[0].client();
+    eventually("the sentinels to see both replicas and each other", || {
+        let info: Vec<String> = redis::cmd("SENTINEL").arg("master").arg("mymaster").query(&mut s).unwrap_or_default();
+        let field = |name: &str| info.iter().position(|f| f == name).and_then(|i| info.get(i + 1)).cloned();
+        field("num-slaves").as_deref() == Some("2") && field("num-other-sentinels").as_deref() == Some("2")
+    });
+
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/sentinel_writer.py");
+    let ports: Vec<String> = sentinels.iter().map(|s| s.1.to_string()).collect();
+    let writer = std::process::Command::new(python)
+        .arg(script)
+        .arg("14")
+        .args(&ports)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    master.signal("-KILL");
+    let _ = master.wait_exit(Duration::from_secs(10));
+    let killed = Instant::now();
+    let mut failover = None;
+    eventually("Sentinel to promote a replica", || {
+        let promoted = sentinel_master(&mut s).is_some_and(|p| p != old_port);
+        if promoted && failover.is_none() {
+            failover = Some(killed.elapsed());
+        }
+        promoted
+    });
+    println!("failover: the sentinels named a new master {:?} after the kill", failover.unwrap());
+    let out = writer.wait_with_output().unwrap();
+    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{line}{}", String::from_utf8_lossy(&out.stderr));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let (written, replicated, switched): (u64, u64, u64) =
+        (words[1].parse().unwrap(), words[3].parse().unwrap(), words[5].parse().unwrap());
+    let new_port = sentinel_master(&mut s).unwrap();
+    assert_eq!(words[7].split(',').next_back(), Some(new_port.to_string().as_str()), "{line}");
+    assert!(replicated > 0 && switched > replicated && written > switched, "{line}");
+
+    let new = replicas.iter().find(|r| r.port == new_port).expect("a replica was promoted");
+    let mut c = new.client();
+    let role: redis::Value = redis::cmd("ROLE").query(&mut c).unwrap();
+    assert!(matches!(&role, redis::Value::Array(r) if r[0] == redis::Value::BulkString(b"master".to_vec())));
+    let count = |c: &mut redis::Connection, from: u64, to: u64| -> u64 {
+        redis::cmd("BITCOUNT").arg("sentinel:bits").arg(from).arg(to - 1).arg("BIT").query(c).unwrap()
+    };
+    assert_eq!(count(&mut c, 0, replicated), replicated, "{line}");
+    assert_eq!(count(&mut c, switched, written), written - switched, "{line}");
+    let other = replicas.iter().find(|r| r.port != new_port).unwrap();
+    let mut o = other.client();
+    eventually("the other replica to follow the new master", || {
+        info_field(&mut o, "master_port").as_deref() == Some(new_port.to_string().as_str())
+            && info_field(&mut o, "master_link_status").as_deref() == Some("up")
+    });
+
+    // The old master comes back as a master; Sentinel makes it a replica.
+    let back = Served::start(dirs[0].path(), &["--port", &old_port.to_string()]);
+    // Sentinel reconfigures an instance it finds reporting the wrong role
+    // after 8 s, and refreshes a down instance's INFO every 10 s.
+    let rejoin = Instant::now();
+    // Sentinel ends the clients of an instance it reconfigures (CLIENT
+    // KILL TYPE normal): each look takes a new connection.
+    let look = |field: &str| info_field(&mut back.client(), field);
+    eventually_within(Duration::from_secs(60), "the old master to become a replica of the new one", || {
+        look("role").as_deref() == Some("slave")
+            && look("master_port").as_deref() == Some(new_port.to_string().as_str())
+            && look("master_link_status").as_deref() == Some("up")
+    });
+    println!("the old master rejoined as a replica {:?} after its restart", rejoin.elapsed());
+    eventually("the old master to hold the new master's writes", || {
+        redis::cmd("BITCOUNT").arg("sentinel:bits").query::<u64>(&mut back.client()).unwrap_or(0)
+            == redis::cmd("BITCOUNT").arg("sentinel:bits").query::<u64>(&mut c).unwrap()
+    });
 }

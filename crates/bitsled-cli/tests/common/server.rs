@@ -18,8 +18,9 @@ pub struct Served {
 }
 
 impl Served {
-    /// Starts `bitsled --db dir serve --port 0 EXTRA...` and waits until it
-    /// listens (it prints the address on stderr).
+    /// Starts `bitsled --db dir serve --port 0 EXTRA...` (the port EXTRA
+    /// names, if it does) and waits until it listens (it prints the
+    /// address on stderr).
     pub fn start(dir: &Path, extra: &[&str]) -> Served {
         Served::start_with_env(dir, extra, &[])
     }
@@ -37,7 +38,8 @@ impl Served {
         let mut child = Command::new(env!("CARGO_BIN_EXE_bitsled"))
             .arg("--db")
             .arg(dir)
-            .args(["serve", "--port", "0"])
+            .arg("serve")
+            .args(if extra.contains(&"--port") { &[][..] } else { &["--port", "0"][..] })
             .args(extra)
             .envs(env.iter().copied())
             .stdin(Stdio::null())

@@ -69,7 +69,7 @@ struct Follower {
 }
 
 /// A 40-character hexadecimal replication id, as Redis's.
-fn new_replid() -> String {
+pub(crate) fn new_replid() -> String {
     let state = std::collections::hash_map::RandomState::new();
     let mut id = String::new();
     for i in 0..3u64 {

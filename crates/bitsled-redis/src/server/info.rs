@@ -24,13 +24,14 @@ pub(super) fn section(shared: &Shared, name: &str) -> Option<String> {
         "server" => write!(
             out,
             "# Server\r\nredis_version:{REDIS_VERSION}\r\nbitsled_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\n\
-             arch_bits:{}\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{up}\r\nuptime_in_days:{}\r\n\
-             executable:{}\r\nconfig_file:\r\n",
+             arch_bits:{}\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{up}\r\n\
+             uptime_in_days:{}\r\nexecutable:{}\r\nconfig_file:\r\n",
             env!("CARGO_PKG_VERSION"),
             std::env::consts::OS,
             std::env::consts::ARCH,
             usize::BITS,
             std::process::id(),
+            run_id(),
             shared.local_addr.port(),
             up / 86_400,
             std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
@@ -185,4 +186,11 @@ pub(super) fn client_line(c: &ClientInfo, multi: Option<usize>, cmd: Option<&str
         cmd.unwrap_or(*c.last_cmd.lock()),
         c.resp.load(Ordering::Relaxed),
     )
+}
+
+/// Redis's `run_id`: 40 hexadecimal characters, new for each process
+/// (Sentinel tells instances apart by it).
+fn run_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(crate::replication::new_replid)
 }
