@@ -177,6 +177,15 @@ impl Engine {
     /// write-back lock meanwhile so the store stays still.
     pub(crate) fn verify(&self) -> Result<VerifyReport> {
         let f = self.flush_lock.lock();
+        // A follower's store holds its master's delta records, which only
+        // the master folds: the check of a complete store does not apply.
+        if self.follow.on() {
+            return Err(Error::InvalidArgument(
+                "this database follows a master, whose delta records it holds unfolded: verify the master, or a \
+                 copy of this directory promoted (stop_following) first"
+                    .into(),
+            ));
+        }
         self.write_back_locked(&f, super::metas::Fold::All)?;
         let mut report = VerifyReport::default();
         match self.store.get(&layout::superblock_key())? {
