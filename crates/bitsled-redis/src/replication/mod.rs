@@ -38,6 +38,9 @@ pub struct Replication {
     inner: Mutex<Inner>,
     /// Signalled when a replica acknowledges an offset (WAIT).
     acked: Condvar,
+    /// This replica is loading its master's snapshot (read by every
+    /// command, so kept apart from the mutex).
+    loading: std::sync::atomic::AtomicBool,
     /// When the streams to replicas last wrote back (see
     /// [`Replication::write_back_if_due`]).
     last_write_back: Mutex<Instant>,
@@ -101,6 +104,7 @@ impl Replication {
             backlog_bytes: AtomicUsize::new(backlog_bytes),
             inner: Mutex::new(Inner { replid: new_replid(), base: 0, link: None, replicas: BTreeMap::new() }),
             acked: Condvar::new(),
+            loading: std::sync::atomic::AtomicBool::new(false),
             last_write_back: Mutex::new(Instant::now()),
         })
     }
@@ -140,7 +144,7 @@ impl Replication {
 
     /// Whether this replica is loading its master's snapshot.
     pub(crate) fn loading(&self) -> bool {
-        self.inner.lock().link.as_ref().is_some_and(|l| l.status().syncing)
+        self.loading.load(Ordering::Relaxed)
     }
 
     /// `REPLICAOF host port`: follows that master (dropping what this
