@@ -152,6 +152,45 @@ fn full_sync(master: &Db, feed: &Feed, replica: &Db) -> u64 {
     replica.load_from_master("m", start, &mut next).unwrap()
 }
 
+/// Invariant: a load cut short (the link fails after two chunks) leaves a
+/// store marked as loading, which reopens as a follower that must load
+/// again, and refuses writes meanwhile; loading again gives the master's
+/// keys.
+#[test]
+fn a_load_cut_short_loads_again_after_a_restart() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = Db::open(a.path()).unwrap();
+    let feed = master.start_feed(0, 1 << 30);
+    let mut rng = Rng(0xabc);
+    for _ in 0..3000 {
+        random_change(&master, &mut rng);
+    }
+    master.flush().unwrap();
+    let replica = Db::open(b.path()).unwrap();
+    replica.setbit(b"own", 3, true).unwrap();
+    replica.follow();
+    let mut snapshot = master.snapshot().unwrap();
+    let start = snapshot.offset();
+    let mut sent = 0;
+    let mut next = || -> bitsled::Result<SyncItem> {
+        sent += 1;
+        if sent > 2 {
+            return Err(Error::Io(std::io::Error::other("the link broke")));
+        }
+        Ok(SyncItem::Chunk(snapshot.next_chunk(4 << 10)?.expect("more than two chunks")))
+    };
+    assert!(replica.load_from_master("m", start, &mut next).is_err());
+    drop(replica);
+    let replica = Db::open(b.path()).unwrap();
+    assert!(replica.is_following());
+    assert!(replica.follower_state().unwrap().unwrap().loading);
+    assert!(matches!(replica.setbit(b"x", 1, true), Err(Error::ReadOnlyReplica)));
+    let mut at = full_sync(&master, &feed, &replica);
+    catch_up(&feed, &replica, &mut at);
+    assert!(!replica.follower_state().unwrap().unwrap().loading);
+    same(&contents(&replica), &contents(&master), 0);
+}
+
 /// Invariant: after each apply, the follower holds exactly the master's
 /// keys and values (both databases), whatever the master did: write-backs
 /// with delta records and folds, reclamation, flushed databases, expiry.
