@@ -472,16 +472,7 @@ impl Engine {
     /// Rebuilds the in-memory state from the store, as opening it would
     /// (without folding: a follower writes nothing of its own).
     fn reload(&self, ex: &Exclusive<'_>) -> Result<()> {
-        let catalog = match self.store.get(&layout::catalog_key())? {
-            Some(b) => Catalog::decode(&b)?,
-            None => {
-                return Err(Error::Corrupted {
-                    key: "<catalog>".into(),
-                    page: None,
-                    reason: "the keyspace catalog is missing".into(),
-                })
-            }
-        };
+        let catalog = super::writeback::read_catalog(&*self.store)?;
         if catalog.key_hash != self.metas.key_hash() {
             return Err(Error::InvalidArgument(
                 "the master hashes keys by another scheme than this store; copy the master with `bitsled compact` first".into(),

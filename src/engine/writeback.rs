@@ -124,16 +124,7 @@ pub(super) fn check_or_create(dir: &Path, store: &dyn Store, databases: u16) -> 
             })
         }
     }
-    let catalog = match store.get(&layout::catalog_key())? {
-        Some(b) => Catalog::decode(&b)?,
-        None => {
-            return Err(Error::Corrupted {
-                key: "<catalog>".into(),
-                page: None,
-                reason: "the keyspace catalog is missing".into(),
-            })
-        }
-    };
+    let catalog = read_catalog(store)?;
     // Every write-back carries its number; every flush records the number
     // it made durable in a side file. A store behind its side file lost
     // acknowledged writes (sled drops a damaged log's tail).
@@ -155,6 +146,21 @@ pub(super) fn check_or_create(dir: &Path, store: &dyn Store, databases: u16) -> 
         }
     }
     Ok(Opened { sequence, acked: acked.unwrap_or(0), catalog })
+}
+
+/// The store's keyspace catalog.
+///
+/// # Errors
+/// [`Error::Corrupted`] if it is missing or damaged; a store error.
+pub(super) fn read_catalog(store: &dyn Store) -> Result<Catalog> {
+    match store.get(&layout::catalog_key())? {
+        Some(b) => Catalog::decode(&b),
+        None => Err(Error::Corrupted {
+            key: "<catalog>".into(),
+            page: None,
+            reason: "the keyspace catalog is missing".into(),
+        }),
+    }
 }
 
 /// The sequence number in the side file, if there is one.

@@ -23,7 +23,7 @@ import statistics
 import subprocess
 import tempfile
 
-from loopback import wait_for
+from loopback import start_server
 
 # (row label, bitsled command, Redis command or None if the same)
 COMMANDS = [
@@ -42,14 +42,7 @@ COMMANDS = [
 
 
 def start(server, port, d):
-    if server == "redis":
-        args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                "--dir", d]
-    else:
-        args = [server, "--db", os.path.join(d, "db"), "serve", "--port", str(port)]
-    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for(port)
-    return p
+    return start_server(server, port, d)
 
 
 def cli(port, *args):

@@ -1,6 +1,8 @@
-"""What the benchmark scripts share: waiting for a server on a loopback
-port."""
+"""What the benchmark scripts share: starting a server on a loopback
+port and waiting for it."""
+import os
 import socket
+import subprocess
 import time
 
 
@@ -14,3 +16,17 @@ def wait_for(port, tries=400):
         except OSError:
             time.sleep(0.05)
     raise SystemExit(f"nothing listens on port {port}")
+
+
+def start_server(server, port, d):
+    """Starts redis-server (`server` == "redis", no persistence) or the
+    bitsled binary `server` on 127.0.0.1:port with its files in `d`;
+    returns the process once it accepts connections."""
+    if server == "redis":
+        args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--dir", d]
+    else:
+        args = [server, "--db", os.path.join(d, "db"), "serve", "--port", str(port)]
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(port)
+    return p

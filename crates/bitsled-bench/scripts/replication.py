@@ -30,21 +30,14 @@ import time
 import redis
 import signal
 
-from loopback import wait_for
+from loopback import start_server, wait_for
 
 KEY_BYTES = 125_000_000
 CHUNK = 1 << 20
 
 
-def start(kind, binary, port, d, master_port=None):
-    if kind == "redis":
-        args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                "--dir", d]
-    else:
-        args = [binary, "--db", os.path.join(d, "db"), "serve", "--port", str(port)]
-    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for(port)
-    return p
+def start(kind, binary, port, d):
+    return start_server("redis" if kind == "redis" else binary, port, d)
 
 
 def info(con):
