@@ -68,6 +68,10 @@ pub(crate) fn wait(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
     // Inside MULTI there is no waiting (as in Redis).
     let timeout = if timeout == 0 { None } else { Some(Duration::from_millis(timeout.unsigned_abs())) };
     let n = usize::try_from(n.max(0)).unwrap_or(usize::MAX);
+    // The writes made so far go into the feed, and are durable here.
+    if !repl.is_replica() && s.db.feed().is_some() {
+        s.db.flush().map_err(|e| Fail(super::error_text(&e).into_bytes()))?;
+    }
     let count = repl.wait(n, timeout).map_err(|e| Fail(e.into_bytes()))?;
     Ok(Reply::Integer(i64::try_from(count).unwrap_or(i64::MAX)))
 }

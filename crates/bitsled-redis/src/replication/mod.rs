@@ -350,10 +350,10 @@ impl Replication {
         self.acked.notify_all();
     }
 
-    /// `WAIT numreplicas timeout`: writes back what the server holds (so
-    /// it is in the feed), then waits until `n` replicas acknowledge the
-    /// feed's offset or `timeout` passes (`None`: no limit). Returns how
-    /// many did.
+    /// `WAIT numreplicas timeout`, once the caller has written back what
+    /// the server holds (so it is in the feed): waits until `n` replicas
+    /// acknowledge the feed's offset or `timeout` passes (`None`: no
+    /// limit). Returns how many did.
     pub(crate) fn wait(&self, n: usize, timeout: Option<Duration>) -> Result<usize, String> {
         if self.is_replica() {
             return Err("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if \
@@ -362,7 +362,6 @@ impl Replication {
                 .into());
         }
         let Some(feed) = self.db.feed() else { return Ok(0) };
-        self.db.flush().map_err(|e| crate::command::error_text(&e))?;
         let target = feed.offset();
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut inner = self.inner.lock();
