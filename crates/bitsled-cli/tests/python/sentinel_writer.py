@@ -1,7 +1,7 @@
 """An application writing through redis-py's Sentinel client while the
 master fails over: it asks the sentinels for master `mymaster`, sets bit
 i of key `sentinel:bits` for i = 0, 1, 2, ..., and every 20 writes runs
-`WAIT 2 200`. A write that fails (the master is gone, or a replica
+`WAIT 2 1000`. A write that fails (the master is gone, or a replica
 refuses it while it is still one) is retried until it succeeds, so every
 bit below the last one written was acknowledged by some master.
 
@@ -35,7 +35,7 @@ while time.time() < end:
             masters.append(port)
             switched = written
         written += 1
-        if written % 20 == 0 and master.execute_command("WAIT", 2, 200) >= 2:
+        if written % 20 == 0 and master.execute_command("WAIT", 2, 1000) >= 2:
             replicated = written
     except (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError, redis.ResponseError):
         time.sleep(0.05)
