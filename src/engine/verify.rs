@@ -6,6 +6,7 @@ use super::bucket::Bucket;
 use super::layout;
 use super::metas::bucket_end;
 use super::record::{self, Catalog, DbRecord, Kind};
+use super::store::Store;
 use super::stored::{Held, ScanError, StoredPage, StoredPages};
 use super::Engine;
 use crate::error::{Error, Result};
@@ -176,19 +177,20 @@ impl Engine {
     /// pending changes back first so the store is complete, and holds the
     /// write-back lock meanwhile so the store stays still.
     pub(crate) fn verify(&self) -> Result<VerifyReport> {
-        let f = self.flush_lock.lock();
-        // A follower's store holds its master's delta records, which only
-        // the master folds: the check of a complete store does not apply.
+        // A follower may not fold its master's delta records: it checks
+        // its store with the fold's writes laid over it (`follow.rs`).
         if self.follow.on() {
-            return Err(Error::InvalidArgument(
-                "this database follows a master, whose delta records it holds unfolded: verify the master, or a \
-                 copy of this directory promoted (stop_following) first"
-                    .into(),
-            ));
+            return self.verify_follower();
         }
+        let f = self.flush_lock.lock();
         self.write_back_locked(&f, super::metas::Fold::All)?;
+        self.check_store(&*self.store)
+    }
+
+    /// The checks of [`Engine::verify`], on `store` (complete: folded).
+    pub(super) fn check_store(&self, store: &dyn Store) -> Result<VerifyReport> {
         let mut report = VerifyReport::default();
-        match self.store.get(&layout::superblock_key())? {
+        match store.get(&layout::superblock_key())? {
             Some(b) => {
                 if let Err(e) = record::check_superblock(&b) {
                     report.problems.push(problem(None, None, e.to_string()));
@@ -196,7 +198,7 @@ impl Engine {
             }
             None => report.problems.push(problem(None, None, "superblock missing".into())),
         }
-        let catalog = if let Some(b) = self.store.get(&layout::catalog_key())? {
+        let catalog = if let Some(b) = store.get(&layout::catalog_key())? {
             Catalog::decode(&b).map_err(|e| report.problems.push(problem(None, None, e.to_string()))).ok()
         } else {
             report.problems.push(problem(None, None, "keyspace catalog missing".into()));
@@ -218,7 +220,7 @@ impl Engine {
             .collect();
         // The fold above wrote every bucket whole and retired every delta
         // record: one left would hold changes no bucket has.
-        for r in self.store.scan_prefix(&[layout::NS_DELTA]) {
+        for r in store.scan_prefix(&[layout::NS_DELTA]) {
             let (k, v) = r?;
             let reason = match layout::parse_delta_key(&k) {
                 Some((shard, seq, part)) => {
@@ -242,7 +244,7 @@ impl Engine {
         }
         // Likewise every page delta record: one left would hold bits no
         // page has.
-        for r in self.store.scan_prefix(&[layout::NS_PAGE_DELTA]) {
+        for r in store.scan_prefix(&[layout::NS_PAGE_DELTA]) {
             let (k, v) = r?;
             let reason = match layout::parse_page_delta_key(&k) {
                 Some((seq, part)) => match super::pagedelta::decode(&format!("{seq}/{part}"), &v) {
@@ -253,7 +255,7 @@ impl Engine {
             };
             report.problems.push(problem(None, None, reason));
         }
-        if self.store.scan_prefix(&[layout::NS_META_V1]).next().is_some() {
+        if store.scan_prefix(&[layout::NS_META_V1]).next().is_some() {
             report.problems.push(problem(None, None, "format 1 metadata records left after the upgrade".into()));
         }
         let live: HashMap<u32, usize> =
@@ -266,7 +268,7 @@ impl Engine {
         let mut last_end: HashMap<u32, u64> = HashMap::new();
         // Keyspaces with a damaged bucket: their counts cannot be checked.
         let mut damaged: HashSet<u32> = HashSet::new();
-        for r in self.store.scan_prefix(&[layout::NS_BUCKET]) {
+        for r in store.scan_prefix(&[layout::NS_BUCKET]) {
             let (k, v) = r?;
             let Some((ks, start)) = layout::parse_bucket_key(&k) else {
                 metadata_damaged = true;
@@ -348,7 +350,7 @@ impl Engine {
             }
         }
         reclaimable.extend(
-            self.store
+            store
                 .scan_prefix(&[layout::NS_RECLAIM])
                 .map(|r| r.map(|(k, _)| layout::parse_reclaim_key(&k)))
                 .collect::<Result<Vec<_>>>()?
@@ -358,7 +360,7 @@ impl Engine {
         let mut pages =
             PageCheck { by_id, reclaimable, unowned: BTreeMap::new(), last: None, failed_groups: HashSet::new() };
         let mut stopped = None;
-        for r in StoredPages::all(&*self.store) {
+        for r in StoredPages::all(store) {
             match r {
                 Ok(stored) => pages.page(&mut report, stored)?,
                 Err(ScanError::Store(e)) => {
@@ -393,7 +395,7 @@ impl Engine {
                     },
                     _ => 0,
                 };
-                for r in StoredPages::of_bitmap(&*self.store, id, from, u64::MAX) {
+                for r in StoredPages::of_bitmap(store, id, from, u64::MAX) {
                     match r {
                         Ok(stored) => pages.page(&mut report, stored)?,
                         Err(ScanError::Store(e)) => {

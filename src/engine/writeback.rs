@@ -250,7 +250,25 @@ impl Engine {
         if self.follow.on() {
             return Ok(());
         }
-        self.check_writable()?;
+        self.write_back_into(flush_lock, fold, None)
+    }
+
+    /// The writes a write-back folding as `fold` would make, captured and
+    /// not applied (a follower's `verify` lays them over its store). The
+    /// capture leaves the caches' marks as a write-back's capture does,
+    /// so the caller rebuilds the memory from the store afterwards.
+    pub(super) fn fold_writes(&self, flush_lock: &MutexGuard<'_, ()>, fold: Fold) -> Result<Vec<Write>> {
+        let mut out = Vec::new();
+        self.write_back_into(flush_lock, fold, Some(&mut out))?;
+        Ok(out)
+    }
+
+    /// [`Engine::write_back_locked`]; with `dry`, the batch goes there
+    /// instead of to the store, and nothing after the capture happens.
+    fn write_back_into(&self, flush_lock: &MutexGuard<'_, ()>, fold: Fold, dry: Option<&mut Vec<Write>>) -> Result<()> {
+        if dry.is_none() {
+            self.check_writable()?;
+        }
         // Before anything is captured: short of space, every change stays
         // in memory, as it was. With nothing to write, a flush succeeds
         // (the shortage, recorded, still refuses writes).
@@ -296,6 +314,9 @@ impl Engine {
             && journal.is_empty()
             && !catalog_changed
         {
+            if dry.is_some() {
+                return Ok(());
+            }
             return self.reclaim_step(flush_lock, RECLAIM_BUDGET).map(|_| ());
         }
         let pages = self.drop_dead_pages(pages, &dead, &building);
@@ -330,6 +351,10 @@ impl Engine {
         writes.extend(std::mem::take(&mut metas.deltas).into_iter().map(|(k, v)| (k, Some(v))));
         for (k, _, v) in &journal {
             writes.push((k.clone(), v.clone()));
+        }
+        if let Some(out) = dry {
+            *out = writes;
+            return Ok(());
         }
         let frame = self.frame_of(&writes);
         self.store.apply(writes).inspect_err(|e| self.poison(e))?;
