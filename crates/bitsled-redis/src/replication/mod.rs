@@ -155,7 +155,9 @@ impl Replication {
             if link.host == host && link.port == port {
                 return Ok("OK Already connected to specified master");
             }
+            // The old link applies nothing more before the new one loads.
             link.stop();
+            link.wait_stopped(Duration::from_secs(30));
         }
         // Replicas of this server sync again from the new history.
         for (_, r) in std::mem::take(&mut inner.replicas) {
