@@ -1,5 +1,6 @@
-//! Decodes arbitrary bytes as a metadata bucket, a keyspace catalog and
-//! metadata and page delta records:
+//! Decodes arbitrary bytes as a metadata bucket, a keyspace catalog,
+//! metadata and page delta records, a replication frame and a follower
+//! position:
 //! must never panic, and whatever decodes must round trip. See
 //! `bitsled::testing::check_record_decode`.
 #![no_main]

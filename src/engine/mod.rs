@@ -596,6 +596,13 @@ pub(crate) fn check_record_decode(data: &[u8]) {
                 .collect();
             assert_eq!(again, delta::in_record_order(&entries), "delta round trip");
         }
+        if let Ok((high, writes)) = crate::replication::decode_frame(bytes) {
+            let again = crate::replication::encode_frame(high, writes.iter());
+            assert_eq!(crate::replication::decode_frame(&again).expect("an encoded frame decodes"), (high, writes));
+        }
+        if let Ok(r) = record::FollowerRecord::decode(bytes) {
+            assert_eq!(record::FollowerRecord::decode(&r.encode()).expect("an encoded position decodes"), r);
+        }
         if let Ok(deltas) = pagedelta::decode("fuzz", bytes) {
             let again: Vec<pagedelta::PageDelta> = pagedelta::encode(&deltas)
                 .iter()
