@@ -14,7 +14,7 @@
 //! let (a, b) = (tempfile::tempdir()?, tempfile::tempdir()?);
 //! let master = bitsled::Db::open(a.path())?;
 //! let replica = bitsled::Db::open(b.path())?;
-//! let feed = master.start_feed(0, 1 << 20);
+//! let feed = master.start_feed(0, 1 << 20)?;
 //! master.setbit(b"k", 7, true)?;
 //!
 //! // Full sync: the snapshot, its end, then the frames after its offset.
@@ -338,7 +338,10 @@ impl Db {
     /// Starts keeping a change feed whose first frame starts at `offset`,
     /// keeping `backlog_bytes` of frames for replicas that reconnect (or
     /// returns the feed kept, with its backlog set).
-    pub fn start_feed(&self, offset: u64, backlog_bytes: usize) -> Arc<Feed> {
+    ///
+    /// # Errors
+    /// A store error (taking a bitmap id).
+    pub fn start_feed(&self, offset: u64, backlog_bytes: usize) -> Result<Arc<Feed>> {
         self.engine.start_feed(offset, backlog_bytes)
     }
 
@@ -378,6 +381,14 @@ impl Db {
     /// was not yet written back is dropped by the next load.
     pub fn follow(&self) {
         self.engine.follow_on();
+    }
+
+    /// Whether the store is loading a master's snapshot, or stopped while
+    /// it did ([`Db::load_from_master`] must then load again): it is not
+    /// consistent, and reads of it mean nothing.
+    #[must_use]
+    pub fn is_loading(&self) -> bool {
+        self.engine.follow_loading()
     }
 
     /// Whether this database follows a master.

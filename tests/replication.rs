@@ -152,43 +152,66 @@ fn full_sync(master: &Db, feed: &Feed, replica: &Db) -> u64 {
     replica.load_from_master("m", start, &mut next).unwrap()
 }
 
-/// Invariant: a load cut short (the link fails after two chunks) leaves a
-/// store marked as loading, which reopens as a follower that must load
-/// again, and refuses writes meanwhile; loading again gives the master's
-/// keys.
+/// Invariant: a load cut short (the link fails before the first chunk,
+/// or after two) leaves a store marked as loading, which reopens as a
+/// follower that must load again and refuses writes meanwhile; loading
+/// again gives the master's keys. The master was restarted before the
+/// sync, and the follower, promoted, gives its new values ids the master
+/// never used (the master's old values stay intact).
 #[test]
 fn a_load_cut_short_loads_again_after_a_restart() {
-    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let master = Db::open(a.path()).unwrap();
-    let feed = master.start_feed(0, 1 << 30);
-    let mut rng = Rng(0xabc);
-    for _ in 0..3000 {
-        random_change(&master, &mut rng);
-    }
-    master.flush().unwrap();
-    let replica = Db::open(b.path()).unwrap();
-    replica.setbit(b"own", 3, true).unwrap();
-    replica.follow();
-    let mut snapshot = master.snapshot().unwrap();
-    let start = snapshot.offset();
-    let mut sent = 0;
-    let mut next = || -> bitsled::Result<SyncItem> {
-        sent += 1;
-        if sent > 2 {
-            return Err(Error::Io(std::io::Error::other("the link broke")));
+    for cut in [0, 2] {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let master = Db::open(a.path()).unwrap();
+        // Paged values made first and never changed: they hold the
+        // lowest bitmap ids, which a promoted follower must not reuse.
+        for i in 0..100u64 {
+            master.set_bits(format!("live{i}").as_bytes(), &[i, (1 << 20) + i, (1 << 22) + i], true).unwrap();
         }
-        Ok(SyncItem::Chunk(snapshot.next_chunk(4 << 10)?.expect("more than two chunks")))
-    };
-    assert!(replica.load_from_master("m", start, &mut next).is_err());
-    drop(replica);
-    let replica = Db::open(b.path()).unwrap();
-    assert!(replica.is_following());
-    assert!(replica.follower_state().unwrap().unwrap().loading);
-    assert!(matches!(replica.setbit(b"x", 1, true), Err(Error::ReadOnlyReplica)));
-    let mut at = full_sync(&master, &feed, &replica);
-    catch_up(&feed, &replica, &mut at);
-    assert!(!replica.follower_state().unwrap().unwrap().loading);
-    same(&contents(&replica), &contents(&master), 0);
+        let mut rng = Rng(0xabc + cut);
+        for _ in 0..3000 {
+            random_change(&master, &mut rng);
+        }
+        drop(master);
+        let master = Db::open(a.path()).unwrap();
+        let feed = master.start_feed(0, 1 << 30).unwrap();
+        let replica = Db::open(b.path()).unwrap();
+        replica.setbit(b"own", 3, true).unwrap();
+        replica.flush().unwrap();
+        replica.follow();
+        let mut snapshot = master.snapshot().unwrap();
+        let start = snapshot.offset();
+        let mut sent = 0;
+        let mut next = || -> bitsled::Result<SyncItem> {
+            sent += 1;
+            if sent > cut {
+                return Err(Error::Io(std::io::Error::other("the link broke")));
+            }
+            Ok(SyncItem::Chunk(snapshot.next_chunk(4 << 10)?.expect("more than two chunks")))
+        };
+        assert!(replica.load_from_master("m", start, &mut next).is_err());
+        assert!(replica.is_loading());
+        drop(replica);
+        let replica = Db::open(b.path()).unwrap();
+        assert!(replica.is_following() && replica.is_loading(), "cut after {cut}");
+        assert!(replica.follower_state().unwrap().unwrap().loading);
+        assert!(matches!(replica.setbit(b"x", 1, true), Err(Error::ReadOnlyReplica)));
+        let mut at = full_sync(&master, &feed, &replica);
+        catch_up(&feed, &replica, &mut at);
+        assert!(!replica.is_loading() && !replica.follower_state().unwrap().unwrap().loading);
+        let expected = contents(&master);
+        same(&contents(&replica), &expected, 0);
+        replica.stop_following().unwrap();
+        for i in 0..60 {
+            let name = format!("new{i}");
+            replica.setbit(name.as_bytes(), 1 << 18, true).unwrap();
+            replica.bitop(BitOp::Or, format!("copy{i}").as_bytes(), &[&key(i), name.as_bytes()]).unwrap();
+        }
+        replica.flush().unwrap();
+        let mut after = contents(&replica);
+        after.retain(|(_, k), _| !k.starts_with(b"new") && !k.starts_with(b"copy"));
+        same(&after, &expected, 1);
+    }
 }
 
 /// Invariant: after each apply, the follower holds exactly the master's
@@ -202,7 +225,7 @@ fn a_load_cut_short_loads_again_after_a_restart() {
 fn a_follower_holds_the_masters_keys() {
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let master = Db::open(dirs[0].path()).unwrap();
-    let feed = master.start_feed(0, 1 << 30);
+    let feed = master.start_feed(0, 1 << 30).unwrap();
     let mut replica = Db::open(dirs[1].path()).unwrap();
     let mut rng = Rng(0x5eed);
     for _ in 0..200 {
@@ -305,4 +328,32 @@ fn a_follower_holds_the_masters_keys() {
     let mut after = contents(&replica);
     after.retain(|(_, k), _| !k.starts_with(b"new"));
     same(&after, &expected, 102);
+}
+
+/// Invariant: a follower promoted before it ever restarted gives its new
+/// values bitmap ids its master never used, even when the master was
+/// restarted and made no new value since (so no frame carried its ids):
+/// the master's values stay intact.
+#[test]
+fn a_promoted_follower_takes_fresh_ids() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = Db::open(a.path()).unwrap();
+    // Values of three pages each: paged, so each takes a bitmap id.
+    for i in 0..100u64 {
+        master.set_bits(format!("live{i}").as_bytes(), &[i, (1 << 20) + i, (1 << 22) + i], true).unwrap();
+    }
+    drop(master);
+    let master = Db::open(a.path()).unwrap();
+    let feed = master.start_feed(0, 1 << 30).unwrap();
+    let replica = Db::open(b.path()).unwrap();
+    full_sync(&master, &feed, &replica);
+    let expected = contents(&master);
+    replica.stop_following().unwrap();
+    for i in 0..100u64 {
+        replica.set_bits(format!("new{i}").as_bytes(), &[(1 << 20) + i, (1 << 21) + i, (1 << 22) + i], true).unwrap();
+    }
+    replica.flush().unwrap();
+    let mut after = contents(&replica);
+    after.retain(|(_, k), _| !k.starts_with(b"new"));
+    same(&after, &expected, 0);
 }

@@ -48,6 +48,9 @@ pub(crate) struct Follow {
     /// The highest bitmap id this engine has handed out or seen in a
     /// master's frames.
     ids_high: AtomicU64,
+    /// The store is loading a master's snapshot, or stopped while it did:
+    /// it is not consistent, and nothing should be read from it.
+    loading: AtomicBool,
 }
 
 impl Follow {
@@ -62,12 +65,19 @@ impl Follow {
             feed_on: AtomicBool::new(false),
             id_floor: AtomicU64::new(floor),
             ids_high: AtomicU64::new(floor),
+            loading: AtomicBool::new(record.is_some_and(|r| r.state == FOLLOW_LOADING)),
         }
     }
 
     /// Whether the engine follows a master.
     pub(crate) fn on(&self) -> bool {
         self.on.load(Ordering::SeqCst)
+    }
+
+    /// Whether the store is loading a master's snapshot (or stopped while
+    /// it did).
+    pub(crate) fn loading(&self) -> bool {
+        self.loading.load(Ordering::Relaxed)
     }
 
     /// Held by a read transaction while following.
@@ -188,13 +198,16 @@ impl Engine {
 
     /// Starts keeping a change feed whose next frame starts at `offset`
     /// (or returns the one kept, with its backlog set to `backlog_bytes`).
-    pub(crate) fn start_feed(&self, offset: u64, backlog_bytes: usize) -> Arc<Feed> {
+    pub(crate) fn start_feed(&self, offset: u64, backlog_bytes: usize) -> Result<Arc<Feed>> {
         let _f = self.flush_lock.lock();
+        // Frames and snapshots carry the highest id handed out: one taken
+        // now is above every id of the store, also those of earlier runs.
+        self.new_id()?;
         let mut feed = self.follow.feed.lock();
         let f = feed.get_or_insert_with(|| Arc::new(Feed::new(offset, backlog_bytes)));
         f.set_backlog_bytes(backlog_bytes);
         self.follow.feed_on.store(true, Ordering::SeqCst);
-        Arc::clone(f)
+        Ok(Arc::clone(f))
     }
 
     /// The change feed, if one is kept.
@@ -235,6 +248,11 @@ impl Engine {
     /// [`Error::Corrupted`] for a damaged record; a store error.
     pub(crate) fn follower_record(&self) -> Result<Option<FollowerRecord>> {
         self.store.get(&layout::follower_key())?.map(|b| FollowerRecord::decode(&b)).transpose()
+    }
+
+    /// Whether the store is loading a master's snapshot.
+    pub(crate) fn follow_loading(&self) -> bool {
+        self.follow.loading()
     }
 
     /// Whether this engine follows a master.
@@ -341,7 +359,17 @@ impl Engine {
         let frame = self.frame_of(&writes);
         self.store.apply(writes).inspect_err(|e| self.poison(e))?;
         self.publish(frame);
-        self.absorb(&ex, touched)
+        // Should the memory not follow the batch, it is rebuilt whole; if
+        // that fails too, the engine is poisoned: its memory no longer
+        // matches its store.
+        if self.absorb(&ex, touched).is_err() {
+            self.reload(&ex).inspect_err(|e| self.poison(e))?;
+        }
+        if self.durability() == crate::Durability::Always {
+            self.store.sync()?;
+            self.record_side_sequence()?;
+        }
+        Ok(())
     }
 
     /// Brings the in-memory state in line with a batch just applied to
@@ -409,14 +437,22 @@ impl Engine {
             return Err(Error::InvalidArgument("not following a master".into()));
         }
         let ex = self.exclusive();
-        // A crash from here leaves a store that is not yet consistent: its
-        // side file must not claim more than it will hold.
-        self.reset_side_sequence()?;
-        self.wipe()?;
-        self.clear_memory();
+        // From here the store is not consistent until the load ends: the
+        // record says so first (a restart loads again, and nothing reads
+        // it meanwhile), and the side file must not claim more than it
+        // will hold.
+        self.follow.loading.store(true, Ordering::SeqCst);
         let mut at = offset;
         let mut consistent_at = None;
         self.store.apply(vec![self.record_write(replid, at, FOLLOW_LOADING)])?;
+        self.store.sync()?;
+        self.reset_side_sequence()?;
+        self.wipe()?;
+        // The emptied store holds no write-back number: a flush must not
+        // record the old one in the side file.
+        self.sequence.store(0, Ordering::SeqCst);
+        self.journal.clear();
+        self.clear_memory();
         while consistent_at.is_none_or(|c| at < c) {
             let (writes, high) = match next()? {
                 SyncItem::Chunk(chunk) => {
@@ -444,10 +480,12 @@ impl Engine {
             writes.push(self.record_write(replid, at, FOLLOW_LOADING));
             self.store.apply(writes).inspect_err(|e| self.poison(e))?;
         }
-        self.store.apply(vec![self.record_write(replid, at, FOLLOW_CONSISTENT)])?;
         self.store.sync()?;
         self.reload(&ex)?;
+        self.store.apply(vec![self.record_write(replid, at, FOLLOW_CONSISTENT)])?;
+        self.store.sync()?;
         self.record_side_sequence()?;
+        self.follow.loading.store(false, Ordering::SeqCst);
         Ok(at)
     }
 
@@ -468,12 +506,17 @@ impl Engine {
         report
     }
 
-    /// Removes every record of the store.
+    /// Removes every record of the store but the superblock, the catalog
+    /// (both overwritten by the master's) and the follower position (which
+    /// says the store is loading): the store stays one that opens, as a
+    /// follower that must load again.
     fn wipe(&self) -> Result<()> {
+        let keep = [layout::superblock_key(), layout::catalog_key(), layout::follower_key()];
         loop {
             let keys: Vec<Write> = self
                 .store
                 .scan_prefix(&[])
+                .filter(|r| r.as_ref().map_or(true, |(k, _)| !keep.iter().any(|kept| kept[..] == k[..])))
                 .take(WIPE_BATCH)
                 .map(|r| r.map(|(k, _)| (k.to_vec(), None)))
                 .collect::<Result<_>>()?;

@@ -37,6 +37,11 @@ impl Journal {
         self.entries.lock().insert(key, (seq, value));
     }
 
+    /// Drops every waiting record (a follower's store was replaced).
+    pub(crate) fn clear(&self) {
+        self.entries.lock().clear();
+    }
+
     /// Whether a record for `key` waits for the next write-back.
     pub(crate) fn contains(&self, key: &[u8]) -> bool {
         self.entries.lock().contains_key(key)

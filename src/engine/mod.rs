@@ -236,8 +236,12 @@ impl Engine {
         });
         // Before anything reads a stored bucket: delta records may hold
         // newer metadata than the buckets.
-        engine.replay_deltas()?;
-        engine.replay_page_deltas()?;
+        // A store that stopped while loading a master's snapshot holds a
+        // part of it: nothing in it is replayed; it loads again.
+        if !engine.follow.loading() {
+            engine.replay_deltas()?;
+            engine.replay_page_deltas()?;
+        }
         engine.reclaim_at_open()?;
         // Keys that expired while the database was closed are invisible
         // already; the background sweeper deletes them (`expiry.rs`).

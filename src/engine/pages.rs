@@ -499,11 +499,11 @@ impl PageCache {
     /// under them; it writes nothing of its own).
     pub(crate) fn clear_all(&self) {
         self.flat.clear_all();
-        let mut dirty = self.dirty.lock();
+        // One lock at a time: a writer takes a shard, then the dirty index.
         for shard in &*self.shards {
             shard.lock().clear();
         }
-        dirty.clear();
+        self.dirty.lock().clear();
         self.epoch.fetch_add(1, Ordering::SeqCst);
         for counter in [&self.bytes, &self.dirty_bytes, &self.dirty_pages, &self.logged_bytes, &self.logged_pages] {
             counter.store(0, Ordering::Relaxed);

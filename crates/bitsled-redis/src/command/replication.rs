@@ -65,8 +65,15 @@ pub(crate) fn wait(s: &mut Session, a: &[Vec<u8>]) -> CmdResult {
         return Err(Fail::new("ERR timeout is negative"));
     }
     let repl = std::sync::Arc::clone(server(s)?.replication());
-    // Inside MULTI there is no waiting (as in Redis).
-    let timeout = if timeout == 0 { None } else { Some(Duration::from_millis(timeout.unsigned_abs())) };
+    // Inside EXEC there is no waiting (as in Redis): EXEC holds every
+    // other client off meanwhile.
+    let timeout = if s.executing {
+        Some(Duration::ZERO)
+    } else if timeout == 0 {
+        None
+    } else {
+        Some(Duration::from_millis(timeout.unsigned_abs()))
+    };
     let n = usize::try_from(n.max(0)).unwrap_or(usize::MAX);
     // The writes made so far go into the feed, and are durable here.
     if !repl.is_replica() && s.db.feed().is_some() {

@@ -118,6 +118,9 @@ pub struct Session {
     /// What a replica said of itself with REPLCONF: the port it listens
     /// on, and whether it is a bitsled replica (`capa bitsled`).
     pub(crate) replconf: (Option<u16>, bool),
+    /// EXEC is running this session's queue (WAIT then does not wait:
+    /// EXEC holds every other client off).
+    pub(crate) executing: bool,
 }
 
 impl Drop for Session {
@@ -162,6 +165,7 @@ impl Session {
             caching: None,
             importing: None,
             replconf: (None, false),
+            executing: false,
         }
     }
 

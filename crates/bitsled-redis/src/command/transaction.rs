@@ -65,9 +65,11 @@ pub(crate) fn exec(s: &mut Session, _a: &[Vec<u8>], commands: &dyn Commands) -> 
         return Ok(Reply::NilArray);
     }
     let mut replies = Vec::with_capacity(m.queue.len());
+    s.executing = true;
     for args in &m.queue {
         // Checked when queued; resolved again to run.
         replies.push(commands.run_queued(s, args));
     }
+    s.executing = false;
     Ok(Reply::Array(replies))
 }

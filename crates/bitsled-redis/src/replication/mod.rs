@@ -38,9 +38,6 @@ pub struct Replication {
     inner: Mutex<Inner>,
     /// Signalled when a replica acknowledges an offset (WAIT).
     acked: Condvar,
-    /// This replica is loading its master's snapshot (read by every
-    /// command, so kept apart from the mutex).
-    loading: std::sync::atomic::AtomicBool,
     /// When the streams to replicas last wrote back (see
     /// [`Replication::write_back_if_due`]).
     last_write_back: Mutex<Instant>,
@@ -104,7 +101,6 @@ impl Replication {
             backlog_bytes: AtomicUsize::new(backlog_bytes),
             inner: Mutex::new(Inner { replid: new_replid(), base: 0, link: None, replicas: BTreeMap::new() }),
             acked: Condvar::new(),
-            loading: std::sync::atomic::AtomicBool::new(false),
             last_write_back: Mutex::new(Instant::now()),
         })
     }
@@ -144,7 +140,7 @@ impl Replication {
 
     /// Whether this replica is loading its master's snapshot.
     pub(crate) fn loading(&self) -> bool {
-        self.loading.load(Ordering::Relaxed)
+        self.db.is_loading()
     }
 
     /// `REPLICAOF host port`: follows that master (dropping what this
@@ -163,6 +159,7 @@ impl Replication {
         for (_, r) in std::mem::take(&mut inner.replicas) {
             let _ = r.stream.shutdown(Shutdown::Both);
         }
+        self.db.stop_feed();
         self.db.follow();
         let link = replica::Link::new(host, port);
         inner.link = Some(Arc::clone(&link));
@@ -299,7 +296,10 @@ impl Replication {
         if inner.link.is_some() {
             return Err("ERR this bitsled server is a replica: replicas are served by a master only".into());
         }
-        let feed = self.db.start_feed(inner.base, self.backlog_bytes.load(Ordering::Relaxed));
+        let feed = self
+            .db
+            .start_feed(inner.base, self.backlog_bytes.load(Ordering::Relaxed))
+            .map_err(|e| format!("ERR {e}"))?;
         let from = offset.filter(|&o| replid == inner.replid.as_bytes() && feed.can_continue(o));
         let writer = stream.try_clone().map_err(|e| format!("ERR {e}"))?;
         inner.replicas.insert(id, Follower { addr, port, ack: 0, online: false, last_ack: Instant::now(), stream });

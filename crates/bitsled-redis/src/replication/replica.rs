@@ -193,12 +193,9 @@ fn session(repl: &Replication, link: &Link) -> Result<(), String> {
             let start: u64 = start.parse().map_err(|_| format!("bad FULLRESYNC line {line:?}"))?;
             let id = (*id).to_string();
             link.set(|s| s.syncing = true);
-            repl.loading.store(true, Ordering::Relaxed);
             let started = Instant::now();
             let mut next = || next_item(&mut reader);
-            let loaded = repl.db.load_from_master(&id, start, &mut next);
-            repl.loading.store(false, Ordering::Relaxed);
-            let at = loaded.map_err(|e| format!("full sync: {e}"))?;
+            let at = repl.db.load_from_master(&id, start, &mut next).map_err(|e| format!("full sync: {e}"))?;
             eprintln!(
                 "bitsled serve: full sync from {}:{} done in {:.1} s (offset {at})",
                 link.host,
