@@ -181,8 +181,7 @@ impl Engine {
             return None;
         }
         let local = layout::follower_key();
-        let shared: Vec<&Write> = writes.iter().filter(|(k, _)| *k != local).collect();
-        Some(encode_frame(self.follow.ids_high.load(Ordering::SeqCst), shared.into_iter()))
+        Some(encode_frame(self.follow.ids_high.load(Ordering::SeqCst), writes.iter().filter(|(k, _)| *k != local)))
     }
 
     /// Publishes a batch's frame (see [`Engine::frame_of`]). Called with the
@@ -568,9 +567,10 @@ impl<'s> Overlay<'s> {
         Overlay { base, over: writes.into_iter().collect() }
     }
 
-    /// The overlay's writes with keys in `range`, then merged with `base`.
-    fn merged(&self, base: Scan, range: impl std::ops::RangeBounds<Vec<u8>>) -> Scan {
-        let over: Vec<Write> = self.over.range(range).map(|(k, v)| (k.clone(), v.clone())).collect();
+    /// `base` merged with the overlay's writes `over` (in key order, the
+    /// keys `base` covers).
+    fn merged<'o>(base: Scan, over: impl Iterator<Item = (&'o Vec<u8>, &'o Option<Vec<u8>>)>) -> Scan {
+        let over: Vec<Write> = over.map(|(k, v)| (k.clone(), v.clone())).collect();
         Box::new(Merge { base: base.peekable(), over: over.into_iter().peekable() })
     }
 }
@@ -614,18 +614,12 @@ impl Store for Overlay<'_> {
     }
 
     fn scan(&self, from: &[u8], to: &[u8]) -> Scan {
-        self.merged(self.base.scan(from, to), from.to_vec()..=to.to_vec())
+        Overlay::merged(self.base.scan(from, to), self.over.range(from.to_vec()..=to.to_vec()))
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> Scan {
-        let from = prefix.to_vec();
-        let within: Vec<Write> = self
-            .over
-            .range(from..)
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        Box::new(Merge { base: self.base.scan_prefix(prefix).peekable(), over: within.into_iter().peekable() })
+        let within = self.over.range(prefix.to_vec()..).take_while(|(k, _)| k.starts_with(prefix));
+        Overlay::merged(self.base.scan_prefix(prefix), within)
     }
 
     fn last_at_or_before(&self, key: &[u8]) -> Result<Option<(Bytes, Bytes)>> {

@@ -207,13 +207,13 @@ impl Session {
         if self.host.as_ref().is_some_and(|h| h.replication().loading()) && !spec.flags.contains(Flags::LOADING) {
             return Some(self.refuse("LOADING Redis is loading the dataset in memory"));
         }
+        if !self.db.is_following() {
+            return None;
+        }
         let exec = spec.name == "exec";
         let write = spec.is_write()
             || (exec && self.multi.as_ref().is_some_and(|m| m.queue.iter().any(|args| queued_writes(args))));
-        if !write || !self.db.is_following() {
-            return None;
-        }
-        Some(self.refuse_before_running(exec, super::READONLY_REPLICA.into()))
+        write.then(|| self.refuse_before_running(exec, super::READONLY_REPLICA.into()))
     }
 }
 

@@ -221,16 +221,17 @@ impl Replication {
         let inner = self.inner.lock();
         let mut out = String::from("# Replication\r\n");
         let feed = self.db.feed();
-        let offset = match &inner.link {
-            Some(link) => link.status().offset,
-            None => feed.as_ref().map_or(inner.base, |f| f.offset()),
+        // A replica's link status, read once.
+        let link = inner.link.as_ref().map(|l| (l, l.status()));
+        let (offset, replid) = match &link {
+            Some((_, s)) => (s.offset, s.replid.clone()),
+            None => (feed.as_ref().map_or(inner.base, |f| f.offset()), inner.replid.clone()),
         };
-        match &inner.link {
+        match &link {
             None => {
                 let _ = write!(out, "role:master\r\n");
             }
-            Some(link) => {
-                let s = link.status();
+            Some((link, s)) => {
                 let _ = write!(
                     out,
                     "role:slave\r\nmaster_host:{}\r\nmaster_port:{}\r\nmaster_link_status:{}\r\n\
@@ -262,10 +263,6 @@ impl Replication {
                 r.last_ack.elapsed().as_secs()
             );
         }
-        let replid = match &inner.link {
-            Some(link) => link.status().replid,
-            None => inner.replid.clone(),
-        };
         let (first, histlen) = feed.as_ref().map_or((0, 0), |f| f.backlog());
         let _ = write!(
             out,
