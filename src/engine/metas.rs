@@ -178,10 +178,21 @@ pub(crate) enum Fold {
 /// at most about as many bytes as the deltas it retires.
 const FOLD_FLOOR: usize = 64 << 10;
 
-/// Bytes of buckets one write-back folds at most (beyond [`Fold::All`] and
-/// [`Fold::Shard`]): shards that are due wait for the next write-back, so
-/// a batch, and what sled holds of it, stays bounded.
-pub(super) const FOLD_BATCH: usize = 32 << 20;
+/// Bytes of buckets one write-back folds at most (beyond [`Fold::All`],
+/// [`Fold::Shard`] and the shards under pressure): shards that are due
+/// wait for the next write-back, which the capture asks for at once
+/// ([`MetaCapture::folds_waiting`]). sled holds every leaf a batch touches
+/// until the batch ends, and keys hash evenly over the shards, so their
+/// folds fall due together: one batch folding them all left a step of
+/// ~10 bytes of heap per byte of buckets written.
+pub(super) const FOLD_BATCH: usize = 4 << 20;
+
+/// Bytes below their budget that a fold under pressure brings the pinned
+/// buckets to. sled holds every leaf a batch touches until the batch
+/// ends, so a fold of many shards at once leaves a step in resident
+/// memory; a small margin spreads the relief over the write-backs that
+/// the pressure calls for anyway.
+const PRESSURE_MARGIN: usize = 4 << 20;
 
 /// The metadata part of a write-back, captured with writers excluded.
 #[derive(Default)]
@@ -193,6 +204,9 @@ pub(crate) struct MetaCapture {
     pub(crate) folds: Vec<DirtyBucket>,
     /// Delta records the folds retire, to delete.
     pub(crate) retired: Vec<Vec<u8>>,
+    /// Shards were due to fold and wait for a later write-back, this one's
+    /// batch being full.
+    pub(crate) folds_waiting: bool,
 }
 
 /// One dirty bucket captured by a write-back.
@@ -320,7 +334,7 @@ impl MetaCache {
     pub(crate) fn cut(&self, seq: u64, fold: Fold, pinned_limit: usize) -> MetaCapture {
         let pressured = match fold {
             Fold::Auto if self.pinned_bytes() > pinned_limit => {
-                self.shards_to_relieve(pinned_limit.saturating_sub(FOLD_BATCH.min(pinned_limit / 4)))
+                self.shards_to_relieve(pinned_limit.saturating_sub(PRESSURE_MARGIN.min(pinned_limit / 4)))
             }
             _ => Vec::new(),
         };
@@ -336,7 +350,12 @@ impl MetaCache {
             let folds = match fold {
                 Fold::All => true,
                 Fold::Shard(s) => s == i,
-                Fold::Auto => pressured.contains(&i) || (folded < FOLD_BATCH && shard.fold_due()),
+                Fold::Auto if pressured.contains(&i) => true,
+                Fold::Auto if shard.fold_due() => {
+                    out.folds_waiting |= folded >= FOLD_BATCH;
+                    folded < FOLD_BATCH
+                }
+                Fold::Auto => false,
             };
             shard.bloom_bits.cut(folds);
             if !folds {
@@ -815,5 +834,41 @@ mod tests {
         cache.drain(2, &mut second);
         let want: BTreeMap<Vec<u8>, Option<Meta>> = [(touched[0].clone(), Some(m2))].into_iter().collect();
         assert_eq!(delta_entries(&second), want, "the later change, in the next write-back");
+    }
+
+    /// Invariant: when every shard falls due at once, one write-back folds
+    /// shards only up to [`FOLD_BATCH`] bytes of buckets (the last one may
+    /// pass it) and says that folds wait; the next write-back folds the
+    /// rest and says none wait.
+    #[test]
+    fn due_folds_are_spread_over_write_backs() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path(), 1 << 20).unwrap();
+        let cache = MetaCache::new(1 << 30);
+        let meta = Meta::paged(Kind::String, 5, 100, 3, 0);
+        for shard in 0..SHARDS {
+            set(&cache, &store, &names_of(shard, 1)[0], &meta);
+        }
+        let mut first = cache.cut(1, Fold::Auto, usize::MAX);
+        cache.drain(1, &mut first);
+        assert!(first.folds.is_empty() && !first.folds_waiting, "nothing is due yet");
+        // Every shard due, each holding a sixteenth of a batch.
+        let share = FOLD_BATCH / 16;
+        for shard in 0..SHARDS {
+            set(&cache, &store, &names_of(shard, 1)[0], &meta);
+            let mut s = cache.shards[shard].lock();
+            (s.unfolded_bytes, s.delta_bytes) = (share, share.max(FOLD_FLOOR));
+        }
+        let folded =
+            |c: &MetaCapture| c.folds.iter().map(|b| shard_of(b.start)).collect::<std::collections::BTreeSet<_>>();
+        let mut second = cache.cut(2, Fold::Auto, usize::MAX);
+        cache.drain(2, &mut second);
+        assert_eq!(folded(&second).len(), 16, "a batch's worth of shards");
+        assert!(second.folds_waiting, "the others wait");
+        let mut third = cache.cut(3, Fold::Auto, usize::MAX);
+        cache.drain(3, &mut third);
+        assert!(folded(&second).is_disjoint(&folded(&third)));
+        assert_eq!(folded(&third).len(), SHARDS - 16, "the rest, now small, in one batch");
+        assert!(!third.folds_waiting);
     }
 }

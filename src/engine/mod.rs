@@ -170,11 +170,17 @@ pub(crate) struct Engine {
     flusher: Mutex<Option<JoinHandle<()>>>,
 }
 
+/// The bytes of buckets an ordinary write-back is counted as folding when
+/// the disk's room is checked: its fold batch ([`metas::FOLD_BATCH`]) and
+/// a fold under pressure, which relieves whatever passed the budget, with
+/// room to spare.
+const AUTO_FOLD_ESTIMATE: usize = 64 << 20;
+
 /// Requests to the background thread.
 #[derive(Default)]
 struct Signal {
     stop: bool,
-    /// The dirty budget is exceeded: write back now.
+    /// The dirty budget is exceeded, or folds wait: write back now.
     kick: bool,
 }
 
@@ -324,14 +330,14 @@ impl Engine {
     /// memory now, folding as `fold` says, `extra` bytes more, and the
     /// reserve (see `space.rs`). The estimate counts the dirty pages and
     /// the pinned metadata a fold may write whole (an ordinary write-back
-    /// folds at most about twice its fold batch; delta records are smaller
-    /// than the buckets they change), three times over for the growth of
+    /// is counted as folding up to [`AUTO_FOLD_ESTIMATE`]; delta records
+    /// are smaller than the buckets they change), three times over for the growth of
     /// sled's log, and the logged pages a page fold writes whole, once;
     /// the reserve is for what this does not see.
     fn check_space(&self, fold: Fold, extra: u64) -> Result<()> {
         let pinned = self.metas.pinned_bytes();
         let metadata = match fold {
-            Fold::Auto => pinned.min(2 * metas::FOLD_BATCH),
+            Fold::Auto => pinned.min(AUTO_FOLD_ESTIMATE),
             Fold::All | Fold::Shard(_) => pinned,
         };
         let changed = u64::try_from(self.pages.dirty_bytes().saturating_add(metadata)).unwrap_or(u64::MAX);
@@ -415,14 +421,19 @@ impl Engine {
                 r => r?,
             }
         } else if over || (background && records > DIRTY_RECORDS) {
-            let mut s = self.signal.0.lock();
-            if !s.kick {
-                s.kick = true;
-                self.signal.1.notify_all();
-            }
+            self.kick_background();
         }
         self.balance_caches();
         Ok(())
+    }
+
+    /// Asks the background thread (if there is one) for a write-back now.
+    pub(super) fn kick_background(&self) {
+        let mut s = self.signal.0.lock();
+        if !s.kick {
+            s.kick = true;
+            self.signal.1.notify_all();
+        }
     }
 
     /// The bytes pinned metadata buckets (changed since their last fold) may

@@ -372,6 +372,9 @@ impl Engine {
         self.pages.mark_clean(&plan.logged, true, false);
         self.pages.mark_clean(&plan.unchanged, false, false);
         self.metas.mark_folded(metas.folds);
+        if metas.folds_waiting {
+            self.kick_background();
+        }
         self.journal.mark_clean(&journal);
         self.reclaim_step(flush_lock, RECLAIM_BUDGET).inspect_err(|e| self.poison(e))?;
         self.balance_caches();
