@@ -6,10 +6,13 @@
 //! write-back writes the bits that differ from the version the store and
 //! the earlier delta records already give (their XOR) instead of the page.
 //! A logged page stays in the cache (it cannot be evicted: the store alone
-//! would give an old version) until a *page fold* writes every logged page
-//! whole and deletes every page delta record, in one batch. At open, the
-//! records are replayed in write-back order onto the stored pages and
-//! folded (see DESIGN.md, section 5, "Page deltas").
+//! would give an old version) until a *page fold* writes it whole. A fold
+//! is spread over write-backs: each writes some of the pages that were
+//! logged when the fold began, and records a *reset* of each in its own
+//! delta record; the last one deletes the records written before the fold
+//! began. Replay applies, for each page, only the flips recorded after its
+//! last reset, onto the stored page (see DESIGN.md, section 5, "Page
+//! deltas").
 //!
 //! The record (key `0x09 | write-back number | part`, see `layout.rs`):
 //!
@@ -18,12 +21,15 @@
 //!  | ver | entries | entry ... | crc32 |
 //! ```
 //!
-//! - 1 byte: version, 1.
+//! - 1 byte: version, 2 (version 1, written by format 10 and earlier, has
+//!   no resets).
 //! - 4 bytes: number of entries (u32 LE), at least 1.
 //! - the entries, each: varint bitmap id; varint page number; varint, how
-//!   many bits changed (1 to 32,768); the first changed bit's position in
-//!   the page, then each next one's distance from the one before less 1
-//!   (positions strictly rise and stay below 32,768), as varints.
+//!   many bits changed (0 to 32,768; 0, in version 2 only, is a reset: the
+//!   store holds the page whole as of this write-back); the first changed
+//!   bit's position in the page, then each next one's distance from the
+//!   one before less 1 (positions strictly rise and stay below 32,768), as
+//!   varints.
 //! - 4 bytes: CRC-32 of everything before.
 //!
 //! Replaying an entry flips its bits in the page; one page appears at most
@@ -38,19 +44,24 @@ use crate::geometry::PAGE_BITS;
 use crate::le::read_u32;
 use crate::varint;
 
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
+/// The version of format 10 and earlier: no resets.
+const VERSION_1: u8 = 1;
 const HEADER: usize = 5;
 /// Bytes of entries after which a record is closed and the next part begun:
 /// records stay far below the size sled moves to blob files.
 pub(crate) const PART_BYTES: usize = 8192;
 
 /// The page delta records in the store: all written since the last page
-/// fold, which deletes them.
+/// fold that deleted them.
 #[derive(Default)]
 pub(crate) struct PageLog {
-    pub(crate) keys: Vec<[u8; PAGE_DELTA_KEY_LEN]>,
+    /// Their keys, in write-back order, and the bytes of each.
+    pub(crate) keys: Vec<([u8; PAGE_DELTA_KEY_LEN], usize)>,
     /// Their bytes.
     pub(crate) bytes: usize,
+    /// A page fold spread over write-backs, under way.
+    pub(crate) folding: Option<Folding>,
     /// The records were replayed at open into pages that are dirty, not
     /// logged: the next write-back must fold (it could not log those
     /// pages against these records).
@@ -60,12 +71,32 @@ pub(crate) struct PageLog {
     pub(crate) fold_asked: bool,
 }
 
-/// The changed bits of one page.
+/// A page fold under way: the pages logged when it began that are still
+/// to be written whole, and the records it deletes when they all are.
+#[derive(Debug)]
+pub(crate) struct Folding {
+    /// Still to be written whole, the next one last.
+    pub(crate) owed: Vec<PageId>,
+    /// The records written before the fold began: the first `older` of
+    /// [`PageLog::keys`].
+    pub(crate) older: usize,
+}
+
+/// The changed bits of one page, or its reset.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct PageDelta {
     pub(crate) id: PageId,
-    /// Page-relative positions, strictly rising, below [`PAGE_BITS`].
+    /// Page-relative positions, strictly rising, below [`PAGE_BITS`];
+    /// none for a reset (the page was written whole by this write-back).
     pub(crate) flips: Vec<u16>,
+}
+
+impl PageDelta {
+    /// Whether this entry is a reset: the store holds the page whole as of
+    /// the record's write-back, so earlier flips no longer apply.
+    pub(crate) fn is_reset(&self) -> bool {
+        self.flips.is_empty()
+    }
 }
 
 /// Collects the page deltas of one write-back into records.
@@ -77,10 +108,11 @@ pub(crate) struct PageDeltaWriter {
 }
 
 impl PageDeltaWriter {
-    /// Adds the flipped positions `flips` (strictly rising, not empty) of
-    /// page `id`.
+    /// Adds the flipped positions `flips` (strictly rising) of page `id`;
+    /// none is a reset of the page (it is written whole by this
+    /// write-back).
     pub(crate) fn add(&mut self, id: PageId, flips: &[u16]) {
-        debug_assert!(!flips.is_empty() && flips.windows(2).all(|w| w[0] < w[1]));
+        debug_assert!(flips.windows(2).all(|w| w[0] < w[1]));
         if self.open.is_empty() {
             self.open.push(VERSION);
             self.open.extend_from_slice(&[0; 4]);
@@ -125,7 +157,9 @@ pub(crate) fn decode(what: &str, b: &[u8]) -> Result<Vec<PageDelta>> {
         page: None,
         reason: format!("page delta: {reason}"),
     };
-    let body = sealed_body(b, HEADER, VERSION, &bad)?;
+    // The version byte is checked after the checksum.
+    let version = if b.first() == Some(&VERSION_1) { VERSION_1 } else { VERSION };
+    let body = sealed_body(b, HEADER, version, &bad)?;
     let count = read_u32(body, 1);
     if count == 0 {
         return Err(bad("no entries".into()));
@@ -139,7 +173,7 @@ pub(crate) fn decode(what: &str, b: &[u8]) -> Result<Vec<PageDelta>> {
             return Err(bad(format!("page {id:?} twice")));
         }
         let n = r.varint(&bad)?;
-        if n == 0 || n > PAGE_BITS {
+        if (n == 0 && version == VERSION_1) || n > PAGE_BITS {
             return Err(bad(format!("page {id:?}: {n} changed bits")));
         }
         // Each position takes at least a byte: no allocation beyond the record.
@@ -175,11 +209,15 @@ pub(crate) fn encode(deltas: &[PageDelta]) -> Vec<Vec<u8>> {
 mod tests {
     use super::*;
 
+    /// Entries of `pages` pages, every eleventh a reset.
     fn sample(pages: u64) -> Vec<PageDelta> {
         (0..pages)
             .map(|i| PageDelta {
                 id: (i / 3 + 1, i * 7),
-                flips: (0..(i % 40 + 1)).map(|j| u16::try_from((j * 811 + i) % 32_768).unwrap()).collect(),
+                flips: (0..(i % 40 + 1))
+                    .filter(|_| i % 11 != 5)
+                    .map(|j| u16::try_from((j * 811 + i) % 32_768).unwrap())
+                    .collect(),
             })
             .map(|mut d| {
                 d.flips.sort_unstable();
@@ -199,7 +237,10 @@ mod tests {
         assert!(records.iter().all(|r| r.len() < PART_BYTES + 200));
         let back: Vec<PageDelta> = records.iter().flat_map(|r| decode("t", r).unwrap()).collect();
         assert_eq!(back, deltas);
-        let edge = vec![PageDelta { id: (u64::MAX, u64::MAX), flips: vec![0, 1, 32_767] }];
+        let edge = vec![
+            PageDelta { id: (u64::MAX, u64::MAX), flips: vec![0, 1, 32_767] },
+            PageDelta { id: (7, 3), flips: vec![] },
+        ];
         assert_eq!(decode("t", &encode(&edge)[0]).unwrap(), edge);
     }
 
@@ -226,18 +267,28 @@ mod tests {
             b.extend_from_slice(&crc.to_le_bytes());
             b
         };
-        let entry = |count: u32, body: &[u8]| {
-            let mut b = vec![VERSION];
+        let versioned = |version: u8, count: u32, body: &[u8]| {
+            let mut b = vec![version];
             b.extend_from_slice(&count.to_le_bytes());
             b.extend_from_slice(body);
             seal(b)
         };
-        // No entries; a page twice; no bits; a position past the page; a
-        // count beyond the entries.
+        let entry = |count: u32, body: &[u8]| versioned(VERSION, count, body);
+        // No bits is a reset in version 2 and damage in version 1.
+        assert_eq!(decode("t", &entry(1, &[1, 2, 0])).unwrap(), vec![PageDelta { id: (1, 2), flips: vec![] }]);
+        assert!(decode("t", &versioned(VERSION_1, 1, &[1, 2, 0])).is_err());
+        assert_eq!(
+            decode("t", &versioned(VERSION_1, 1, &[1, 2, 1, 5])).unwrap(),
+            vec![PageDelta { id: (1, 2), flips: vec![5] }],
+            "version 1 records still decode"
+        );
+        assert!(decode("t", &versioned(3, 1, &[1, 2, 1, 5])).is_err(), "an unknown version");
+        // No entries; a page twice (a reset and flips too); a position
+        // past the page; a count beyond the entries.
         for (count, body) in [
             (0, &[][..]),
             (2, &[1, 2, 1, 5, 1, 2, 1, 6][..]),
-            (1, &[1, 2, 0][..]),
+            (2, &[1, 2, 0, 1, 2, 1, 6][..]),
             (1, &[1, 2, 2, 0xff, 0xff, 0x01, 0][..]),
             (1, &[1, 2, 2, 0x80, 0x80, 0x02, 0][..]),
             (2, &[1, 2, 1, 5][..]),

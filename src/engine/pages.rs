@@ -18,7 +18,7 @@
 //!   the epoch did not move meanwhile; otherwise the store may have been
 //!   rewritten from a slot that has since gone, and it reloads.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::hash::Hasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -382,18 +382,19 @@ impl PageCache {
         self.dirty.lock().range((bitmap, from)..=(bitmap, to)).map(|&(_, p)| p).collect()
     }
 
-    /// Captures every dirty page, and with `fold` every logged one too. The
-    /// caller excludes writers meanwhile. From here on a captured page's
-    /// base is the captured version (what the store and the page delta
-    /// records give once the write-back is applied), so that a change made
-    /// meanwhile is logged against it.
-    pub(crate) fn dirty_snapshot(&self, fold: bool) -> Vec<DirtyPage> {
+    /// Captures every dirty page, and with `fold` every logged one too
+    /// (with `step`, the logged ones among those). The caller excludes
+    /// writers meanwhile. From here on a captured page's base is the
+    /// captured version (what the store and the page delta records give
+    /// once the write-back is applied), so that a change made meanwhile is
+    /// logged against it.
+    pub(crate) fn dirty_snapshot(&self, fold: bool, step: &HashSet<PageId>) -> Vec<DirtyPage> {
         let ids: Vec<PageId> = self.dirty.lock().iter().copied().collect();
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
             let mut shard = self.shard(id);
             let Some(slot) = shard.get_mut(&id) else { continue };
-            if slot.dirty == 0 && !(fold && slot.logged) {
+            if slot.dirty == 0 && !(slot.logged && (fold || step.contains(&id))) {
                 continue;
             }
             let base = slot.base.take().unwrap_or_else(|| slot.page.clone());
@@ -443,6 +444,31 @@ impl PageCache {
                 self.bytes.fetch_sub(bytes, Ordering::Relaxed);
             }
         }
+    }
+
+    /// The logged pages, in order.
+    pub(crate) fn logged_ids(&self) -> Vec<PageId> {
+        if self.logged_pages() == 0 {
+            return Vec::new();
+        }
+        let ids: Vec<PageId> = self.dirty.lock().iter().copied().collect();
+        ids.into_iter().filter(|id| self.shard(*id).get(id).is_some_and(|s| s.logged)).collect()
+    }
+
+    /// Takes from the end of `owed` the pages a step of a page fold writes
+    /// whole: those still logged, until their bytes reach `budget` (at
+    /// least one page when any is left).
+    pub(crate) fn fold_step(&self, owed: &mut Vec<PageId>, budget: usize) -> HashSet<PageId> {
+        let mut out = HashSet::new();
+        let mut bytes = 0;
+        while bytes < budget {
+            let Some(id) = owed.pop() else { break };
+            if let Some(slot) = self.shard(id).get(&id).filter(|s| s.logged) {
+                bytes += slot.bytes;
+                out.insert(id);
+            }
+        }
+        out
     }
 
     /// Whether a page of `bitmap` is logged.
@@ -580,7 +606,7 @@ mod tests {
         let id = (4, 2);
         let stored = |_| Ok(Fetched { page: Some(page_with(1)), siblings: Vec::new() });
         cache.update(id, stored, |p| p.set(9, true)).unwrap();
-        let captured = cache.dirty_snapshot(false);
+        let captured = cache.dirty_snapshot(false, &HashSet::new());
         assert_eq!(captured.len(), 1);
         assert_eq!(captured[0].base.as_deref(), Some(&page_with(1)));
         assert!(captured[0].page.as_ref().is_some_and(|p| p.get(9) && p.get(1)));
@@ -593,11 +619,11 @@ mod tests {
         assert_eq!(cache.dirty_pages_of(4, 0, 10), vec![2], "in the dirty index");
         // Changed again: the base is the logged version, not the stored one.
         cache.update(id, |_| unreachable!(), |p| p.set(1, false)).unwrap();
-        let again = cache.dirty_snapshot(false);
+        let again = cache.dirty_snapshot(false, &HashSet::new());
         assert!(again[0].logged && again[0].base.as_ref().is_some_and(|b| b.get(9) && b.get(1)));
         cache.mark_clean(&again, true, false);
         // A fold captures it although it is clean, and releases it.
-        let fold = cache.dirty_snapshot(true);
+        let fold = cache.dirty_snapshot(true, &HashSet::new());
         assert_eq!(fold.len(), 1);
         assert_eq!(fold[0].seq, 0);
         cache.mark_clean(&fold, false, true);

@@ -16,7 +16,7 @@ use std::collections::HashSet;
 
 use super::layout::{self, group_of};
 use super::pagedelta::PageDeltaWriter;
-use super::pages::DirtyPage;
+use super::pages::{DirtyPage, PageId};
 use super::store::{Store, Write};
 use super::stored::corrupted;
 use crate::error::Result;
@@ -50,8 +50,15 @@ pub(super) struct PagePlan {
 /// at most a [`LOG_SHARE`]th of its bytes, and `room` (bytes that newly
 /// logged pages may still hold in the cache) allows; such a page with no
 /// changed bit (written with the bits it had) is not written at all, and
-/// stays unlogged.
-pub(super) fn plan_pages(pages: Vec<DirtyPage>, fold: bool, dead: &HashSet<u64>, room: usize) -> PagePlan {
+/// stays unlogged. A logged page in `step` (a step of a page fold) is
+/// written whole, with a reset entry in the records.
+pub(super) fn plan_pages(
+    pages: Vec<DirtyPage>,
+    fold: bool,
+    step: &HashSet<PageId>,
+    dead: &HashSet<u64>,
+    room: usize,
+) -> PagePlan {
     let mut plan = PagePlan { whole: Vec::new(), logged: Vec::new(), unchanged: Vec::new(), records: Vec::new() };
     if fold {
         plan.whole = pages;
@@ -60,6 +67,11 @@ pub(super) fn plan_pages(pages: Vec<DirtyPage>, fold: bool, dead: &HashSet<u64>,
     let mut room = room;
     let mut w = PageDeltaWriter::default();
     for p in pages {
+        if p.logged && step.contains(&p.id) {
+            w.add(p.id, &[]);
+            plan.whole.push(p);
+            continue;
+        }
         let flips = if dead.contains(&p.id.0) {
             debug_assert!(!p.logged, "a dead bitmap's logged pages make the write-back fold");
             None

@@ -9,7 +9,12 @@ use crate::geometry::PAGE_WORDS as WORDS_PER_PAGE;
 use crate::le::{read_u32, read_u64};
 
 /// The on-disk format version this build writes.
-pub(crate) const FORMAT_VERSION: u8 = 10;
+pub(crate) const FORMAT_VERSION: u8 = 11;
+/// Format 10: format 11 whose page delta records are of version 1 (no
+/// resets: page folds were never spread over write-backs). This build
+/// reads both versions, so opening a format 10 store only rewrites the
+/// superblock.
+pub(crate) const FORMAT_V10: u8 = 10;
 /// Format 9: format 10 whose catalog is of version 2 (no key hash byte):
 /// its names hash by [`KeyHash::Murmur`], which this build keeps using for
 /// such a store, so opening one only rewrites the superblock.
@@ -482,6 +487,7 @@ pub(crate) fn check_superblock(b: &[u8]) -> Result<u8> {
     }
     if ![
         FORMAT_VERSION,
+        FORMAT_V10,
         FORMAT_V9,
         FORMAT_V8,
         FORMAT_V7,
@@ -685,12 +691,13 @@ mod tests {
         assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V7)).unwrap(), FORMAT_V7);
         assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V8)).unwrap(), FORMAT_V8);
         assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V9)).unwrap(), FORMAT_V9);
+        assert_eq!(check_superblock(&encode_superblock_of(FORMAT_V10)).unwrap(), FORMAT_V10);
         assert!(matches!(
             check_superblock(&encode_superblock_of(FORMAT_VERSION + 1)),
-            Err(Error::UnsupportedVersion { found: 11, supported: FORMAT_VERSION })
+            Err(Error::UnsupportedVersion { found: 12, supported: FORMAT_VERSION })
         ));
-        let r = check_superblock(&encode_superblock_of(11));
-        assert!(matches!(r, Err(Error::UnsupportedVersion { found: 11, .. })), "{r:?}");
+        let r = check_superblock(&encode_superblock_of(12));
+        assert!(matches!(r, Err(Error::UnsupportedVersion { found: 12, .. })), "{r:?}");
         let mut b = encode_superblock();
         b[8] ^= 1; // another version, checksum left stale
         let r = check_superblock(&b);

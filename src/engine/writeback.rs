@@ -14,12 +14,12 @@ use super::delta::{self, Change};
 use super::journal::{self, JournalEntry};
 use super::layout;
 use super::metas::Fold;
-use super::pagedelta::{self, PageLog};
-use super::pages::DirtyPage;
+use super::pagedelta::{self, Folding, PageLog};
+use super::pages::{DirtyPage, PageId};
 use super::pagewrites::{page_writes, plan_pages};
 use super::record::{
-    self, Catalog, Kind, Meta, FORMAT_V1, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6, FORMAT_V7, FORMAT_V8,
-    FORMAT_V9,
+    self, Catalog, Kind, Meta, FORMAT_V1, FORMAT_V10, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6, FORMAT_V7,
+    FORMAT_V8, FORMAT_V9,
 };
 use super::store::{Store, Write};
 use super::tx::inline_meta;
@@ -42,6 +42,21 @@ const OPEN_RECLAIM: Duration = Duration::from_secs(1);
 /// Bytes of page delta records below which no page fold is due (beyond
 /// it, a fold is due once the records are as large as the logged pages).
 const PAGE_FOLD_FLOOR: usize = 256 << 10;
+
+/// Bytes of logged pages one step of a page fold writes whole at most:
+/// sled holds every leaf a batch touches until the batch ends, so a fold
+/// of every logged page in one batch left a step in resident memory.
+const PAGE_FOLD_STEP: usize = 4 << 20;
+
+/// How a write-back folds the logged pages.
+enum PageFold {
+    /// Not at all.
+    None,
+    /// Every logged page written whole, every page delta record deleted.
+    All,
+    /// A step of a fold spread over write-backs.
+    Step,
+}
 
 /// A delta record's key as the fixed-size array its kind (`what`) uses.
 ///
@@ -84,7 +99,7 @@ pub(super) fn check_or_create(dir: &Path, store: &dyn Store, databases: u16) -> 
             } else if store.scan_prefix(&[layout::NS_META_V1]).next().is_some() {
                 upgrade::remove_v1_leftovers(store)?;
             }
-            if [FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6, FORMAT_V7, FORMAT_V8, FORMAT_V9]
+            if [FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6, FORMAT_V7, FORMAT_V8, FORMAT_V9, FORMAT_V10]
                 .contains(&version)
             {
                 upgrade::to_current(store)?;
@@ -283,7 +298,7 @@ impl Engine {
         }
         // Write-backs are serialised by `flush_lock`, so this is the next number.
         let seq = self.sequence.load(Ordering::SeqCst) + 1;
-        let (pages, fold_pages, dead, metas, journal, building, catalog, catalog_changed) = {
+        let (pages, fold_pages, step, dead, metas, journal, building, catalog, catalog_changed) = {
             let _g = self.gate.write();
             // `building` is read under the gate too, and after the journal:
             // starting a build (not gated) adds to `building` before it
@@ -298,14 +313,22 @@ impl Engine {
             let fold = if flushed { Fold::All } else { fold };
             let dead = dead_ids(&journal);
             let fold_pages = self.page_fold_due(fold, &dead);
-            let pages = self.pages.dirty_snapshot(fold_pages);
+            let step = match fold_pages {
+                PageFold::Step => self.page_fold_step(),
+                _ => HashSet::new(),
+            };
+            let fold_pages = matches!(fold_pages, PageFold::All);
+            let pages = self.pages.dirty_snapshot(fold_pages, &step);
             let metas = self.metas.cut(seq, fold, self.meta_budget());
-            (pages, fold_pages, dead, metas, journal, building, self.keyspaces.catalog(), changed)
+            (pages, fold_pages, step, dead, metas, journal, building, self.keyspaces.catalog(), changed)
         };
         let mut metas = metas;
         self.metas.drain(seq, &mut metas);
         // A page fold with records to delete has work even with no page.
-        let page_fold_work = fold_pages && !self.page_log.lock().keys.is_empty();
+        let page_fold_work = {
+            let log = self.page_log.lock();
+            (fold_pages && !log.keys.is_empty()) || log.folding.as_ref().is_some_and(|f| f.owed.is_empty())
+        };
         if pages.is_empty()
             && !page_fold_work
             && metas.deltas.is_empty()
@@ -324,7 +347,7 @@ impl Engine {
         // grow afterwards (more bits; the copy a change keeps beside it),
         // and a fold only when they pass the whole limit keeps folds rare.
         let room = (self.logged_limit() / 2).saturating_sub(self.pages.logged_bytes());
-        let plan = plan_pages(pages, fold_pages, &dead, room);
+        let plan = plan_pages(pages, fold_pages, &step, &dead, room);
         let mut writes: Vec<Write> = Vec::with_capacity(
             plan.whole.len() + metas.deltas.len() + metas.folds.len() + metas.retired.len() + journal.len() + 4,
         );
@@ -339,10 +362,15 @@ impl Engine {
         let logged_keys: Vec<[u8; layout::PAGE_DELTA_KEY_LEN]> = (0..plan.records.len())
             .map(|part| layout::page_delta_key(seq, u32::try_from(part).unwrap_or(u32::MAX)))
             .collect();
-        let logged_bytes: usize = plan.records.iter().map(Vec::len).sum();
-        if fold_pages {
-            writes.extend(log.keys.iter().map(|k| (k.to_vec(), None)));
-        }
+        let logged_sizes: Vec<usize> = plan.records.iter().map(Vec::len).collect();
+        // The last step of a page fold deletes the records written before
+        // it began: every page they change has been written whole since.
+        let (retired, fold_ends) = match &log.folding {
+            _ if fold_pages => (log.keys.len(), true),
+            Some(f) if f.owed.is_empty() => (f.older, true),
+            _ => (0, false),
+        };
+        writes.extend(log.keys[..retired].iter().map(|(k, _)| (k.to_vec(), None)));
         writes.extend(logged_keys.iter().zip(plan.records).map(|(k, v)| (k.to_vec(), Some(v))));
         for b in &metas.folds {
             writes.push((layout::bucket_key(b.ks, b.start).to_vec(), Some(b.bucket.encode())));
@@ -360,19 +388,23 @@ impl Engine {
         self.store.apply(writes).inspect_err(|e| self.poison(e))?;
         self.publish(frame);
         self.sequence.store(seq, Ordering::SeqCst);
-        if fold_pages {
-            *log = PageLog::default();
+        let gone: usize = log.keys.drain(..retired).map(|(_, n)| n).sum();
+        log.bytes -= gone;
+        if fold_ends {
+            log.folding = None;
         }
-        log.keys.extend(logged_keys);
-        log.bytes += logged_bytes;
+        log.bytes += logged_sizes.iter().sum::<usize>();
+        log.keys.extend(logged_keys.into_iter().zip(logged_sizes));
+        let folding = log.folding.is_some();
         drop(log);
         let stored: Vec<(u64, u64, bool)> = plan.whole.iter().map(|p| (p.id.0, p.id.1, p.page.is_some())).collect();
         self.dirs.apply(&stored);
-        self.pages.mark_clean(&plan.whole, false, fold_pages);
+        // In a step, the logged pages written whole are the step's.
+        self.pages.mark_clean(&plan.whole, false, fold_pages || !step.is_empty());
         self.pages.mark_clean(&plan.logged, true, false);
         self.pages.mark_clean(&plan.unchanged, false, false);
         self.metas.mark_folded(metas.folds);
-        if metas.folds_waiting {
+        if metas.folds_waiting || folding {
             self.kick_background();
         }
         self.journal.mark_clean(&journal);
@@ -381,29 +413,51 @@ impl Engine {
         Ok(())
     }
 
-    /// Whether this write-back folds the logged pages (and logs none):
-    /// when the metadata fold is `Fold::All` (a flushed keyspace, whose
-    /// bitmaps the reclaimer deletes, or `verify`); when a replay at open
-    /// left a fold owed or a reader of page records asked for one; when the page delta records have grown as large
-    /// as the logged pages; when the logged pages pass their share of the
-    /// cache; and when a bitmap with logged pages died (its id is in
-    /// `dead`). The reclaimer must never delete a page that a record would
-    /// replay onto.
-    fn page_fold_due(&self, fold: Fold, dead: &HashSet<u64>) -> bool {
+    /// How this write-back folds the logged pages. All of them at once
+    /// (and logs none) when the metadata fold is `Fold::All` (a flushed
+    /// keyspace, whose bitmaps the reclaimer deletes, or `verify`), when a
+    /// replay at open left a fold owed or a reader of page records asked
+    /// for one, and when a bitmap with logged pages died (its id is in
+    /// `dead`: the reclaimer must never delete a page that a record would
+    /// replay onto), and when the logged pages pass their limit by half
+    /// again. A step of a fold spread over write-backs while one is under
+    /// way, or when one falls due: the page delta records have grown as
+    /// large as the logged pages, or the logged pages pass their limit.
+    fn page_fold_due(&self, fold: Fold, dead: &HashSet<u64>) -> PageFold {
         if matches!(fold, Fold::All) {
-            return true;
+            return PageFold::All;
         }
         let mut log = self.page_log.lock();
         let asked = std::mem::take(&mut log.fold_asked);
         let logged = self.pages.logged_bytes();
         if log.keys.is_empty() && self.pages.logged_pages() == 0 {
-            return false;
+            return PageFold::None;
         }
-        log.fold_owed
-            || asked
-            || dead.iter().any(|&id| self.pages.has_logged(id))
-            || log.bytes >= PAGE_FOLD_FLOOR.max(logged)
-            || logged > self.logged_limit()
+        // Past half as much again as their limit (a spread fold not keeping
+        // up with logged pages that grow), all at once.
+        let limit = self.logged_limit();
+        if log.fold_owed || asked || logged > limit + limit / 2 || dead.iter().any(|&id| self.pages.has_logged(id)) {
+            return PageFold::All;
+        }
+        if log.folding.is_none() && (log.bytes >= PAGE_FOLD_FLOOR.max(logged) || logged > limit) {
+            let mut owed = self.pages.logged_ids();
+            owed.reverse();
+            log.folding = Some(Folding { owed, older: log.keys.len() });
+        }
+        if log.folding.is_some() {
+            PageFold::Step
+        } else {
+            PageFold::None
+        }
+    }
+
+    /// The logged pages this step of a page fold writes whole: an eighth
+    /// of the logged pages' limit, at most [`PAGE_FOLD_STEP`] bytes.
+    fn page_fold_step(&self) -> HashSet<PageId> {
+        let budget = (self.logged_limit() / 8).min(PAGE_FOLD_STEP);
+        let mut log = self.page_log.lock();
+        let Some(folding) = log.folding.as_mut() else { return HashSet::new() };
+        self.pages.fold_step(&mut folding.owed, budget)
     }
 
     /// The bytes logged pages may hold in the cache: half of it, or the
@@ -452,20 +506,41 @@ impl Engine {
     }
 
     /// Applies page delta records `records` (in key order) to the cached
-    /// pages, which become dirty, and notes them in `log`.
+    /// pages, which become dirty, and notes them in `log`. A page with a
+    /// reset among them is dropped from the cache first (the store holds
+    /// it whole as of its last reset) and takes only the flips after that
+    /// reset.
     ///
     /// # Errors
     /// [`Error::Corrupted`] for a record that does not decode or names a
     /// page the store does not hold; a store error.
     pub(super) fn replay_page_records(&self, records: Vec<(Vec<u8>, Vec<u8>)>, log: &mut PageLog) -> Result<()> {
-        let mut seen = HashSet::new();
+        let mut decoded = Vec::with_capacity(records.len());
         for (key, value) in records {
             let fixed: [u8; layout::PAGE_DELTA_KEY_LEN] = fixed_key(&key, "page delta")?;
             let what = match layout::parse_page_delta_key(&fixed) {
                 Some((seq, part)) => format!("{seq}/{part}"),
                 None => format!("{key:?}"),
             };
-            for d in pagedelta::decode(&what, &value)? {
+            decoded.push((pagedelta::decode(&what, &value)?, what));
+            log.keys.push((fixed, value.len()));
+            log.bytes += value.len();
+        }
+        // Where each page's last reset is: (record, entry).
+        let mut last_reset: std::collections::HashMap<PageId, (usize, usize)> = std::collections::HashMap::new();
+        for (r, (deltas, _)) in decoded.iter().enumerate() {
+            for (e, d) in deltas.iter().enumerate().filter(|(_, d)| d.is_reset()) {
+                last_reset.insert(d.id, (r, e));
+            }
+        }
+        let reset: Vec<PageId> = last_reset.keys().copied().collect();
+        self.pages.discard(&reset);
+        let mut seen = HashSet::new();
+        for (r, (deltas, what)) in decoded.iter().enumerate() {
+            for (e, d) in deltas.iter().enumerate() {
+                if d.is_reset() || last_reset.get(&d.id).is_some_and(|&at| (r, e) < at) {
+                    continue;
+                }
                 let load = |_| self.fetch_page(b"<page delta>", d.id.0, d.id.1);
                 if seen.insert(d.id) && self.pages.get(d.id, load)?.is_none() {
                     return Err(Error::Corrupted {
@@ -481,8 +556,6 @@ impl Engine {
                     }
                 })?;
             }
-            log.keys.push(fixed);
-            log.bytes += value.len();
         }
         Ok(())
     }
