@@ -9,8 +9,8 @@
 //! would give an old version) until a *page fold* writes it whole. A fold
 //! is spread over write-backs: each writes some of the pages that were
 //! logged when the fold began, and records a *reset* of each in its own
-//! delta record; the last one deletes the records written before the fold
-//! began. Replay applies, for each page, only the flips recorded after its
+//! delta record; later steps delete the records written before the fold
+//! began, oldest first. Replay applies, for each page, only the flips recorded after its
 //! last reset, onto the stored page (see DESIGN.md, section 5, "Page
 //! deltas").
 //!
@@ -77,8 +77,9 @@ pub(crate) struct PageLog {
 pub(crate) struct Folding {
     /// Still to be written whole, the next one last.
     pub(crate) owed: Vec<PageId>,
-    /// The records written before the fold began: the first `older` of
-    /// [`PageLog::keys`].
+    /// The records written before the fold began and not yet deleted: the
+    /// first `older` of [`PageLog::keys`]. Once `owed` is empty, each step
+    /// deletes some, oldest first; the fold ends when none is left.
     pub(crate) older: usize,
 }
 

@@ -232,8 +232,8 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
 /// Invariant: a page fold is spread over write-backs: once the page delta
 /// records outgrow the logged pages, a fold writes an eighth of the
 /// logged pages' limit whole per write-back (so it lasts several), each
-/// with a reset entry in that write-back's record, and the write-back
-/// that ends it deletes the records written before it began. A copy of
+/// with a reset entry in that write-back's record, and then deletes the
+/// records written before it began, a step's bytes per write-back. A copy of
 /// the store taken after any flush (a crash there) opens to the model's
 /// bits and verifies clean, and so does the store.
 #[test]
@@ -245,7 +245,7 @@ fn page_folds_spread_over_write_backs_survive_a_crash_at_every_step() {
     let db = config(dir.path()).open().unwrap();
     let pages = 40u64;
     let mut model = wide(&db, pages);
-    let (mut fold_flushes, mut folds_ended, mut resets, mut last_records) = (0, 0, 0, 0);
+    let (mut fold_flushes, mut folds_ended, mut partly_deleted, mut resets, mut last_records) = (0, 0, 0, 0, 0);
     for round in 0..40u64 {
         // Few changes first, so the pages are logged; then many.
         let changes = if round == 0 { 100 } else { 400 };
@@ -262,6 +262,7 @@ fn page_folds_spread_over_write_backs_survive_a_crash_at_every_step() {
             (log.folding.is_some(), log.keys.len())
         };
         fold_flushes += usize::from(folding);
+        partly_deleted += usize::from(folding && records < last_records);
         // The end of a fold deletes records (writers' own write-backs
         // may have ended it before the flush).
         folds_ended += usize::from(records < last_records);
@@ -281,6 +282,7 @@ fn page_folds_spread_over_write_backs_survive_a_crash_at_every_step() {
     }
     assert!(fold_flushes >= 2, "folds lasted several write-backs: {fold_flushes}");
     assert!(folds_ended >= 1, "a fold ended");
+    assert!(partly_deleted >= 1, "a fold deleted its older records over several write-backs");
     assert!(resets > 0, "steps recorded resets");
     drop(db);
     let db = config(dir.path()).open().unwrap();

@@ -43,9 +43,11 @@ const OPEN_RECLAIM: Duration = Duration::from_secs(1);
 /// it, a fold is due once the records are as large as the logged pages).
 const PAGE_FOLD_FLOOR: usize = 256 << 10;
 
-/// Bytes of logged pages one step of a page fold writes whole at most:
-/// sled holds every leaf a batch touches until the batch ends, so a fold
-/// of every logged page in one batch left a step in resident memory.
+/// Bytes of logged pages one step of a page fold writes whole at most, and
+/// of records one step deletes: sled holds every leaf a batch touches
+/// until the batch ends, so a fold of every logged page in one batch, or
+/// the deletion of every record it retires, left a step in resident
+/// memory.
 const PAGE_FOLD_STEP: usize = 4 << 20;
 
 /// How a write-back folds the logged pages.
@@ -363,11 +365,20 @@ impl Engine {
             .map(|part| layout::page_delta_key(seq, u32::try_from(part).unwrap_or(u32::MAX)))
             .collect();
         let logged_sizes: Vec<usize> = plan.records.iter().map(Vec::len).collect();
-        // The last step of a page fold deletes the records written before
-        // it began: every page they change has been written whole since.
+        // Once a fold has written every page it owed, it deletes the
+        // records written before it began, oldest first, a step's bytes per
+        // write-back: every page they change has been written whole since,
+        // so replay ignores their flips whether or not they are still there.
         let (retired, fold_ends) = match &log.folding {
             _ if fold_pages => (log.keys.len(), true),
-            Some(f) if f.owed.is_empty() => (f.older, true),
+            Some(f) if f.owed.is_empty() => {
+                let (mut n, mut bytes, budget) = (0, 0, self.page_fold_step_bytes());
+                while n < f.older && bytes < budget {
+                    bytes += log.keys[n].1;
+                    n += 1;
+                }
+                (n, n == f.older)
+            }
             _ => (0, false),
         };
         writes.extend(log.keys[..retired].iter().map(|(k, _)| (k.to_vec(), None)));
@@ -392,6 +403,8 @@ impl Engine {
         log.bytes -= gone;
         if fold_ends {
             log.folding = None;
+        } else if let Some(f) = log.folding.as_mut() {
+            f.older -= retired;
         }
         log.bytes += logged_sizes.iter().sum::<usize>();
         log.keys.extend(logged_keys.into_iter().zip(logged_sizes));
@@ -451,10 +464,15 @@ impl Engine {
         }
     }
 
-    /// The logged pages this step of a page fold writes whole: an eighth
-    /// of the logged pages' limit, at most [`PAGE_FOLD_STEP`] bytes.
+    /// The bytes one step of a page fold writes or deletes: an eighth of
+    /// the logged pages' limit, at most [`PAGE_FOLD_STEP`].
+    fn page_fold_step_bytes(&self) -> usize {
+        (self.logged_limit() / 8).min(PAGE_FOLD_STEP)
+    }
+
+    /// The logged pages this step of a page fold writes whole.
     fn page_fold_step(&self) -> HashSet<PageId> {
-        let budget = (self.logged_limit() / 8).min(PAGE_FOLD_STEP);
+        let budget = self.page_fold_step_bytes();
         let mut log = self.page_log.lock();
         let Some(folding) = log.folding.as_mut() else { return HashSet::new() };
         self.pages.fold_step(&mut folding.owed, budget)
