@@ -401,6 +401,10 @@ impl Engine {
         self.sequence.store(seq, Ordering::SeqCst);
         let gone: usize = log.keys.drain(..retired).map(|(_, n)| n).sum();
         log.bytes -= gone;
+        if fold_pages {
+            // Every record is gone: nothing replayed is owed a fold any more.
+            log.fold_owed = false;
+        }
         if fold_ends {
             log.folding = None;
         } else if let Some(f) = log.folding.as_mut() {
