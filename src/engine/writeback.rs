@@ -56,8 +56,9 @@ enum PageFold {
     None,
     /// Every logged page written whole, every page delta record deleted.
     All,
-    /// A step of a fold spread over write-backs.
-    Step,
+    /// A step of a fold spread over write-backs: the logged pages it
+    /// writes whole.
+    Step(HashSet<PageId>),
 }
 
 /// A delta record's key as the fixed-size array its kind (`what`) uses.
@@ -314,12 +315,11 @@ impl Engine {
             let flushed = journal.iter().any(|(k, _, v)| journal::is_flush(k, v.as_ref()));
             let fold = if flushed { Fold::All } else { fold };
             let dead = dead_ids(&journal);
-            let fold_pages = self.page_fold_due(fold, &dead);
-            let step = match fold_pages {
-                PageFold::Step => self.page_fold_step(),
-                _ => HashSet::new(),
+            let (fold_pages, step) = match self.page_fold_due(fold, &dead) {
+                PageFold::None => (false, HashSet::new()),
+                PageFold::All => (true, HashSet::new()),
+                PageFold::Step(step) => (false, step),
             };
-            let fold_pages = matches!(fold_pages, PageFold::All);
             let pages = self.pages.dirty_snapshot(fold_pages, &step);
             let metas = self.metas.cut(seq, fold, self.meta_budget());
             (pages, fold_pages, step, dead, metas, journal, building, self.keyspaces.catalog(), changed)
@@ -439,7 +439,8 @@ impl Engine {
     /// replay onto), and when the logged pages pass their limit by half
     /// again. A step of a fold spread over write-backs while one is under
     /// way, or when one falls due: the page delta records have grown as
-    /// large as the logged pages, or the logged pages pass their limit.
+    /// large as the logged pages, or the logged pages pass their limit;
+    /// the step takes its pages from the fold's owed list.
     fn page_fold_due(&self, fold: Fold, dead: &HashSet<u64>) -> PageFold {
         if matches!(fold, Fold::All) {
             return PageFold::All;
@@ -461,10 +462,10 @@ impl Engine {
             owed.reverse();
             log.folding = Some(Folding { owed, older: log.keys.len() });
         }
-        if log.folding.is_some() {
-            PageFold::Step
-        } else {
-            PageFold::None
+        let budget = self.page_fold_step_bytes();
+        match log.folding.as_mut() {
+            Some(folding) => PageFold::Step(self.pages.fold_step(&mut folding.owed, budget)),
+            None => PageFold::None,
         }
     }
 
@@ -472,14 +473,6 @@ impl Engine {
     /// the logged pages' limit, at most [`PAGE_FOLD_STEP`].
     fn page_fold_step_bytes(&self) -> usize {
         (self.logged_limit() / 8).min(PAGE_FOLD_STEP)
-    }
-
-    /// The logged pages this step of a page fold writes whole.
-    fn page_fold_step(&self) -> HashSet<PageId> {
-        let budget = self.page_fold_step_bytes();
-        let mut log = self.page_log.lock();
-        let Some(folding) = log.folding.as_mut() else { return HashSet::new() };
-        self.pages.fold_step(&mut folding.owed, budget)
     }
 
     /// The bytes logged pages may hold in the cache: half of it, or the
