@@ -91,6 +91,16 @@ impl ClockSlot for Slot {
     }
 }
 
+/// Moves `counter` from counting `from` bytes of something to `to`, in one
+/// atomic change.
+fn resize_count(counter: &AtomicUsize, from: usize, to: usize) {
+    if to > from {
+        counter.fetch_add(to - from, Ordering::Relaxed);
+    } else if from > to {
+        counter.fetch_sub(from - to, Ordering::Relaxed);
+    }
+}
+
 fn slot_bytes(b: &Bucket) -> usize {
     BUCKET_OVERHEAD + b.memory_bytes()
 }
@@ -514,6 +524,11 @@ impl MetaCache {
 
     /// Sets the bytes the cache may hold before it evicts.
     pub(crate) fn set_capacity(&self, bytes: usize) {
+        // Asked after every write: a store only when the figure moves keeps
+        // the line shared between the writers and the write-back.
+        if self.capacity.load(Ordering::Relaxed) == bytes {
+            return;
+        }
         self.capacity.store(bytes, Ordering::Relaxed);
     }
 
@@ -708,12 +723,14 @@ impl MetaGuard<'_> {
         }
         let r = f(Arc::make_mut(&mut slot.bucket));
         let bytes = slot_bytes(&slot.bucket);
-        self.cache.bytes.fetch_add(bytes, Ordering::Relaxed);
-        self.cache.bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
+        // One change per counter (the write path's atomics are shared with
+        // every other writer and the write-back).
+        resize_count(&self.cache.bytes, slot.bytes, bytes);
         if slot.pinned() {
-            self.cache.count_pinned(slot.bytes, false);
+            resize_count(&self.cache.pinned_bytes, slot.bytes, bytes);
+        } else {
+            self.cache.count_pinned(bytes, true);
         }
-        self.cache.count_pinned(bytes, true);
         slot.bytes = bytes;
         slot.dirty = seq;
         slot.hot = true;

@@ -66,7 +66,7 @@ mod watch;
 mod writeback;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -149,6 +149,9 @@ pub(crate) struct Engine {
     building: Mutex<HashSet<u64>>,
     /// Set after a failed store write; every later write is refused.
     poisoned: Mutex<Option<String>>,
+    /// Set once `poisoned` holds a reason (it never clears): the write
+    /// path reads this flag, not the lock.
+    is_poisoned: AtomicBool,
     /// Holds write-backs (and so writes) back while the disk is short of space.
     space: SpaceGuard,
     /// Keys deleted because their expiry passed, since open.
@@ -228,6 +231,7 @@ impl Engine {
             flush_lock: Mutex::new(()),
             building: Mutex::new(HashSet::new()),
             poisoned: Mutex::new(None),
+            is_poisoned: AtomicBool::new(false),
             space: SpaceGuard::new(config.disk_reserve_bytes),
             expired: AtomicU64::new(0),
             expired_listener: parking_lot::RwLock::new(None),
@@ -317,8 +321,10 @@ impl Engine {
         if self.follow.on() {
             return Err(Error::ReadOnlyReplica);
         }
-        if let Some(why) = &*self.poisoned.lock() {
-            return Err(Error::Poisoned(why.clone()));
+        if self.is_poisoned.load(Ordering::Acquire) {
+            if let Some(why) = &*self.poisoned.lock() {
+                return Err(Error::Poisoned(why.clone()));
+            }
         }
         if self.space.is_short() {
             self.check_space(Fold::Auto, 0)?;
@@ -377,6 +383,7 @@ impl Engine {
 
     fn poison(&self, e: &Error) {
         self.poisoned.lock().get_or_insert_with(|| e.to_string());
+        self.is_poisoned.store(true, Ordering::Release);
     }
 
     /// Claims `key` for this thread until the claim is dropped: other

@@ -538,6 +538,11 @@ impl PageCache {
 
     /// Sets the bytes the cache may hold before it evicts.
     pub(crate) fn set_capacity(&self, bytes: usize) {
+        // Asked after every write: a store only when the figure moves keeps
+        // the line shared between the writers and the write-back.
+        if self.capacity.load(Ordering::Relaxed) == bytes {
+            return;
+        }
         self.flat.set_budget(bytes / 8);
         self.capacity.store(bytes, Ordering::Relaxed);
     }
