@@ -62,8 +62,8 @@ pub use geometry::MAX_OFFSET;
 pub use ops::roaring::RoaringFormat;
 pub use ops::CompactReport;
 pub use ops::{
-    parse_integer, BitOp, BitfieldOp, BitfieldType, Bloom, Current, ExpireCondition, Expiry, GetExpiry, Hll, Ones,
-    Overflow, SetCondition, SetExpiry, SetOptions, SetOutcome, Span, Unit,
+    parse_integer, BitOp, BitfieldOp, BitfieldType, Bitmap, Bloom, Current, ExpireCondition, Expiry, GetExpiry, Hll,
+    Ones, Overflow, SetCondition, SetExpiry, SetOptions, SetOutcome, Span, Unit,
 };
 
 #[doc = include_str!("../README.md")]

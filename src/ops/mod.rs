@@ -12,6 +12,7 @@ pub(crate) mod expiry;
 pub(crate) mod hll;
 pub(crate) mod iter;
 pub(crate) mod keys;
+pub(crate) mod loaded;
 pub(crate) mod positions;
 pub(crate) mod range;
 pub(crate) mod rank;
@@ -28,6 +29,7 @@ pub use compact::CompactReport;
 pub use expiry::{ExpireCondition, Expiry, SetExpiry};
 pub use hll::Hll;
 pub use iter::Ones;
+pub use loaded::Bitmap;
 pub use range::{Span, Unit};
 pub use set::{parse_integer, Current, GetExpiry, SetCondition, SetOptions, SetOutcome};
 

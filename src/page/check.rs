@@ -291,6 +291,8 @@ pub(crate) fn check_binary(a: &Page, b: &Page, ma: &Words, mb: &Words, ctx: &str
         ("xor", Page::xor, |x, y| x ^ y),
         ("andnot", Page::andnot, |x, y| x & !y),
     ];
+    let common: u32 = ma.iter().zip(mb.iter()).map(|(x, y)| (x & y).count_ones()).sum();
+    assert_eq!(a.and_count(b), common, "{ctx}: and_count equals the model's");
     for (name, op, f) in ops {
         let r = op(a, b);
         let mut expect = [0u64; PAGE_WORDS];

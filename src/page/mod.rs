@@ -252,6 +252,23 @@ fn smallest_listed(ones: u32, runs: u32) -> (Encoding, usize) {
     }
 }
 
+/// Whether `pos` (strictly increasing page positions) is smallest as a
+/// sparse list, decided without words: no larger than its run list and
+/// than dense (ties go to sparse), and no larger than the least an EWAH
+/// stream of its words could take (EWAH wins only strictly smaller).
+fn sparse_stays(pos: &[u16]) -> bool {
+    let sparse = encoded_len(Encoding::Sparse, pos.len());
+    if sparse > encoded_len(Encoding::Dense, PAGE_WORDS)
+        || sparse > encoded_len(Encoding::Runs, runs::in_positions(pos))
+    {
+        return false;
+    }
+    let word = |p: &u16| u32::from(*p) / crate::geometry::WORD_BITS;
+    let full = crate::geometry::WORD_BITS as usize;
+    let dirty = pos.chunk_by(|a, b| word(a) == word(b)).filter(|w| w.len() < full).count();
+    encoded_len(Encoding::Ewah, dirty + 1) >= sparse
+}
+
 /// A bitwise operation [`fold_dense`] applies across pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Fold {
@@ -748,6 +765,49 @@ impl Page {
         }
     }
 
+    /// The number of bits set in both pages, without building their AND:
+    /// lists are merged or searched (sparse and run lists against each
+    /// other and against words), words are counted word by word, and an
+    /// EWAH stream is expanded to words first.
+    pub(crate) fn and_count(&self, other: &Page) -> u32 {
+        if self.is_empty() || other.is_empty() {
+            return 0;
+        }
+        if self.is_full() {
+            return other.count_ones();
+        }
+        if other.is_full() {
+            return self.count_ones();
+        }
+        match (&self.repr, &other.repr) {
+            (Repr::Sparse(a), Repr::Sparse(b)) => sparse::count_common(a, b),
+            (Repr::Sparse(list), Repr::Dense(words)) | (Repr::Dense(words), Repr::Sparse(list)) => {
+                sparse::count_in_words(list, words)
+            }
+            (Repr::Sparse(list), Repr::Runs(set)) | (Repr::Runs(set), Repr::Sparse(list)) => {
+                runs::count_positions(set, list)
+            }
+            (Repr::Runs(a), Repr::Runs(b)) => runs::count_common(a, b),
+            (Repr::Dense(a), Repr::Dense(b)) => a.iter().zip(b.iter()).map(|(x, y)| (x & y).count_ones()).sum(),
+            (Repr::Sparse(list), _) => {
+                let mut words = [0u64; PAGE_WORDS];
+                other.to_words(&mut words);
+                sparse::count_in_words(list, &words)
+            }
+            (_, Repr::Sparse(list)) => {
+                let mut words = [0u64; PAGE_WORDS];
+                self.to_words(&mut words);
+                sparse::count_in_words(list, &words)
+            }
+            _ => {
+                let mut words = [0u64; PAGE_WORDS];
+                self.to_words(&mut words);
+                other.and_into(&mut words);
+                dense::popcount(&words)
+            }
+        }
+    }
+
     /// The set positions, if the page holds them as a list.
     pub(crate) fn sparse_positions(&self) -> Option<&[u16]> {
         match &self.repr {
@@ -977,6 +1037,10 @@ impl Page {
             // literal, nor to runs unless they form fewer than half as many
             // runs; skip the word pass for tiny lists.
             Repr::Sparse(pos) if pos.len() <= 4 && 2 * runs::in_positions(pos) >= pos.len() => self,
+            // A list that stays smallest as a list is decided from the list:
+            // EWAH needs a literal per word the positions touch without
+            // filling it, plus a marker.
+            Repr::Sparse(pos) if sparse_stays(pos) => self,
             Repr::Ewah(stream) if self.ones > 0 && ewah::is_canonical(stream) => {
                 let mut words = [0u64; PAGE_WORDS];
                 ewah::to_words(stream, &mut words);

@@ -201,6 +201,40 @@ fn gaps(runs: &[Run]) -> impl Iterator<Item = (u32, u32)> + '_ {
     starts.zip(ends).filter(|&(a, b)| a < b)
 }
 
+/// How many bits the run lists `a` and `b` share: the overlaps of a merge
+/// walk over both.
+pub(super) fn count_common(a: &[Run], b: &[Run]) -> u32 {
+    let (mut i, mut j, mut n) = (0, 0, 0u32);
+    while i < a.len() && j < b.len() {
+        let ([a0, a1], [b0, b1]) = (a[i], b[j]);
+        let (lo, hi) = (a0.max(b0), a1.min(b1));
+        if lo <= hi {
+            n += u32::from(hi - lo) + 1;
+        }
+        // The run that ends first has no more overlaps.
+        if a1 <= b1 {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    n
+}
+
+/// How many of the positions in `list` (strictly increasing) fall in
+/// `runs`: one walk over both.
+pub(super) fn count_positions(runs: &[Run], list: &[u16]) -> u32 {
+    let (mut r, mut n) = (0, 0u32);
+    for &p in list {
+        while r < runs.len() && runs[r][1] < p {
+            r += 1;
+        }
+        let Some(&[first, _]) = runs.get(r) else { break };
+        n += u32::from(first <= p);
+    }
+    n
+}
+
 /// Writes all 512 words of the page into `out`.
 pub(super) fn to_words(runs: &[Run], out: &mut [u64; PAGE_WORDS]) {
     out.fill(0);

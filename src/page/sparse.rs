@@ -155,6 +155,68 @@ pub(super) fn retain_common(list: &mut Vec<u16>, set: &[u16]) {
     list.truncate(k);
 }
 
+/// How many elements `a` and `b` (both strictly increasing) share. A list
+/// much shorter than the other is searched for in the other's shrinking
+/// rest; lists of similar length are merged without branching on the data.
+pub(super) fn count_common(a: &[u16], b: &[u16]) -> u32 {
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    let mut n = 0u32;
+    if short.len() * 8 < long.len() {
+        let mut rest = long;
+        for x in short {
+            match rest.binary_search(x) {
+                Ok(i) => {
+                    n += 1;
+                    rest = &rest[i + 1..];
+                }
+                Err(i) => rest = &rest[i..],
+            }
+        }
+        return n;
+    }
+    if short.len() * long.len() <= ALL_PAIRS_UP_TO {
+        // Every pair compared: the inner count runs as wide vector
+        // compares, fewer steps than a merge of such short lists.
+        return short.iter().map(|&x| page_count(long.iter().filter(|&&y| y == x).count())).sum();
+    }
+    if short.len() >= MARK_FROM {
+        // Mark one list's bits in words, then look the other's up: two
+        // passes of independent steps instead of a merge whose every step
+        // waits on the last comparison.
+        let mut words = [0u64; PAGE_WORDS];
+        for &p in short {
+            let (w, m) = word_mask(u32::from(p));
+            words[w] |= m;
+        }
+        return count_in_words(long, &words);
+    }
+    let (mut i, mut j) = (0, 0);
+    while i < short.len() && j < long.len() {
+        let (x, y) = (short[i], long[j]);
+        n += u32::from(x == y);
+        i += usize::from(x <= y);
+        j += usize::from(y <= x);
+    }
+    n
+}
+
+/// From this many elements in the shorter list, [`count_common`] marks
+/// words rather than merging.
+const MARK_FROM: usize = 32;
+
+/// Up to this many pairs, [`count_common`] compares every pair.
+const ALL_PAIRS_UP_TO: usize = 512;
+
+/// How many of the positions in `list` are set in `words`.
+pub(super) fn count_in_words(list: &[u16], words: &[u64; PAGE_WORDS]) -> u32 {
+    list.iter()
+        .map(|&p| {
+            let (w, m) = word_mask(u32::from(p));
+            u32::from(words[w] & m != 0)
+        })
+        .sum()
+}
+
 /// Keeps in `list` the positions whose bit is set in `words`, in place.
 pub(super) fn retain_in_words(list: &mut Vec<u16>, words: &[u64; PAGE_WORDS]) {
     list.retain(|&p| {

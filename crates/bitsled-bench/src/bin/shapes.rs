@@ -31,7 +31,9 @@
 //! Times (medians of `--repeats` passes, warm caches): `bitop_count(AND,
 //! [a, b])` over every successive pair against roaring-rs's
 //! `intersection_len`, and `bitop_count(OR, all)` against roaring-rs's
-//! union of all.
+//! union of all; then the same with the bitmaps read into memory once
+//! (`Db::bitmap`: `Bitmap::and_count`, `Bitmap::union` and its count), as
+//! roaring-rs's bitmaps are held.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -188,8 +190,10 @@ struct Row {
     roaring_rs: u64,
     pages: [u64; 4],
     and_pair_us: f64,
+    and_pair_loaded_us: f64,
     and_pair_roaring_us: f64,
     or_all_ms: f64,
+    or_all_loaded_ms: f64,
     or_all_roaring_ms: f64,
 }
 
@@ -221,18 +225,34 @@ fn measure(c: &Collection, repeats: usize) -> Res<Row> {
             check = check.wrapping_add(db.bitop_count(BitOp::And, w).map_or(0, |(_, ones)| ones));
         }
     });
+    // The same bitmaps read into memory once (`Db::bitmap`), as roaring's
+    // are held: the kernels without a lookup per call.
+    let loaded: Vec<bitsled::Bitmap> = key_refs.iter().map(|k| db.bitmap(k)).collect::<bitsled::Result<_>>()?;
+    let mut check_loaded = 0u64;
+    let and_loaded = median_secs(repeats, || {
+        for w in loaded.windows(2) {
+            check_loaded = check_loaded.wrapping_add(w[0].and_count(&w[1]));
+        }
+    });
     let mut check_roaring = 0u64;
     let and_roaring = median_secs(repeats, || {
         for w in roaring.windows(2) {
             check_roaring = check_roaring.wrapping_add(w[0].intersection_len(&w[1]));
         }
     });
-    if check != check_roaring {
-        return Err(format!("{}: AND counts differ: bitsled {check}, roaring {check_roaring}", c.name).into());
+    if check != check_roaring || check_loaded != check_roaring {
+        return Err(format!(
+            "{}: AND counts differ: bitsled {check}, loaded {check_loaded}, roaring {check_roaring}",
+            c.name
+        )
+        .into());
     }
     let mut or_count = 0;
     let or_bitsled =
         median_secs(repeats, || or_count = db.bitop_count(BitOp::Or, &key_refs).map_or(0, |(_, ones)| ones));
+    let loaded_refs: Vec<&bitsled::Bitmap> = loaded.iter().collect();
+    let mut or_loaded_count = 0;
+    let or_loaded = median_secs(repeats, || or_loaded_count = bitsled::Bitmap::union(&loaded_refs).count());
     let mut or_roaring_count = 0;
     let or_roaring = median_secs(repeats, || {
         let mut acc = RoaringBitmap::new();
@@ -241,8 +261,12 @@ fn measure(c: &Collection, repeats: usize) -> Res<Row> {
         }
         or_roaring_count = acc.len();
     });
-    if or_count != or_roaring_count {
-        return Err(format!("{}: OR counts differ: bitsled {or_count}, roaring {or_roaring_count}", c.name).into());
+    if or_count != or_roaring_count || or_loaded_count != or_roaring_count {
+        return Err(format!(
+            "{}: OR counts differ: bitsled {or_count}, loaded {or_loaded_count}, roaring {or_roaring_count}",
+            c.name
+        )
+        .into());
     }
     Ok(Row {
         name: c.name.clone(),
@@ -254,8 +278,10 @@ fn measure(c: &Collection, repeats: usize) -> Res<Row> {
         roaring_rs: roaring.iter().map(|r| r.serialized_size() as u64).sum(),
         pages,
         and_pair_us: and_bitsled / pairs * 1e6,
+        and_pair_loaded_us: and_loaded / pairs * 1e6,
         and_pair_roaring_us: and_roaring / pairs * 1e6,
         or_all_ms: or_bitsled * 1e3,
+        or_all_loaded_ms: or_loaded * 1e3,
         or_all_roaring_ms: or_roaring * 1e3,
     })
 }
@@ -276,13 +302,13 @@ fn main() -> Res<()> {
     let collections =
         if dirs.is_empty() { synthetic() } else { dirs.iter().map(|d| read_collection(d)).collect::<Res<Vec<_>>>()? };
     println!(
-        "| collection | bitmaps | values | bitsled stored | roaring+runs | stored / roaring+runs | on disk / roaring+runs | roaring-rs (no runs) | pages: sparse, runs, EWAH, dense | AND pair: bitsled / roaring-rs | OR all: bitsled / roaring-rs |"
+        "| collection | bitmaps | values | bitsled stored | roaring+runs | stored / roaring+runs | on disk / roaring+runs | roaring-rs (no runs) | pages: sparse, runs, EWAH, dense | AND pair: bitsled / roaring-rs | OR all: bitsled / roaring-rs | AND pair: loaded / roaring-rs | OR all: loaded / roaring-rs |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for c in &collections {
         let r = measure(c, repeats)?;
         println!(
-            "| {} | {} | {} | {} B | {} B | {:.2}x | {:.2}x | {} B | {}, {}, {}, {} | {:.2} / {:.2} µs ({:.1}x) | {:.2} / {:.2} ms ({:.1}x) |",
+            "| {} | {} | {} | {} B | {} B | {:.2}x | {:.2}x | {} B | {}, {}, {}, {} | {:.2} / {:.2} µs ({:.1}x) | {:.2} / {:.2} ms ({:.1}x) | {:.3} / {:.3} µs ({:.2}x) | {:.3} / {:.3} ms ({:.2}x) |",
             r.name,
             r.bitmaps,
             r.values,
@@ -301,6 +327,12 @@ fn main() -> Res<()> {
             r.or_all_ms,
             r.or_all_roaring_ms,
             r.or_all_ms / r.or_all_roaring_ms.max(1e-9),
+            r.and_pair_loaded_us,
+            r.and_pair_roaring_us,
+            r.and_pair_loaded_us / r.and_pair_roaring_us.max(1e-9),
+            r.or_all_loaded_ms,
+            r.or_all_roaring_ms,
+            r.or_all_loaded_ms / r.or_all_roaring_ms.max(1e-9),
         );
     }
     Ok(())
