@@ -26,7 +26,12 @@
 //! - **on disk**: `size_on_disk()` after the flush: sled's files,
 //!   with its log's overhead;
 //! - **roaring-rs**: `serialized_size()` of roaring-rs 0.10, which has no
-//!   run containers.
+//!   run containers;
+//! - **sled's records**: the keys and values in sled's tree after the
+//!   flush (the stored bytes plus the store's own records: superblock,
+//!   catalog, directories), and **fresh sled, one batch**: the size on disk
+//!   of a new sled tree given exactly those records in one batch and
+//!   flushed, so what sled makes of these bytes without bitsled's history.
 //!
 //! Times (medians of `--repeats` passes, warm caches): `bitop_count(AND,
 //! [a, b])` over every successive pair against roaring-rs's
@@ -195,6 +200,30 @@ struct Row {
     or_all_ms: f64,
     or_all_loaded_ms: f64,
     or_all_roaring_ms: f64,
+    /// Keys and values of the records in sled's tree after the flush.
+    records: u64,
+    /// A fresh sled tree given exactly those records in one batch, then
+    /// flushed: its size on disk.
+    fresh_sled: u64,
+}
+
+/// The records bitsled left in the sled tree at `dir` (closed), and the
+/// size on disk of a fresh sled tree given the same records in one batch
+/// and flushed, with bitsled's settings (no timer flushes): what sled
+/// itself makes of these bytes.
+fn sled_floor(dir: &Path) -> Res<(u64, u64)> {
+    let records: Vec<(sled::IVec, sled::IVec)> =
+        sled::Config::new().path(dir).flush_every_ms(None).open()?.iter().collect::<Result<_, _>>()?;
+    let bytes = records.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+    let fresh_dir = tempfile::tempdir()?;
+    let fresh = sled::Config::new().path(fresh_dir.path()).flush_every_ms(None).open()?;
+    let mut batch = sled::Batch::default();
+    for (k, v) in records {
+        batch.insert(k, v);
+    }
+    fresh.apply_batch(batch)?;
+    fresh.flush()?;
+    Ok((bytes, fresh.size_on_disk()?))
 }
 
 fn measure(c: &Collection, repeats: usize) -> Res<Row> {
@@ -261,6 +290,9 @@ fn measure(c: &Collection, repeats: usize) -> Res<Row> {
         }
         or_roaring_count = acc.len();
     });
+    drop(loaded);
+    drop(db);
+    let (records, fresh_sled) = sled_floor(&dir.path().join("db"))?;
     if or_count != or_roaring_count || or_loaded_count != or_roaring_count {
         return Err(format!(
             "{}: OR counts differ: bitsled {or_count}, loaded {or_loaded_count}, roaring {or_roaring_count}",
@@ -282,6 +314,8 @@ fn measure(c: &Collection, repeats: usize) -> Res<Row> {
         and_pair_roaring_us: and_roaring / pairs * 1e6,
         or_all_ms: or_bitsled * 1e3,
         or_all_loaded_ms: or_loaded * 1e3,
+        records,
+        fresh_sled,
         or_all_roaring_ms: or_roaring * 1e3,
     })
 }
@@ -302,13 +336,13 @@ fn main() -> Res<()> {
     let collections =
         if dirs.is_empty() { synthetic() } else { dirs.iter().map(|d| read_collection(d)).collect::<Res<Vec<_>>>()? };
     println!(
-        "| collection | bitmaps | values | bitsled stored | roaring+runs | stored / roaring+runs | on disk / roaring+runs | roaring-rs (no runs) | pages: sparse, runs, EWAH, dense | AND pair: bitsled / roaring-rs | OR all: bitsled / roaring-rs | AND pair: loaded / roaring-rs | OR all: loaded / roaring-rs |"
+        "| collection | bitmaps | values | bitsled stored | roaring+runs | stored / roaring+runs | on disk / roaring+runs | roaring-rs (no runs) | pages: sparse, runs, EWAH, dense | AND pair: bitsled / roaring-rs | OR all: bitsled / roaring-rs | AND pair: loaded / roaring-rs | OR all: loaded / roaring-rs | sled's records | on disk / records | fresh sled, one batch / records |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for c in &collections {
         let r = measure(c, repeats)?;
         println!(
-            "| {} | {} | {} | {} B | {} B | {:.2}x | {:.2}x | {} B | {}, {}, {}, {} | {:.2} / {:.2} µs ({:.1}x) | {:.2} / {:.2} ms ({:.1}x) | {:.3} / {:.3} µs ({:.2}x) | {:.3} / {:.3} ms ({:.2}x) |",
+            "| {} | {} | {} | {} B | {} B | {:.2}x | {:.2}x | {} B | {}, {}, {}, {} | {:.2} / {:.2} µs ({:.1}x) | {:.2} / {:.2} ms ({:.1}x) | {:.3} / {:.3} µs ({:.2}x) | {:.3} / {:.3} ms ({:.2}x) | {} B | {:.2}x | {:.2}x |",
             r.name,
             r.bitmaps,
             r.values,
@@ -333,6 +367,9 @@ fn main() -> Res<()> {
             r.or_all_loaded_ms,
             r.or_all_roaring_ms,
             r.or_all_loaded_ms / r.or_all_roaring_ms.max(1e-9),
+            r.records,
+            r.disk as f64 / r.records.max(1) as f64,
+            r.fresh_sled as f64 / r.records.max(1) as f64,
         );
     }
     Ok(())
