@@ -44,6 +44,17 @@ pub const fn locate(offset: u64) -> BitAddr {
 // PAGE_WORDS (512). These are the only narrowing conversions of the engine
 // and page code; each checks its bound in debug builds.
 
+/// The pages a value of `len` bytes spans, first and last (none for an
+/// empty value).
+#[must_use]
+pub const fn value_pages(len: u64) -> Option<(u64, u64)> {
+    if len == 0 {
+        None
+    } else {
+        Some((0, (len * 8 - 1) / PAGE_BITS))
+    }
+}
+
 /// A page-relative bit (`< PAGE_BITS`) as a `u32`.
 #[must_use]
 #[expect(clippy::cast_possible_truncation, reason = "the bit is below PAGE_BITS = 32,768")]

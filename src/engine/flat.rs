@@ -102,7 +102,9 @@ impl FlatCache {
 
     /// Sets the bytes the lists may take; they are dropped if over it.
     pub(crate) fn set_budget(&self, bytes: usize) {
-        self.budget.store(bytes, Ordering::Relaxed);
+        if self.budget.load(Ordering::Relaxed) != bytes {
+            self.budget.store(bytes, Ordering::Relaxed);
+        }
         if self.bytes.load(Ordering::Relaxed) > bytes {
             let mut map = self.map.lock();
             map.clear();

@@ -538,13 +538,14 @@ impl PageCache {
 
     /// Sets the bytes the cache may hold before it evicts.
     pub(crate) fn set_capacity(&self, bytes: usize) {
-        // Asked after every write: a store only when the figure moves keeps
-        // the line shared between the writers and the write-back.
-        if self.capacity.load(Ordering::Relaxed) == bytes {
-            return;
-        }
+        // Asked after every write: each figure is stored only when it moves
+        // (each compared with itself, so writers racing here leave no
+        // lasting mismatch), which keeps the lines shared between the
+        // writers and the write-back.
         self.flat.set_budget(bytes / 8);
-        self.capacity.store(bytes, Ordering::Relaxed);
+        if self.capacity.load(Ordering::Relaxed) != bytes {
+            self.capacity.store(bytes, Ordering::Relaxed);
+        }
     }
 
     /// Drops clean pages that were not used since the last sweep until the

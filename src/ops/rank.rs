@@ -4,7 +4,7 @@ use std::ops::RangeBounds;
 
 use crate::db::Db;
 use crate::error::Result;
-use crate::geometry::{page_bit, PAGE_BITS};
+use crate::geometry::{page_bit, value_pages, PAGE_BITS};
 use crate::ops::count::count_pages;
 use crate::ops::range::bit_range;
 
@@ -92,8 +92,7 @@ impl Db {
     /// # Ok(()) }
     /// ```
     pub fn select_bit(&self, key: &[u8], n: u64) -> Result<Option<u64>> {
-        let all_pages = |len: u64| bit_range(&(..), len).map(|(f, l)| (f / PAGE_BITS, l / PAGE_BITS));
-        let (meta, stream) = self.string_and_stream(key, |m| (n < m.ones()).then(|| all_pages(m.len)).flatten())?;
+        let (meta, stream) = self.string_and_stream(key, |m| (n < m.ones()).then(|| value_pages(m.len)).flatten())?;
         let (Some(_), Some(mut stream)) = (meta, stream) else { return Ok(None) };
         let mut before = n;
         while let Some((page, p)) = stream.next_page()? {

@@ -3,7 +3,7 @@
 use crate::db::Db;
 use crate::engine::Meta;
 use crate::error::Result;
-use crate::geometry::PAGE_BITS;
+use crate::geometry::value_pages;
 
 impl Db {
     /// The bytes of string `key` (Redis GET), or `None` if it is missing.
@@ -20,7 +20,7 @@ impl Db {
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let max = self.engine.config().max_value_bytes;
         // A value kept in its entry is copied from there, without a page.
-        let pages = |m: &Meta| (!m.is_inline() && m.len > 0 && m.len <= max).then(|| (0, (m.len * 8 - 1) / PAGE_BITS));
+        let pages = |m: &Meta| (!m.is_inline() && m.len <= max).then(|| value_pages(m.len)).flatten();
         let (meta, stream) = self.string_and_stream(key, pages)?;
         let Some(meta) = meta else { return Ok(None) };
         if meta.is_inline() && meta.len <= max {

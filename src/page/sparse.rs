@@ -155,9 +155,13 @@ pub(super) fn retain_common(list: &mut Vec<u16>, set: &[u16]) {
     list.truncate(k);
 }
 
-/// How many elements `a` and `b` (both strictly increasing) share. A list
-/// much shorter than the other is searched for in the other's shrinking
-/// rest; lists of similar length are merged without branching on the data.
+/// How many elements `a` and `b` (both strictly increasing) share, by the
+/// first way that applies: a list more than 8 times shorter than the other
+/// is searched for in the other's shrinking rest; lists whose lengths
+/// multiply to at most [`ALL_PAIRS_UP_TO`] compare every pair; from
+/// [`MARK_FROM`] elements in the shorter list, it is marked in words and
+/// the other looked up; otherwise the two are merged without branching on
+/// the data.
 pub(super) fn count_common(a: &[u16], b: &[u16]) -> u32 {
     let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
     let mut n = 0u32;

@@ -212,8 +212,23 @@ struct Row {
 /// and flushed, with bitsled's settings (no timer flushes): what sled
 /// itself makes of these bytes.
 fn sled_floor(dir: &Path) -> Res<(u64, u64)> {
-    let records: Vec<(sled::IVec, sled::IVec)> =
-        sled::Config::new().path(dir).flush_every_ms(None).open()?.iter().collect::<Result<_, _>>()?;
+    // sled's I/O threads may hold the directory's lock for a moment after
+    // the store was dropped: retry briefly.
+    let mut tries = 0;
+    let store = loop {
+        match sled::Config::new().path(dir).flush_every_ms(None).open() {
+            Err(sled::Error::Io(e))
+                if (e.kind() == std::io::ErrorKind::WouldBlock || e.to_string().contains("could not acquire lock"))
+                    && tries < 100 =>
+            {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => break other?,
+        }
+    };
+    let records: Vec<(sled::IVec, sled::IVec)> = store.iter().collect::<Result<_, _>>()?;
+    drop(store);
     let bytes = records.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
     let fresh_dir = tempfile::tempdir()?;
     let fresh = sled::Config::new().path(fresh_dir.path()).flush_every_ms(None).open()?;
