@@ -356,8 +356,12 @@ fn main() -> Res<()> {
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for c in &collections {
         let r = measure(c, repeats)?;
+        // "a / b unit (ratio)", with `digits` decimals for a and b.
+        let vs = |a: f64, b: f64, digits: usize, unit: &str| {
+            format!("{a:.digits$} / {b:.digits$} {unit} ({:.2}x)", a / b.max(1e-9))
+        };
         println!(
-            "| {} | {} | {} | {} B | {} B | {:.2}x | {:.2}x | {} B | {}, {}, {}, {} | {:.2} / {:.2} µs ({:.1}x) | {:.2} / {:.2} ms ({:.1}x) | {:.3} / {:.3} µs ({:.2}x) | {:.3} / {:.3} ms ({:.2}x) | {} B | {:.2}x | {:.2}x |",
+            "| {} | {} | {} | {} B | {} B | {:.2}x | {:.2}x | {} B | {}, {}, {}, {} | {} | {} | {} | {} | {} B | {:.2}x | {:.2}x |",
             r.name,
             r.bitmaps,
             r.values,
@@ -370,18 +374,10 @@ fn main() -> Res<()> {
             r.pages[1],
             r.pages[2],
             r.pages[3],
-            r.and_pair_us,
-            r.and_pair_roaring_us,
-            r.and_pair_us / r.and_pair_roaring_us.max(1e-9),
-            r.or_all_ms,
-            r.or_all_roaring_ms,
-            r.or_all_ms / r.or_all_roaring_ms.max(1e-9),
-            r.and_pair_loaded_us,
-            r.and_pair_roaring_us,
-            r.and_pair_loaded_us / r.and_pair_roaring_us.max(1e-9),
-            r.or_all_loaded_ms,
-            r.or_all_roaring_ms,
-            r.or_all_loaded_ms / r.or_all_roaring_ms.max(1e-9),
+            vs(r.and_pair_us, r.and_pair_roaring_us, 2, "µs"),
+            vs(r.or_all_ms, r.or_all_roaring_ms, 2, "ms"),
+            vs(r.and_pair_loaded_us, r.and_pair_roaring_us, 3, "µs"),
+            vs(r.or_all_loaded_ms, r.or_all_roaring_ms, 3, "ms"),
             r.records,
             r.disk as f64 / r.records.max(1) as f64,
             r.fresh_sled as f64 / r.records.max(1) as f64,
