@@ -301,7 +301,7 @@ impl Engine {
         }
         // Write-backs are serialised by `flush_lock`, so this is the next number.
         let seq = self.sequence.load(Ordering::SeqCst) + 1;
-        let (pages, fold_pages, step, dead, metas, journal, building, catalog, catalog_changed) = {
+        let (pages, fold_pages, step, page_fold_work, dead, metas, journal, building, catalog, catalog_changed) = {
             let _g = self.gate.write();
             // `building` is read under the gate too, and after the journal:
             // starting a build (not gated) adds to `building` before it
@@ -315,22 +315,19 @@ impl Engine {
             let flushed = journal.iter().any(|(k, _, v)| journal::is_flush(k, v.as_ref()));
             let fold = if flushed { Fold::All } else { fold };
             let dead = dead_ids(&journal);
-            let (fold_pages, step) = match self.page_fold_due(fold, &dead) {
+            let (page_fold, page_fold_work) = self.page_fold_due(fold, &dead);
+            let (fold_pages, step) = match page_fold {
                 PageFold::None => (false, HashSet::new()),
                 PageFold::All => (true, HashSet::new()),
                 PageFold::Step(step) => (false, step),
             };
             let pages = self.pages.dirty_snapshot(fold_pages, &step);
             let metas = self.metas.cut(seq, fold, self.meta_budget());
-            (pages, fold_pages, step, dead, metas, journal, building, self.keyspaces.catalog(), changed)
+            let catalog = self.keyspaces.catalog();
+            (pages, fold_pages, step, page_fold_work, dead, metas, journal, building, catalog, changed)
         };
         let mut metas = metas;
         self.metas.drain(seq, &mut metas);
-        // A page fold with records to delete has work even with no page.
-        let page_fold_work = {
-            let log = self.page_log.lock();
-            (fold_pages && !log.keys.is_empty()) || log.folding.as_ref().is_some_and(|f| f.owed.is_empty())
-        };
         if pages.is_empty()
             && !page_fold_work
             && metas.deltas.is_empty()
@@ -440,22 +437,29 @@ impl Engine {
     /// again. A step of a fold spread over write-backs while one is under
     /// way, or when one falls due: the page delta records have grown as
     /// large as the logged pages, or the logged pages pass their limit;
-    /// the step takes its pages from the fold's owed list.
-    fn page_fold_due(&self, fold: Fold, dead: &HashSet<u64>) -> PageFold {
-        if matches!(fold, Fold::All) {
-            return PageFold::All;
-        }
+    /// the step takes its pages from the fold's owed list. Also says
+    /// whether the write-back deletes page delta records (work even
+    /// without a page to write).
+    fn page_fold_due(&self, fold: Fold, dead: &HashSet<u64>) -> (PageFold, bool) {
         let mut log = self.page_log.lock();
+        // A fold deletes records when it folds everything, or once a spread
+        // fold has written every page it owed.
+        let retires = |log: &PageLog, all: bool| {
+            (all && !log.keys.is_empty()) || log.folding.as_ref().is_some_and(|f| f.owed.is_empty())
+        };
+        if matches!(fold, Fold::All) {
+            return (PageFold::All, retires(&log, true));
+        }
         let asked = std::mem::take(&mut log.fold_asked);
         let logged = self.pages.logged_bytes();
         if log.keys.is_empty() && self.pages.logged_pages() == 0 {
-            return PageFold::None;
+            return (PageFold::None, retires(&log, false));
         }
         // Past half as much again as their limit (a spread fold not keeping
         // up with logged pages that grow), all at once.
         let limit = self.logged_limit();
         if log.fold_owed || asked || logged > limit + limit / 2 || dead.iter().any(|&id| self.pages.has_logged(id)) {
-            return PageFold::All;
+            return (PageFold::All, retires(&log, true));
         }
         if log.folding.is_none() && (log.bytes >= PAGE_FOLD_FLOOR.max(logged) || logged > limit) {
             let mut owed = self.pages.logged_ids();
@@ -463,10 +467,11 @@ impl Engine {
             log.folding = Some(Folding { owed, older: log.keys.len() });
         }
         let budget = self.page_fold_step_bytes();
-        match log.folding.as_mut() {
+        let fold = match log.folding.as_mut() {
             Some(folding) => PageFold::Step(self.pages.fold_step(&mut folding.owed, budget)),
             None => PageFold::None,
-        }
+        };
+        (fold, retires(&log, false))
     }
 
     /// The bytes one step of a page fold writes or deletes: an eighth of
