@@ -36,7 +36,7 @@ use super::record::{Body, InlineBytes, Kind, Meta, INLINE_BYTES, INLINE_MAX};
 use super::stream::PageStream;
 use super::Engine;
 use crate::error::{Error, Result};
-use crate::geometry::{locate, page_bound, PAGE_BITS, PAGE_LEN};
+use crate::geometry::{locate, PAGE_LEN};
 use crate::page::Page;
 
 mod write;
@@ -482,8 +482,7 @@ impl<'e> ReadTx<'e> {
         let mut stream = self.stream(key, meta, 0, u64::MAX)?;
         let mut out = Vec::with_capacity(usize::try_from(meta.ones).unwrap_or(0));
         while let Some((page, p)) = stream.next_page()? {
-            let base = page * PAGE_BITS;
-            out.extend(p.ones_in(0, page_bound(PAGE_BITS)).map(|b| base + u64::from(b)));
+            out.extend(p.offsets(page));
         }
         if out.len() as u64 != meta.ones {
             return Ok(None);

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::db::Db;
 use crate::error::Result;
-use crate::geometry::{page_bound, value_pages, PAGE_BITS, PAGE_WORDS};
+use crate::geometry::{value_pages, PAGE_WORDS};
 use crate::page::{fold_pages, Fold, Page, SPARSE_MAX};
 
 /// The set bits of a bitmap as they were when it was read: its non-empty
@@ -144,10 +144,7 @@ impl Bitmap {
 
     /// The offsets of the set bits, ascending.
     pub fn ones(&self) -> impl Iterator<Item = u64> + '_ {
-        self.pages.iter().flat_map(|(n, p)| {
-            let base = n * PAGE_BITS;
-            p.ones_in(0, page_bound(PAGE_BITS)).map(move |b| base + u64::from(b))
-        })
+        self.pages.iter().flat_map(|(n, p)| p.offsets(*n))
     }
 }
 

@@ -3,6 +3,12 @@
 
 use crate::geometry::{position, word_mask, word_start, PAGE_WORDS, WORD_BITS};
 
+/// Whether page-relative bit `bit` is set in `words`.
+pub(super) fn get(words: &[u64; PAGE_WORDS], bit: u32) -> bool {
+    let (w, m) = word_mask(bit);
+    words[w] & m != 0
+}
+
 /// Number of set bits.
 pub(super) fn popcount(words: &[u64]) -> u32 {
     words.iter().map(|w| w.count_ones()).sum()

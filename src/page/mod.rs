@@ -517,14 +517,18 @@ impl Page {
         }
     }
 
+    /// The value offsets of the set bits, ascending, when this is page
+    /// `page` of its value.
+    pub(crate) fn offsets(&self, page: u64) -> impl Iterator<Item = u64> + '_ {
+        let base = page * PAGE_BITS;
+        self.ones_in(0, BITS).map(move |b| base + u64::from(b))
+    }
+
     /// Whether page-relative bit `bit` (below 32,768) is set.
     pub(crate) fn get(&self, bit: u32) -> bool {
         debug_assert!(bit < BITS, "bit {bit} outside the page");
         match &self.repr {
-            Repr::Dense(words) => {
-                let (w, m) = word_mask(bit);
-                words[w] & m != 0
-            }
+            Repr::Dense(words) => dense::get(words, bit),
             Repr::Sparse(pos) => u16::try_from(bit).is_ok_and(|b| pos.binary_search(&b).is_ok()),
             Repr::Ewah(stream) => ewah::get(stream, bit),
             Repr::Runs(list) => runs::get(list, bit),

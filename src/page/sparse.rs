@@ -2,7 +2,7 @@
 
 use crate::geometry::{page_count, word_mask, PAGE_WORDS};
 
-use super::BITS;
+use super::{dense, BITS};
 
 /// Whether `pos` is strictly increasing with every position below 32,768.
 pub(super) fn is_valid(pos: &[u16]) -> bool {
@@ -82,13 +82,7 @@ pub(super) fn and_into(pos: &[u16], acc: &mut [u64; PAGE_WORDS]) {
 /// The positions of `list` whose bit in `words` equals `keep`.
 #[cfg(any(test, feature = "testing"))]
 pub(super) fn filter_words(list: &[u16], words: &[u64; PAGE_WORDS], keep: bool) -> Vec<u16> {
-    list.iter()
-        .copied()
-        .filter(|&p| {
-            let (w, m) = word_mask(u32::from(p));
-            (words[w] & m != 0) == keep
-        })
-        .collect()
+    list.iter().copied().filter(|&p| dense::get(words, u32::from(p)) == keep).collect()
 }
 
 #[cfg(any(test, feature = "testing"))]
@@ -213,20 +207,12 @@ const ALL_PAIRS_UP_TO: usize = 512;
 
 /// How many of the positions in `list` are set in `words`.
 pub(super) fn count_in_words(list: &[u16], words: &[u64; PAGE_WORDS]) -> u32 {
-    list.iter()
-        .map(|&p| {
-            let (w, m) = word_mask(u32::from(p));
-            u32::from(words[w] & m != 0)
-        })
-        .sum()
+    list.iter().map(|&p| u32::from(dense::get(words, u32::from(p)))).sum()
 }
 
 /// Keeps in `list` the positions whose bit is set in `words`, in place.
 pub(super) fn retain_in_words(list: &mut Vec<u16>, words: &[u64; PAGE_WORDS]) {
-    list.retain(|&p| {
-        let (w, m) = word_mask(u32::from(p));
-        words[w] & m != 0
-    });
+    list.retain(|&p| dense::get(words, u32::from(p)));
 }
 
 #[cfg(any(test, feature = "testing"))]
