@@ -125,3 +125,71 @@ fn a_kept_page_moves_to_pages_when_it_outgrows_the_entry() {
     check(&db, b"moved", &[2_000_000], 250_001);
     assert!(db.verify().unwrap().is_ok());
 }
+
+/// Invariant: a SETBIT inside a string kept inline in its entry (a bit
+/// changed where the bytes lie) answers and stores what the general path
+/// does: the old bit, the bytes, the count, the expiry, and the in-place
+/// mark (set by a SETBIT that changed the bit, not by one that changed
+/// nothing); SETBITs past the end grow the string the general way; all of
+/// it survives flushes and reopens (after which the mark reads false).
+#[test]
+fn setbit_inside_an_inline_string_matches_a_model() {
+    use bitsled::SetExpiry;
+    let dir = tempfile::tempdir().unwrap();
+    let mut db = open(dir.path());
+    let far = db.now_ms() + 3_600_000;
+    let keys: [&[u8]; 3] = [b"plain", b"counter", b"expiring"];
+    db.set(keys[0], b"\x00\xff\x0f").unwrap();
+    db.set(keys[1], b"123").unwrap();
+    db.set_with_expiry(keys[2], b"abcd", SetExpiry::At(far)).unwrap();
+    let mut model: Vec<Vec<u8>> = vec![b"\x00\xff\x0f".to_vec(), b"123".to_vec(), b"abcd".to_vec()];
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for step in 0..600 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let k = usize::try_from(x % 3).unwrap();
+        let len_bits = model[k].len() as u64 * 8;
+        // Mostly inside the string; one in eight a few bytes past its end.
+        let offset = if x % 8 == 0 { len_bits + (x >> 8) % 24 } else { (x >> 8) % len_bits };
+        let value = (x >> 40) % 2 == 1;
+        let byte = usize::try_from(offset / 8).unwrap();
+        let grows = byte >= model[k].len();
+        if grows {
+            model[k].resize(byte + 1, 0);
+        }
+        let mask = 0x80u8 >> (offset % 8);
+        let was = model[k][byte] & mask != 0;
+        if value {
+            model[k][byte] |= mask;
+        } else {
+            model[k][byte] &= !mask;
+        }
+        let marked_before = db.changed_in_place(keys[k]).unwrap();
+        assert_eq!(db.setbit(keys[k], offset, value).unwrap(), was, "step {step}: old bit");
+        assert_eq!(db.get(keys[k]).unwrap().as_deref(), Some(&model[k][..]), "step {step}");
+        let ones: u64 = model[k].iter().map(|b| u64::from(b.count_ones())).sum();
+        assert_eq!(db.bitcount(keys[k], None).unwrap(), ones, "step {step}");
+        let marked = db.changed_in_place(keys[k]).unwrap();
+        if was == value && !grows {
+            assert_eq!(marked, marked_before, "step {step}: a SETBIT that changed nothing marks nothing");
+        } else {
+            assert_eq!(marked, Some(true), "step {step}: a changed bit or length marks the key");
+        }
+        if step % 97 == 96 {
+            db.flush().unwrap();
+            drop(db);
+            db = open(dir.path());
+        }
+    }
+    assert!(matches!(db.expiry(keys[2]).unwrap(), bitsled::Expiry::At(at) if at == far), "the expiry is kept");
+    assert!(matches!(db.expiry(keys[0]).unwrap(), bitsled::Expiry::Never));
+    db.flush().unwrap();
+    drop(db);
+    let db = open(dir.path());
+    for (k, key) in keys.iter().enumerate() {
+        assert_eq!(db.get(key).unwrap().as_deref(), Some(&model[k][..]));
+    }
+    let report = db.verify().unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}

@@ -171,6 +171,29 @@ pub(crate) fn with_items(b: &[u8], p: &Peeked, items: u64, positions: &[u64]) ->
     out
 }
 
+/// [`with_items`] done on `b` where it lies, if the new count's varint is
+/// as long as the old one (all but the additions that cross a varint
+/// width: 128 items, 16,384): returns whether it was done (if not, `b` is
+/// unchanged).
+pub(crate) fn add_in_place(b: &mut [u8], p: &Peeked, items: u64, positions: &[u64]) -> bool {
+    let width = varint::len(p.filter.items);
+    let Some(at) = p.bits_at.checked_sub(width) else { return false };
+    if varint::len(items) != width || b.len() < p.bits_at {
+        return false;
+    }
+    // The count's varint, as `varint::put` writes it, over the old one.
+    let mut v = items;
+    for byte in &mut b[at..p.bits_at] {
+        let low = v.to_le_bytes()[0] & 0x7F;
+        v >>= 7;
+        *byte = if v == 0 { low } else { low | 0x80 };
+    }
+    for &pos in positions {
+        set_bit(&mut b[p.bits_at..], pos);
+    }
+    true
+}
+
 /// The small form `b` after a delta record's Bloom bit change: it counts
 /// `items` and the bits at `positions` are set.
 ///
@@ -233,6 +256,32 @@ mod tests {
     /// Invariant: a small filter decodes to what was encoded, and its size
     /// is what `encoded_len` says; a default filter (100 items at 1%,
     /// tightened to 0.5%) is 144 bytes of bits and 13 of header.
+    /// Invariant: an addition made in place gives the bytes
+    /// [`with_items`] gives, whenever the count's varint keeps its width;
+    /// across a width (127 to 128 items) it is refused and the bytes stay
+    /// as they were.
+    #[test]
+    fn additions_in_place_match_a_rewrite() {
+        let s = sample();
+        let b = s.encode();
+        let p = peek(&b).unwrap();
+        let positions = [0, 3, p.filter.bits - 1];
+        let mut in_place = b.clone();
+        assert!(add_in_place(&mut in_place, &p, p.filter.items + 1, &positions));
+        assert_eq!(in_place, with_items(&b, &p, p.filter.items + 1, &positions));
+        let mut wide = Small { header: s.header.clone(), bits: s.bits.clone() };
+        wide.header.filters[0].capacity = 1000;
+        wide.header.filters[0].items = 127;
+        let wb = encode(&wide.header, &wide.bits);
+        let wp = Peeked { filter: wide.header.filters[0], bits_at: wb.len() - wide.bits.len(), ..p };
+        let mut crossed = wb.clone();
+        assert!(!add_in_place(&mut crossed, &wp, 128, &positions));
+        assert_eq!(crossed, wb);
+        let mut same = wb.clone();
+        assert!(add_in_place(&mut same, &wp, 127, &positions[..1]));
+        assert_eq!(same, with_items(&wb, &wp, 127, &positions[..1]));
+    }
+
     #[test]
     fn round_trips_at_its_size() {
         let s = sample();

@@ -34,8 +34,8 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::entry::{
-    entry_end, entry_expiry_end, put_entry, read_entry, sealed_body, shared_len, Reader, TAG_EXPIRY, TAG_INLINE,
-    TAG_PAGE,
+    entry_end, entry_expiry_end, inline_span, put_entry, read_entry, sealed_body, shared_len, Reader, TAG_EXPIRY,
+    TAG_INLINE, TAG_PAGE,
 };
 #[cfg(test)]
 use super::layout::key_hash;
@@ -534,6 +534,59 @@ impl Bucket {
         self.upsert_with(name, h, at, meta, true, now)
     }
 
+    /// `f` of the value of `name`'s entry (whose hash is `h`) where it lies
+    /// in the arena, if the entry holds a value of kind `kind` inline that
+    /// has not expired at `now_ms` (Unix milliseconds); the entry is then
+    /// used at `now` (Unix seconds; 0: not counted). Returns the entry's
+    /// index (as [`Bucket::find`]) and what `f` returned; `None` (nothing
+    /// run) for a missing name, another kind or form, or an expired entry.
+    pub(crate) fn peek_inline<R>(
+        &self,
+        (name, h): (&[u8], u32),
+        kind: Kind,
+        (now, now_ms): (u32, u64),
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Option<(usize, R)> {
+        let i = self.position(name, h)?;
+        let (span, expiry) = inline_span(&self.arena, self.name_at(i).1, kind)?;
+        if expiry != 0 && expiry <= now_ms {
+            return None;
+        }
+        let r = f(self.arena.get(span)?);
+        self.touch(i, now);
+        Some((i, r))
+    }
+
+    /// Changes the value of `name`'s entry (whose hash is `h`) where it
+    /// lies in the arena, if the entry holds a value of kind `kind` inline
+    /// and `f` changes it keeping its length (it returns whether it did);
+    /// the entry is then marked changed (its in-place mark cleared, as a
+    /// rewrite's) and used at `now` (0: not counted).
+    /// `known` as [`Bucket::upsert_known`] takes it. Returns whether the
+    /// entry was already marked changed, or `None` if nothing changed.
+    ///
+    /// The record form of the entry is the same as
+    /// [`Bucket::upsert_known`] of the changed value would write, without
+    /// the value being copied out and back.
+    pub(crate) fn patch_inline(
+        &mut self,
+        (name, h): (&[u8], u32),
+        kind: Kind,
+        now: u32,
+        known: Option<Option<usize>>,
+        f: impl FnOnce(&mut [u8]) -> bool,
+    ) -> Option<bool> {
+        let i = self.position_known(name, h, known)?;
+        let (span, _) = inline_span(&self.arena, self.name_at(i).1, kind)?;
+        if !f(self.arena.get_mut(span)?) {
+            return None;
+        }
+        let was_changed = self.head(i).changed();
+        self.change_head(i, |hd| hd.with_offset(hd.offset(), false).with_changed(true));
+        self.touch(i, now);
+        Some(was_changed)
+    }
+
     /// [`Bucket::upsert`], the entry's changed mark set to `changed` (a
     /// rebuild of the bucket keeps each entry's mark).
     fn upsert_with(
@@ -898,6 +951,79 @@ mod tests {
     }
 
     use super::*;
+
+    /// Invariant: an in-place change of an inline value leaves the bucket
+    /// exactly as an upsert of the changed value does (record bytes,
+    /// decoded entries, changed marks), with or without an expiry; it is
+    /// refused, changing nothing, for a value of another kind, a paged
+    /// value, a missing name, and a change that declines.
+    #[test]
+    fn an_inline_patch_is_an_upsert_of_the_patched_value() {
+        let hash = KeyHash::NEW;
+        let inline = |kind: Kind, value: &[u8], expire_at_ms: u64| {
+            let mut m = Meta::empty(kind);
+            m.inline.room(value.len())[..value.len()].copy_from_slice(value);
+            m.len = value.len() as u64;
+            m.expire_at_ms = expire_at_ms;
+            m
+        };
+        let value = |fill: u8| (0..40u8).map(|i| i.wrapping_mul(fill)).collect::<Vec<u8>>();
+        for expiry in [0u64, 1_900_000_000_000] {
+            let mut patched = Bucket::new(MIN_DEPTH);
+            for (i, kind) in [Kind::Bloom, Kind::String, Kind::Bloom].into_iter().enumerate() {
+                let name = format!("user:{i}:seen");
+                let meta = inline(kind, &value(3), expiry);
+                patched.put(hash, name.as_bytes(), &meta);
+            }
+            patched.put(hash, b"paged", &Meta::paged(Kind::Bloom, 9, 8192, 0, 0));
+            patched.clear_changes();
+            let mut upserted = patched.clone();
+            let (name, h) = (&b"user:2:seen"[..], hash.of(b"user:2:seen"));
+            let r = patched.patch_inline((name, h), Kind::Bloom, 0, None, |v| {
+                v.copy_from_slice(&value(5));
+                true
+            });
+            assert_eq!(r, Some(false), "the entry was not marked changed before");
+            let meta = inline(Kind::Bloom, &value(5), expiry);
+            upserted.upsert(name, h, &meta);
+            assert_eq!(patched.encode(), upserted.encode(), "expiry {expiry}");
+            assert_eq!(patched.sorted(), upserted.sorted());
+            let changes = |b: &Bucket| {
+                let mut c = Vec::new();
+                b.for_each_change(|n, e| c.push((n.to_vec(), e.map(<[u8]>::to_vec))));
+                c
+            };
+            assert_eq!(changes(&patched), changes(&upserted));
+            assert_eq!(patched.patch_inline((name, h), Kind::Bloom, 0, None, |_| true), Some(true));
+            // Refusals change nothing.
+            let before = patched.clone();
+            for (name, kind) in [("user:1:seen", Kind::Bloom), ("user:0:seen", Kind::String), ("paged", Kind::Bloom)] {
+                let r = patched.patch_inline((name.as_bytes(), hash.of(name.as_bytes())), kind, 0, None, |v| {
+                    v.fill(0xFF);
+                    true
+                });
+                assert_eq!(r, None, "{name} {kind:?}");
+            }
+            assert_eq!(patched.patch_inline((b"missing", hash.of(b"missing")), Kind::Bloom, 0, None, |_| true), None);
+            assert_eq!(patched.patch_inline((name, h), Kind::Bloom, 0, None, |_| false), None);
+            assert_eq!(patched.encode(), before.encode());
+            assert_eq!(changes(&patched), changes(&before));
+            // A string's value too; the entry's in-place mark is cleared,
+            // as a rewrite of the entry clears it.
+            let (name, h) = (&b"user:1:seen"[..], hash.of(b"user:1:seen"));
+            let mut upserted = patched.clone();
+            let r = patched.patch_inline((name, h), Kind::String, 0, None, |v| {
+                v[0] ^= 0x80;
+                true
+            });
+            assert_eq!(r, Some(false));
+            let mut flipped = value(3);
+            flipped[0] ^= 0x80;
+            upserted.upsert(name, h, &inline(Kind::String, &flipped, expiry));
+            assert_eq!(patched.encode(), upserted.encode());
+            assert_eq!(patched.sorted(), upserted.sorted());
+        }
+    }
 
     /// Whether `b`'s heads are in tag order, which its lookups rely on.
     fn in_tag_order(b: &Bucket) -> bool {

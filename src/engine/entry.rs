@@ -130,6 +130,26 @@ pub(super) fn entry_expiry_end(b: &[u8], at: usize) -> (u64, usize) {
     (expiry, r)
 }
 
+/// Where the value of the entry [`put_entry`] wrote at `at` of `b` lies,
+/// if the entry holds a value of kind `kind` inline, and its expiry (0:
+/// none): the bytes a read may borrow and an in-place change of the value
+/// may rewrite (keeping their length).
+pub(super) fn inline_span(b: &[u8], at: usize, kind: Kind) -> Option<(std::ops::Range<usize>, u64)> {
+    let &tag = b.get(at)?;
+    if tag & TAG_INLINE == 0 || tag & TAG_KIND != kind as u8 {
+        return None;
+    }
+    let mut r = at + 1;
+    let len = usize::try_from(varint::read(b, &mut r).ok()?).ok()?;
+    let mut expiry = 0;
+    if tag & TAG_EXPIRY != 0 {
+        expiry = u64::from_le_bytes(b.get(r..r + 8)?.try_into().ok()?);
+        r += 8;
+    }
+    let end = r.checked_add(len)?;
+    (end <= b.len()).then_some((r..end, expiry))
+}
+
 /// Reads what [`put_entry`] wrote after the tag `tag` (already read) of
 /// key `name`, validating every field.
 ///

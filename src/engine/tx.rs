@@ -329,6 +329,26 @@ impl<'e> ReadTx<'e> {
         Ok((start, at.map(|(_, m)| m)))
     }
 
+    /// `f` of the bytes of `key`'s value where they lie in its bucket
+    /// entry, if the key holds a value of kind `kind` kept inline that has
+    /// not expired: a read that decodes no metadata and copies no value.
+    /// `None` (nothing run) where [`ReadTx::meta`] must answer: a missing
+    /// or expired key, another kind, a value in pages.
+    ///
+    /// # Errors
+    /// As [`ReadTx::meta`].
+    pub(crate) fn peek_inline<R>(&mut self, key: &[u8], kind: Kind, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
+        let (ks, h) = (self.ks, self.key_hash(key));
+        let start = self.bucket_of(key, h)?;
+        let now = if self.touch { self.engine.metas.now_secs() } else { 0 };
+        let now_ms = self.engine.now_ms();
+        let guard = self.guard(key, h)?;
+        let Some(b) = guard.get(ks, start) else { return Ok(None) };
+        let Some((i, r)) = b.bucket.peek_inline((key, h), kind, (now, now_ms), f) else { return Ok(None) };
+        self.found = Some((ks, h, start, Some(i)));
+        Ok(Some(r))
+    }
+
     /// Seconds since `key` was last used (OBJECT IDLETIME), as far as the
     /// cache knows: a key not used since its bucket was loaded counts from
     /// the load. `None` if it is missing.
@@ -629,6 +649,59 @@ impl<'e> ReadTx<'e> {
             engine.changes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         Ok(())
+    }
+
+    /// Changes the value of `key` where its bytes lie in its bucket entry,
+    /// if it holds a value of kind `kind` kept inline: `patch` changes
+    /// them keeping their length and says whether it could. The same
+    /// change as recording the changed value (the entry's bytes are what a
+    /// rewrite gives), without the value copied out and back. `bloom`: the
+    /// change is items added to a small Bloom filter, as
+    /// [`ReadTx::record_change`] takes it. Returns whether it was made (if
+    /// not, nothing changed).
+    ///
+    /// The caller has read the key in this transaction (so it has not
+    /// expired, and its expiry stays as it is).
+    ///
+    /// # Errors
+    /// As [`ReadTx::meta`].
+    pub(crate) fn patch_inline(
+        &mut self,
+        key: &[u8],
+        kind: Kind,
+        bloom: Option<(u64, &[u64])>,
+        patch: impl FnOnce(&mut [u8]) -> bool,
+    ) -> Result<bool> {
+        debug_assert!(self.writing, "a read transaction changes nothing");
+        let (engine, ks, h) = (self.engine, self.ks, self.key_hash(key));
+        let start = self.bucket_of(key, h)?;
+        // The bucket's entries do not move: what was found stays true.
+        let known = self.found.filter(|f| (f.0, f.1, f.2) == (ks, h, start)).map(|f| f.3);
+        let now = engine.metas.now_secs();
+        let patched = self
+            .guard(key, h)?
+            .update_key(
+                ks,
+                start,
+                (h, key),
+                |b| b.patch_inline((key, h), kind, now, known, patch),
+                // As `record_change` notes a change.
+                |was_changed| match (was_changed, bloom) {
+                    (Some(was_changed), Some((items, positions))) => {
+                        BitsNote::Added { was_clean: !was_changed, items, positions }
+                    }
+                    (Some(true), None) => BitsNote::Other,
+                    _ => BitsNote::OtherOfClean,
+                },
+            )
+            .flatten();
+        if patched.is_none() {
+            return Ok(false);
+        }
+        // The expiry is the entry's own: no count changes.
+        engine.watches.touched(ks, key);
+        engine.changes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(true)
     }
 
     /// The current time by the engine's clock, Unix milliseconds.

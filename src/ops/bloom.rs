@@ -132,31 +132,65 @@ fn fast_paths() -> bool {
 }
 
 /// A small filter read where it lies, probed for one item.
-struct SmallProbe<'m> {
-    /// The small form's bytes.
-    bytes: &'m [u8],
+struct SmallProbe {
     peeked: Peeked,
     /// The positions of the item's bits that are clear, sorted, no
     /// repeats: none when the item is held.
     clear: SmallVec<[u64; 16]>,
 }
 
-/// The small filter `meta` describes, probed for `item`; `None` for a
-/// filter in pages (or with the fast paths off).
-fn probe_small<'m>(key: &[u8], meta: &'m Meta, item: &[u8]) -> Result<Option<SmallProbe<'m>>> {
-    if !meta.is_inline() || !fast_paths() {
-        return Ok(None);
-    }
-    let b = meta.inline_value();
+/// The small form `b` of `key`'s filter, probed for the item of hash `h`.
+///
+/// # Errors
+/// [`Error::Corrupted`] if `b` is no small form.
+fn probe_bytes(key: &[u8], b: &[u8], h: &ItemHash) -> Result<SmallProbe> {
     let p = small::peek(b).map_err(|r| small_damage(key, &r))?;
-    let h = ItemHash::of(item);
     let f = p.filter;
     let bits = &b[p.bits_at..];
     let mut clear: SmallVec<[u64; 16]> =
         (0..f.hashes).map(|i| h.position(i, f.bits)).filter(|&x| !small::bit(bits, x)).collect();
     clear.sort_unstable();
     clear.dedup();
-    Ok(Some(SmallProbe { bytes: b, peeked: p, clear }))
+    Ok(SmallProbe { peeked: p, clear })
+}
+
+/// The small filter `meta` describes, probed for `item`; `None` for a
+/// filter in pages (or with the fast paths off).
+fn probe_small(key: &[u8], meta: &Meta, item: &[u8]) -> Result<Option<SmallProbe>> {
+    if !meta.is_inline() || !fast_paths() {
+        return Ok(None);
+    }
+    probe_bytes(key, meta.inline_value(), &ItemHash::of(item)).map(Some)
+}
+
+/// A small filter of `key` (inline, not expired) probed for `item` where
+/// its bytes lie in the key's entry, with no metadata decoded: `None`
+/// where the key must be read whole first (missing, expired, another
+/// type, a filter in pages, the fast paths off).
+fn peek_small(tx: &mut ReadTx<'_>, key: &[u8], item: &[u8]) -> Result<Option<SmallProbe>> {
+    if !fast_paths() {
+        return Ok(None);
+    }
+    let h = ItemHash::of(item);
+    tx.peek_inline(key, Kind::Bloom, |b| probe_bytes(key, b, &h))?.transpose()
+}
+
+/// [`add_one_small`] from a [`peek_small`] of the key: `None` where the
+/// key must be read whole first (as `peek_small`), or for an item that
+/// changes more than the count and bits in place (a filter at its
+/// capacity; the count's varint growing a byte).
+fn add_one_peeked(tx: &mut WriteTx<'_>, key: &[u8], item: &[u8]) -> Result<Option<BloomAdd>> {
+    let Some(SmallProbe { peeked: p, clear }) = peek_small(tx, key, item)? else { return Ok(None) };
+    if clear.is_empty() {
+        return Ok(Some(BloomAdd::Exists));
+    }
+    let items = p.filter.items + 1;
+    if items > p.filter.capacity {
+        return Ok(None);
+    }
+    let added = tx
+        .patch_inline(key, Kind::Bloom, Some((items, &clear)), |bytes| small::add_in_place(bytes, &p, items, &clear))?;
+    Ok(added.then_some(BloomAdd::Added))
 }
 
 /// One item's BF.ADD to the small filter `meta` describes, worked on its
@@ -165,9 +199,10 @@ fn probe_small<'m>(key: &[u8], meta: &'m Meta, item: &[u8]) -> Result<Option<Sma
 /// a new item for a filter at its capacity, which grows the chain or is
 /// refused). Answers and stored bytes are the general path's.
 fn add_one_small(tx: &mut WriteTx<'_>, key: &[u8], meta: &Meta, item: &[u8]) -> Result<Option<BloomAdd>> {
-    let Some(SmallProbe { bytes: b, peeked: p, clear }) = probe_small(key, meta, item)? else {
+    let Some(SmallProbe { peeked: p, clear }) = probe_small(key, meta, item)? else {
         return Ok(None);
     };
+    let b = meta.inline_value();
     let f = p.filter;
     if clear.is_empty() {
         return Ok(Some(BloomAdd::Exists));
@@ -175,8 +210,13 @@ fn add_one_small(tx: &mut WriteTx<'_>, key: &[u8], meta: &Meta, item: &[u8]) -> 
     if f.items >= f.capacity {
         return Ok(None);
     }
-    let value = small::with_items(b, &p, f.items + 1, &clear);
-    tx.add_to_small_bloom(key, meta, &value, f.items + 1, &clear)?;
+    let items = f.items + 1;
+    if !tx
+        .patch_inline(key, Kind::Bloom, Some((items, &clear)), |bytes| small::add_in_place(bytes, &p, items, &clear))?
+    {
+        let value = small::with_items(b, &p, items, &clear);
+        tx.add_to_small_bloom(key, meta, &value, items, &clear)?;
+    }
     Ok(Some(BloomAdd::Added))
 }
 
@@ -376,6 +416,11 @@ impl Db {
         create: Option<&dyn Fn() -> Result<Header>>,
     ) -> Result<Vec<BloomAdd>> {
         self.engine.write(self.index, &[key], |tx| {
+            if let [item] = items {
+                if let Some(answer) = add_one_peeked(tx, key, item.as_ref())? {
+                    return Ok(vec![answer]);
+                }
+            }
             let stored = tx.typed(key, Kind::Bloom)?;
             if let (Some(meta), [item]) = (&stored, items) {
                 if let Some(answer) = add_one_small(tx, key, meta, item.as_ref())? {
@@ -420,6 +465,11 @@ impl Db {
         // The key's lock is held while pages are read, so the bitmap cannot
         // be replaced (and its pages discarded) meanwhile.
         self.engine.read(self.index, &[key], |tx| {
+            if let [item] = items {
+                if let Some(probe) = peek_small(tx, key, item.as_ref())? {
+                    return Ok(vec![probe.clear.is_empty()]);
+                }
+            }
             let Some(meta) = tx.typed(key, Kind::Bloom)? else { return Ok(vec![false; items.len()]) };
             if let [item] = items {
                 if let Some(probe) = probe_small(key, &meta, item.as_ref())? {
