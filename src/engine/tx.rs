@@ -615,14 +615,7 @@ impl<'e> ReadTx<'e> {
                     start,
                     (h, key),
                     |b| b.upsert_known(key, h, m, now, known),
-                    |old| match bloom {
-                        Some((items, positions)) => {
-                            BitsNote::Added { was_clean: old.is_some_and(|(_, changed)| !changed), items, positions }
-                        }
-                        // A clean entry (or none) has no bits to forget.
-                        None if old.is_some_and(|(_, changed)| changed) => BitsNote::Other,
-                        None => BitsNote::OtherOfClean,
-                    },
+                    |old| change_note(old.map(|(_, changed)| changed), bloom),
                 )
                 .flatten();
             old.map(|(expiry, _)| expiry)
@@ -685,14 +678,8 @@ impl<'e> ReadTx<'e> {
                 start,
                 (h, key),
                 |b| b.patch_inline((key, h), kind, now, known, patch),
-                // As `record_change` notes a change.
-                |was_changed| match (was_changed, bloom) {
-                    (Some(was_changed), Some((items, positions))) => {
-                        BitsNote::Added { was_clean: !was_changed, items, positions }
-                    }
-                    (Some(true), None) => BitsNote::Other,
-                    _ => BitsNote::OtherOfClean,
-                },
+                // Nothing changed: nothing to note.
+                |was_changed| was_changed.map_or(BitsNote::OtherOfClean, |c| change_note(Some(c), bloom)),
             )
             .flatten();
         if patched.is_none() {
@@ -707,6 +694,19 @@ impl<'e> ReadTx<'e> {
     /// The current time by the engine's clock, Unix milliseconds.
     pub(crate) fn now_ms(&self) -> u64 {
         self.engine.now_ms()
+    }
+}
+
+/// What a change of a key's entry means for its shard's Bloom bits log
+/// ([`BitsNote`]), from the changed mark of the entry it replaced (`None`:
+/// the key had no entry) and, for items added to a small Bloom filter,
+/// its count and the bits they set.
+fn change_note(old_changed: Option<bool>, bloom: Option<(u64, &[u64])>) -> BitsNote<'_> {
+    match bloom {
+        Some((items, positions)) => BitsNote::Added { was_clean: old_changed == Some(false), items, positions },
+        // A clean entry (or none) has no bits to forget.
+        None if old_changed == Some(true) => BitsNote::Other,
+        None => BitsNote::OtherOfClean,
     }
 }
 

@@ -40,7 +40,8 @@
 //! `redis-cli --pipe`; the time of each block, the peak RSS, the bytes on
 //! disk per filter after a graceful stop, then on a restarted server (cold
 //! caches) `redis-benchmark` BF.EXISTS of random users against GET of
-//! random small strings loaded beside them. Writes `DIR/scale-bloom.md`.
+//! random small strings loaded beside them (every server with
+//! `--maxmemory` if given). Writes `DIR/scale-bloom.md`.
 //!
 //! Prints the table and writes it to `DIR/scale.md` (default
 //! `bench-results/`, or `target/scale-quick/` with `--quick`).
@@ -254,7 +255,9 @@ fn main() -> Res<()> {
     }
     let o = parse_opts()?;
     if let Some(users) = o.bloom {
-        return bloom_section(users, o.requests, &o.out);
+        let limit = o.maxmemory_mib.map(|m| format!("{m}mb"));
+        let serve_args: Vec<&str> = limit.as_deref().map_or_else(Vec::new, |l| vec!["--maxmemory", l]);
+        return bloom_section(users, o.requests, &o.out, &serve_args);
     }
     let tmp = tempfile::tempdir()?;
     let mut rows: Vec<Row> = Vec::new();
@@ -548,10 +551,10 @@ fn resp(w: &mut dyn Write, parts: &[&[u8]]) -> std::io::Result<()> {
 
 /// Per-user Bloom filters: load blocks of users, disk per filter, and cold
 /// BF.EXISTS against cold GET on one server.
-fn bloom_section(users: u64, requests: u64, out: &Path) -> Res<()> {
+fn bloom_section(users: u64, requests: u64, out: &Path, serve_args: &[&str]) -> Res<()> {
     let tmp = tempfile::tempdir()?;
     let dir = tmp.path().join("bitsled-data");
-    let mut b = start_bitsled(&dir, &[])?;
+    let mut b = start_bitsled(&dir, serve_args)?;
     let mut rows: Vec<Row> = Vec::new();
     let mut blocks = Vec::new();
     let mut from = 0;
@@ -583,10 +586,10 @@ fn bloom_section(users: u64, requests: u64, out: &Path) -> Res<()> {
     let hwm = b.hwm();
     let stop = b.signal_and_wait("-TERM")?;
     let disk = du(&dir);
-    let b = start_bitsled(&dir, &[])?;
+    let b = start_bitsled(&dir, serve_args)?;
     let exists = benchmark(b.port, 0, requests, users, &["BF.EXISTS", "user:__rand_int__:seen", "news:1"])?;
     drop(b);
-    let b = start_bitsled(&dir, &[])?;
+    let b = start_bitsled(&dir, serve_args)?;
     let get = benchmark(b.port, 0, requests, strings, &["GET", "str:__rand_int__"])?;
     drop(b);
 
