@@ -171,6 +171,12 @@ pub(crate) fn with_items(b: &[u8], p: &Peeked, items: u64, positions: &[u64]) ->
     out
 }
 
+/// Whether the small form `p` describes can count `items` in place: the
+/// count's varint keeps its width (see [`add_in_place`]).
+pub(crate) fn fits_in_place(p: &Peeked, items: u64) -> bool {
+    varint::len(items) == varint::len(p.filter.items)
+}
+
 /// [`with_items`] done on `b` where it lies, if the new count's varint is
 /// as long as the old one (all but the additions that cross a varint
 /// width: 128 items, 16,384): returns whether it was done (if not, `b` is
@@ -178,7 +184,7 @@ pub(crate) fn with_items(b: &[u8], p: &Peeked, items: u64, positions: &[u64]) ->
 pub(crate) fn add_in_place(b: &mut [u8], p: &Peeked, items: u64, positions: &[u64]) -> bool {
     let width = varint::len(p.filter.items);
     let Some(at) = p.bits_at.checked_sub(width) else { return false };
-    if varint::len(items) != width || b.len() < p.bits_at {
+    if !fits_in_place(p, items) || b.len() < p.bits_at {
         return false;
     }
     // The count's varint, as `varint::put` writes it, over the old one.

@@ -644,6 +644,13 @@ impl<'e> ReadTx<'e> {
         Ok(())
     }
 
+    /// The current time by the engine's clock, Unix milliseconds.
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.engine.now_ms()
+    }
+}
+
+impl WriteTx<'_> {
     /// Changes the value of `key` where its bytes lie in its bucket entry,
     /// if it holds a value of kind `kind` kept inline: `patch` changes
     /// them keeping their length and says whether it could. The same
@@ -665,13 +672,15 @@ impl<'e> ReadTx<'e> {
         bloom: Option<(u64, &[u64])>,
         patch: impl FnOnce(&mut [u8]) -> bool,
     ) -> Result<bool> {
-        debug_assert!(self.writing, "a read transaction changes nothing");
-        let (engine, ks, h) = (self.engine, self.ks, self.key_hash(key));
-        let start = self.bucket_of(key, h)?;
-        // The bucket's entries do not move: what was found stays true.
-        let known = self.found.filter(|f| (f.0, f.1, f.2) == (ks, h, start)).map(|f| f.3);
+        let tx = &mut self.tx;
+        let (engine, ks, h) = (tx.engine, tx.ks, tx.key_hash(key));
+        let start = tx.bucket_of(key, h)?;
+        // As `record_change`: the update may move entries, so what was
+        // located and found is used once and forgotten.
+        tx.located = None;
+        let known = tx.found.take().filter(|f| (f.0, f.1, f.2) == (ks, h, start)).map(|f| f.3);
         let now = engine.metas.now_secs();
-        let patched = self
+        let patched = tx
             .guard(key, h)?
             .update_key(
                 ks,
@@ -689,11 +698,6 @@ impl<'e> ReadTx<'e> {
         engine.watches.touched(ks, key);
         engine.changes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(true)
-    }
-
-    /// The current time by the engine's clock, Unix milliseconds.
-    pub(crate) fn now_ms(&self) -> u64 {
-        self.engine.now_ms()
     }
 }
 

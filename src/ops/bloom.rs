@@ -185,7 +185,7 @@ fn add_one_peeked(tx: &mut WriteTx<'_>, key: &[u8], item: &[u8]) -> Result<Optio
         return Ok(Some(BloomAdd::Exists));
     }
     let items = p.filter.items + 1;
-    if items > p.filter.capacity {
+    if items > p.filter.capacity || !small::fits_in_place(&p, items) {
         return Ok(None);
     }
     let added = tx
@@ -193,11 +193,12 @@ fn add_one_peeked(tx: &mut WriteTx<'_>, key: &[u8], item: &[u8]) -> Result<Optio
     Ok(added.then_some(BloomAdd::Added))
 }
 
-/// One item's BF.ADD to the small filter `meta` describes, worked on its
-/// bytes where they lie (no header or bits decoded into buffers): the
-/// answer, or `None` where the general path must run (a filter in pages;
-/// a new item for a filter at its capacity, which grows the chain or is
-/// refused). Answers and stored bytes are the general path's.
+/// One item's BF.ADD to the small filter `meta` describes, its entry
+/// rewritten (where [`add_one_peeked`] does not apply: the count's varint
+/// grows a byte): the answer, or `None` where the general path must run
+/// (a filter in pages; a new item for a filter at its capacity, which
+/// grows the chain or is refused). Answers and stored bytes are the
+/// general path's.
 fn add_one_small(tx: &mut WriteTx<'_>, key: &[u8], meta: &Meta, item: &[u8]) -> Result<Option<BloomAdd>> {
     let Some(SmallProbe { peeked: p, clear }) = probe_small(key, meta, item)? else {
         return Ok(None);
@@ -210,13 +211,8 @@ fn add_one_small(tx: &mut WriteTx<'_>, key: &[u8], meta: &Meta, item: &[u8]) -> 
     if f.items >= f.capacity {
         return Ok(None);
     }
-    let items = f.items + 1;
-    if !tx
-        .patch_inline(key, Kind::Bloom, Some((items, &clear)), |bytes| small::add_in_place(bytes, &p, items, &clear))?
-    {
-        let value = small::with_items(b, &p, items, &clear);
-        tx.add_to_small_bloom(key, meta, &value, items, &clear)?;
-    }
+    let value = small::with_items(b, &p, f.items + 1, &clear);
+    tx.add_to_small_bloom(key, meta, &value, f.items + 1, &clear)?;
     Ok(Some(BloomAdd::Added))
 }
 
