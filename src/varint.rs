@@ -12,6 +12,21 @@ pub(crate) fn put(b: &mut Vec<u8>, mut v: u64) {
     b.push(v.to_le_bytes()[0]);
 }
 
+/// Writes `v` over `b` as [`put`] writes it, if that takes exactly
+/// `b.len()` bytes (an in-place change of a varint that keeps its width);
+/// returns whether it did (if not, `b` is unchanged).
+pub(crate) fn overwrite(b: &mut [u8], mut v: u64) -> bool {
+    if len(v) != b.len() {
+        return false;
+    }
+    for byte in b.iter_mut() {
+        let low = v.to_le_bytes()[0] & 0x7F;
+        v >>= 7;
+        *byte = if v == 0 { low } else { low | 0x80 };
+    }
+    true
+}
+
 /// Why a varint did not read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum VarintError {
@@ -72,6 +87,24 @@ mod tests {
             let mut b = Vec::new();
             put(&mut b, v);
             assert_eq!(len(v), b.len(), "{v}");
+        }
+    }
+
+    /// Invariant: `overwrite` writes `put`'s bytes when the width matches
+    /// and leaves the bytes alone when it does not.
+    #[test]
+    fn overwrite_is_put_at_the_same_width() {
+        for (old, new) in
+            [(0u64, 5u64), (1, 127), (127, 128), (128, 16_383), (16_383, 16_384), (300, 200), (u64::MAX, 1)]
+        {
+            let mut b = Vec::new();
+            put(&mut b, old);
+            let before = b.clone();
+            let mut want = Vec::new();
+            put(&mut want, new);
+            let done = overwrite(&mut b, new);
+            assert_eq!(done, want.len() == before.len(), "{old} -> {new}");
+            assert_eq!(b, if done { want } else { before }, "{old} -> {new}");
         }
     }
 

@@ -126,12 +126,12 @@ fn a_kept_page_moves_to_pages_when_it_outgrows_the_entry() {
     assert!(db.verify().unwrap().is_ok());
 }
 
-/// Invariant: a SETBIT inside a string kept inline in its entry (a bit
-/// changed where the bytes lie) answers and stores what the general path
-/// does: the old bit, the bytes, the count, the expiry, and the in-place
-/// mark (set by a SETBIT that changed the bit, not by one that changed
-/// nothing); SETBITs past the end grow the string the general way; all of
-/// it survives flushes and reopens (after which the mark reads false).
+/// Invariant: SETBITs on strings kept inline in their entries (plain,
+/// numeric, with an expiry) answer and store what a byte model says: the
+/// old bit, the bytes, the count, the expiry kept, and the in-place mark
+/// (set by a SETBIT that changed the bit or the length, not by one that
+/// changed nothing); SETBITs past the end grow the string; all of it
+/// survives flushes and reopens (after which the mark reads false).
 #[test]
 fn setbit_inside_an_inline_string_matches_a_model() {
     use bitsled::SetExpiry;

@@ -182,17 +182,10 @@ pub(crate) fn fits_in_place(p: &Peeked, items: u64) -> bool {
 /// width: 128 items, 16,384): returns whether it was done (if not, `b` is
 /// unchanged).
 pub(crate) fn add_in_place(b: &mut [u8], p: &Peeked, items: u64, positions: &[u64]) -> bool {
-    let width = varint::len(p.filter.items);
-    let Some(at) = p.bits_at.checked_sub(width) else { return false };
-    if !fits_in_place(p, items) || b.len() < p.bits_at {
+    let Some(at) = p.bits_at.checked_sub(varint::len(p.filter.items)) else { return false };
+    let Some(count) = b.get_mut(at..p.bits_at) else { return false };
+    if !varint::overwrite(count, items) {
         return false;
-    }
-    // The count's varint, as `varint::put` writes it, over the old one.
-    let mut v = items;
-    for byte in &mut b[at..p.bits_at] {
-        let low = v.to_le_bytes()[0] & 0x7F;
-        v >>= 7;
-        *byte = if v == 0 { low } else { low | 0x80 };
     }
     for &pos in positions {
         set_bit(&mut b[p.bits_at..], pos);

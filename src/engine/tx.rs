@@ -29,6 +29,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use super::bloombits::BitsNote;
+use super::bucket::Bucket;
 use super::keyspaces::Counts;
 use super::layout;
 use super::metas::{shard_of, MetaGuard};
@@ -599,25 +600,15 @@ impl<'e> ReadTx<'e> {
             }
             other => other,
         };
-        let (engine, ks, h) = (self.engine, self.ks, self.key_hash(key));
+        let (ks, h) = (self.ks, self.key_hash(key));
         // One lookup in the bucket: the upsert returns the expiry of the
         // entry it replaced (all the counts need of it).
         let old_expiry = if let Some(m) = meta {
-            let start = self.bucket_of(key, h)?;
-            self.located = None;
-            let known = self.found.take().filter(|f| (f.0, f.1, f.2) == (ks, h, start)).map(|f| f.3);
-            // A write is a use (OBJECT IDLETIME).
-            let now = engine.metas.now_secs();
-            let old = self
-                .guard(key, h)?
-                .update_key(
-                    ks,
-                    start,
-                    (h, key),
-                    |b| b.upsert_known(key, h, m, now, known),
-                    |old| change_note(old.map(|(_, changed)| changed), bloom),
-                )
-                .flatten();
+            let old = self.change_entry(
+                (key, h),
+                |b, now, known| b.upsert_known(key, h, m, now, known),
+                |old| change_note(old.map(|(_, changed)| changed), bloom),
+            )?;
             old.map(|(expiry, _)| expiry)
         } else {
             let (start, old) = self.entry(key)?;
@@ -635,13 +626,38 @@ impl<'e> ReadTx<'e> {
                 self.counts.due.note(h, at);
             }
         }
+        self.signal(key, signal);
+        Ok(())
+    }
+
+    /// Changes the entry of `key` (hash `h`) in its cached bucket with `f`,
+    /// given the time (a write is a use: OBJECT IDLETIME) and what a
+    /// lookup in this transaction found of the entry (as
+    /// [`Bucket::upsert_known`] takes it), and logs `note` of what `f`
+    /// returned in the shard's Bloom bits log. The update may move
+    /// entries, so what was located and found is used once and forgotten.
+    fn change_entry<'n, R>(
+        &mut self,
+        (key, h): (&[u8], u32),
+        f: impl FnOnce(&mut Bucket, u32, Option<Option<usize>>) -> Option<R>,
+        note: impl FnOnce(&Option<R>) -> BitsNote<'n>,
+    ) -> Result<Option<R>> {
+        let (engine, ks) = (self.engine, self.ks);
+        let start = self.bucket_of(key, h)?;
+        self.located = None;
+        let known = self.found.take().filter(|f| (f.0, f.1, f.2) == (ks, h, start)).map(|f| f.3);
+        let now = engine.metas.now_secs();
+        Ok(self.guard(key, h)?.update_key(ks, start, (h, key), |b| f(b, now, known), note).flatten())
+    }
+
+    /// Tells `key`'s watchers of a change and counts it, as `signal` says.
+    fn signal(&self, key: &[u8], signal: Signal) {
         if signal != Signal::Quiet {
-            engine.watches.touched(ks, key);
+            self.engine.watches.touched(self.ks, key);
         }
         if signal == Signal::Changed {
-            engine.changes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.engine.changes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        Ok(())
     }
 
     /// The current time by the engine's clock, Unix milliseconds.
@@ -673,30 +689,18 @@ impl WriteTx<'_> {
         patch: impl FnOnce(&mut [u8]) -> bool,
     ) -> Result<bool> {
         let tx = &mut self.tx;
-        let (engine, ks, h) = (tx.engine, tx.ks, tx.key_hash(key));
-        let start = tx.bucket_of(key, h)?;
-        // As `record_change`: the update may move entries, so what was
-        // located and found is used once and forgotten.
-        tx.located = None;
-        let known = tx.found.take().filter(|f| (f.0, f.1, f.2) == (ks, h, start)).map(|f| f.3);
-        let now = engine.metas.now_secs();
-        let patched = tx
-            .guard(key, h)?
-            .update_key(
-                ks,
-                start,
-                (h, key),
-                |b| b.patch_inline((key, h), kind, now, known, patch),
-                // Nothing changed: nothing to note.
-                |was_changed| was_changed.map_or(BitsNote::OtherOfClean, |c| change_note(Some(c), bloom)),
-            )
-            .flatten();
+        let h = tx.key_hash(key);
+        let patched = tx.change_entry(
+            (key, h),
+            |b, now, known| b.patch_inline((key, h), kind, now, known, patch),
+            // Nothing changed: nothing to note.
+            |was_changed| was_changed.map_or(BitsNote::OtherOfClean, |c| change_note(Some(c), bloom)),
+        )?;
         if patched.is_none() {
             return Ok(false);
         }
         // The expiry is the entry's own: no count changes.
-        engine.watches.touched(ks, key);
-        engine.changes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tx.signal(key, Signal::Changed);
         Ok(true)
     }
 }
