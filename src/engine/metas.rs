@@ -235,6 +235,9 @@ pub(crate) struct MetaCache {
     /// Bytes of the pinned (dirty or unfolded) buckets, as [`slot_bytes`]
     /// counts them.
     pinned_bytes: AtomicUsize,
+    /// Record bytes the buckets grew by since the last cut: about the new
+    /// entries the next write-back's delta records carry.
+    grown: AtomicUsize,
     capacity: AtomicUsize,
     /// The sequence number of the last cut: a bucket changed at or before
     /// it, in a shard still draining, belongs to the running write-back.
@@ -256,6 +259,7 @@ impl MetaCache {
             seq: AtomicU64::new(0),
             bytes: AtomicUsize::new(0),
             pinned_bytes: AtomicUsize::new(0),
+            grown: AtomicUsize::new(0),
             capacity: AtomicUsize::new(capacity_bytes),
             cut: AtomicU64::new(0),
             clock: Clock::default(),
@@ -306,13 +310,21 @@ impl MetaCache {
         MetaGuard { cache: self, shard: self.shards[shard].lock() }
     }
 
-    /// Bytes of the pinned buckets: changed and not yet folded.
     /// Whether a bucket changed since the last cut (a write-back has
     /// metadata to write).
     pub(crate) fn changed_since_cut(&self) -> bool {
         self.seq.load(Ordering::Relaxed) != self.cut.load(Ordering::Relaxed)
     }
 
+    /// Record bytes the cached buckets grew by since the last cut (new
+    /// entries, longer values): about the size of the next write-back's
+    /// delta records when many keys are new. Changes that keep an
+    /// entry's size (most writes to existing keys) do not count.
+    pub(crate) fn grown_since_cut(&self) -> usize {
+        self.grown.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of the pinned buckets: changed and not yet folded.
     pub(crate) fn pinned_bytes(&self) -> usize {
         self.pinned_bytes.load(Ordering::Relaxed)
     }
@@ -349,6 +361,7 @@ impl MetaCache {
             _ => Vec::new(),
         };
         self.cut.store(self.seq.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.grown.store(0, Ordering::Relaxed);
         let mut out = MetaCapture::default();
         let mut folded = 0;
         // Start where the last write-back stopped, so shards that are due
@@ -721,7 +734,11 @@ impl MetaGuard<'_> {
                 &mut shard.bloom_bits,
             );
         }
+        let record_before = slot.bucket.bytes;
         let r = f(Arc::make_mut(&mut slot.bucket));
+        if slot.bucket.bytes > record_before {
+            self.cache.grown.fetch_add(slot.bucket.bytes - record_before, Ordering::Relaxed);
+        }
         let bytes = slot_bytes(&slot.bucket);
         // One change per counter (the write path's atomics are shared with
         // every other writer and the write-back).
@@ -851,6 +868,41 @@ mod tests {
         cache.drain(2, &mut second);
         let want: BTreeMap<Vec<u8>, Option<Meta>> = [(touched[0].clone(), Some(m2))].into_iter().collect();
         assert_eq!(delta_entries(&second), want, "the later change, in the next write-back");
+    }
+
+    /// Invariant: the growth the early write-back watches is exactly what
+    /// updates added to the cached buckets' record bytes since the last
+    /// cut: new entries count, a change that keeps an entry's size does
+    /// not, and a cut starts the count again.
+    #[test]
+    fn growth_since_the_cut_counts_new_record_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path(), 1 << 20).unwrap();
+        let cache = MetaCache::new(1 << 30);
+        let names = names_of(5, 3);
+        let record_bytes = || cache.shards[5].lock().map.values().map(|s| s.bucket.bytes).sum::<usize>();
+        for name in &names {
+            cache.lock_shard(5).locate(0, key_hash(name), &store).unwrap();
+        }
+        let before = record_bytes();
+        assert_eq!(cache.grown_since_cut(), 0, "loading a bucket is no growth");
+        let (m1, m2) = (Meta::paged(Kind::String, 5, 100, 3, 0), Meta::paged(Kind::String, 6, 100, 4, 0));
+        for name in &names {
+            set(&cache, &store, name, &m1);
+        }
+        let grown = record_bytes() - before;
+        assert!(grown > 0);
+        assert_eq!(cache.grown_since_cut(), grown, "new entries count their bytes");
+        for name in &names {
+            set(&cache, &store, name, &m2);
+        }
+        assert_eq!(record_bytes() - before, grown, "m2 encodes at m1's size");
+        assert_eq!(cache.grown_since_cut(), grown, "a same-size change is no growth");
+        let mut capture = cache.cut(1, Fold::Auto, usize::MAX);
+        cache.drain(1, &mut capture);
+        assert_eq!(cache.grown_since_cut(), 0, "a cut starts the count again");
+        set(&cache, &store, &names_of(5, 4)[3], &m1);
+        assert!(cache.grown_since_cut() > 0);
     }
 
     /// Invariant: when every shard falls due at once, one write-back folds
