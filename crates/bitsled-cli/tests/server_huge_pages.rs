@@ -1,10 +1,12 @@
 //! `bitsled serve` restarts itself once with glibc's
 //! `glibc.malloc.hugetlb=1` tunable (malloc then advises transparent huge
 //! pages for its heaps) and `glibc.malloc.arena_max` (malloc's heaps
-//! bounded by the number of cores, at least 2), keeping its process id and
-//! arguments; it adds neither when told not to (`--malloc-huge-pages no`,
+//! bounded by the number of cores, at least 2) with the heap's trim and
+//! mapping thresholds fixed at 32 MiB, keeping its process id and
+//! arguments; it adds none when told not to (`--malloc-huge-pages no`,
 //! `--malloc-arenas 0`), and leaves a tunable that `GLIBC_TUNABLES`
-//! already names (or `MALLOC_ARENA_MAX`) as the operator set it.
+//! already names (or `MALLOC_ARENA_MAX`, `MALLOC_TRIM_THRESHOLD_`) as the
+//! operator set it.
 
 #![cfg(all(target_os = "linux", target_env = "gnu"))]
 
@@ -18,6 +20,9 @@ fn arenas() -> String {
     let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get).max(2);
     format!("glibc.malloc.arena_max={cores}")
 }
+
+/// The heap thresholds the server sets with the arena bound.
+const KEEP: &str = "glibc.malloc.trim_threshold=33554432:glibc.malloc.mmap_threshold=33554432";
 
 /// The value of `GLIBC_TUNABLES` the server's process was started with
 /// (its last `exec`). Read from `/proc/PID/environ`, the bytes of the
@@ -46,7 +51,7 @@ fn serve_runs_with_malloc_huge_pages_by_default() {
     let mut con = served.client();
     let pong: String = redis::cmd("PING").query(&mut con).expect("PING");
     assert_eq!(pong, "PONG");
-    assert_eq!(tunables(&served), Some(format!("glibc.malloc.hugetlb=1:{}", arenas())));
+    assert_eq!(tunables(&served), Some(format!("glibc.malloc.hugetlb=1:{}:{KEEP}", arenas())));
     let () = redis::cmd("SET").arg("k").arg("v").query(&mut con).expect("SET");
     let () = redis::cmd("SAVE").query(&mut con).expect("SAVE");
     assert!(std::fs::read_dir(dir.path()).expect("dir").count() > 0, "the store is in the directory given");
@@ -65,25 +70,30 @@ fn the_restart_respects_the_operator() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let no_huge = Served::start(dir.path(), &["--malloc-huge-pages", "no"]);
-    assert_eq!(tunables(&no_huge), Some(arenas()));
+    assert_eq!(tunables(&no_huge), Some(format!("{}:{KEEP}", arenas())));
     drop(no_huge);
 
     let dir = tempfile::tempdir().expect("tempdir");
     let four = Served::start(dir.path(), &["--malloc-arenas", "4"]);
-    assert_eq!(tunables(&four).as_deref(), Some("glibc.malloc.hugetlb=1:glibc.malloc.arena_max=4"));
+    assert_eq!(tunables(&four), Some(format!("glibc.malloc.hugetlb=1:glibc.malloc.arena_max=4:{KEEP}")));
     drop(four);
 
     let dir = tempfile::tempdir().expect("tempdir");
     let env = Served::start_with_env(dir.path(), &[], &[("MALLOC_ARENA_MAX", "3")]);
-    assert_eq!(tunables(&env).as_deref(), Some("glibc.malloc.hugetlb=1"));
+    assert_eq!(tunables(&env), Some(format!("glibc.malloc.hugetlb=1:{KEEP}")));
     drop(env);
 
     let dir = tempfile::tempdir().expect("tempdir");
+    let trim = Served::start_with_env(dir.path(), &[], &[("MALLOC_TRIM_THRESHOLD_", "1048576")]);
+    assert_eq!(tunables(&trim), Some(format!("glibc.malloc.hugetlb=1:{}", arenas())));
+    drop(trim);
+
+    let dir = tempfile::tempdir().expect("tempdir");
     let other = Served::start_with_env(dir.path(), &[], &[("GLIBC_TUNABLES", "glibc.malloc.arena_max=2")]);
-    assert_eq!(tunables(&other).as_deref(), Some("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"));
+    assert_eq!(tunables(&other), Some(format!("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1:{KEEP}")));
     drop(other);
 
     let dir = tempfile::tempdir().expect("tempdir");
     let chosen = Served::start_with_env(dir.path(), &[], &[("GLIBC_TUNABLES", "glibc.malloc.hugetlb=0")]);
-    assert_eq!(tunables(&chosen), Some(format!("glibc.malloc.hugetlb=0:{}", arenas())));
+    assert_eq!(tunables(&chosen), Some(format!("glibc.malloc.hugetlb=0:{}:{KEEP}", arenas())));
 }
