@@ -107,11 +107,12 @@ const DIRTY_RECORDS: usize = 16_384;
 /// a writer asks the background thread for an early write-back. sled
 /// copies a batch and serialises it into its log buffers before it writes
 /// any of it, and the allocator keeps much of that memory afterwards: a
-/// load of 10^6 new Bloom filters put 80-90 MB of delta records in each
-/// of its first two write-backs (a second of new entries each), and each
-/// left the resident set 200-250 MiB higher; batches of 5-20 MB moved it
-/// by 0-50 MiB each, mostly a few. Writes that keep entries' sizes do not count, so
-/// loads that change existing keys keep their one write-back a second.
+/// load of 10^6 new Bloom filters put 79 and 93 MB of delta records in
+/// its first two write-backs (a second of changes each, mostly new
+/// entries), and each left the resident set 200-250 MiB higher; its later
+/// 4.6 MB batches moved it by 0-3 MiB (BENCHMARKS.md, "Smaller first
+/// write-backs"). Writes that keep entries' sizes do not count, so loads
+/// that change existing keys keep their one write-back a second.
 const DELTA_GROWTH_BYTES: usize = 16 << 20;
 
 /// Metadata buckets the expiry sweeper reads per call.

@@ -91,9 +91,10 @@ pub(crate) struct ServeArgs {
     /// of each heap and serves requests up to 32 MiB from its heaps
     /// (`glibc.malloc.trim_threshold` and `glibc.malloc.mmap_threshold`),
     /// so memory freed after a write-back is reused, not returned and
-    /// faulted in again. 0 keeps glibc's defaults. No effect where
-    /// `GLIBC_TUNABLES` already names a tunable or the matching `MALLOC_*`
-    /// variable is set [default: the number of cores, at least 2].
+    /// faulted in again (at the cost of up to 32 MiB kept per heap). 0
+    /// keeps glibc's defaults. Each has no effect where `GLIBC_TUNABLES`
+    /// already names that tunable or the matching `MALLOC_*` variable is
+    /// set [default: the number of cores, at least 2].
     #[arg(long, value_name = "N")]
     malloc_arenas: Option<usize>,
     /// `yes`: serve as a node of a cluster, as Redis's `cluster-enabled`:
@@ -278,7 +279,9 @@ fn malloc_tunables(
         add.push(format!("{ARENA_MAX_TUNABLE}={arenas}"));
     }
     let thresholds_named = [TRIM_THRESHOLD_TUNABLE, MMAP_THRESHOLD_TUNABLE].iter().any(|t| current.contains(t));
-    if arenas > 0 && !threshold_env && !thresholds_named {
+    // 32 MiB passes glibc's limit for the mapping threshold on 32-bit
+    // systems (512 KiB), which would keep the trim one alone.
+    if arenas > 0 && !threshold_env && !thresholds_named && cfg!(target_pointer_width = "64") {
         add.push(format!("{TRIM_THRESHOLD_TUNABLE}={HEAP_KEEP_BYTES}"));
         add.push(format!("{MMAP_THRESHOLD_TUNABLE}={HEAP_KEEP_BYTES}"));
     }
