@@ -2,28 +2,35 @@
 //! most 10 bytes, no trailing zero byte: each number has one encoding), as
 //! the metadata bucket and page group records use them.
 
-/// Appends `v`.
-pub(crate) fn put(b: &mut Vec<u8>, mut v: u64) {
+/// `v`'s encoding: its first [`len`]`(v)` bytes (at most 10).
+fn encode(mut v: u64) -> ([u8; 10], usize) {
+    let mut out = [0u8; 10];
+    let mut n = 0;
     while v >= 0x80 {
         // The low seven bits, with the continuation bit.
-        b.push(v.to_le_bytes()[0] | 0x80);
+        out[n] = v.to_le_bytes()[0] | 0x80;
         v >>= 7;
+        n += 1;
     }
-    b.push(v.to_le_bytes()[0]);
+    out[n] = v.to_le_bytes()[0];
+    (out, n + 1)
+}
+
+/// Appends `v`.
+pub(crate) fn put(b: &mut Vec<u8>, v: u64) {
+    let (bytes, n) = encode(v);
+    b.extend_from_slice(&bytes[..n]);
 }
 
 /// Writes `v` over `b` as [`put`] writes it, if that takes exactly
 /// `b.len()` bytes (an in-place change of a varint that keeps its width);
 /// returns whether it did (if not, `b` is unchanged).
-pub(crate) fn overwrite(b: &mut [u8], mut v: u64) -> bool {
-    if len(v) != b.len() {
+pub(crate) fn overwrite(b: &mut [u8], v: u64) -> bool {
+    let (bytes, n) = encode(v);
+    if n != b.len() {
         return false;
     }
-    for byte in b.iter_mut() {
-        let low = v.to_le_bytes()[0] & 0x7F;
-        v >>= 7;
-        *byte = if v == 0 { low } else { low | 0x80 };
-    }
+    b.copy_from_slice(&bytes[..n]);
     true
 }
 

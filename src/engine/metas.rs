@@ -318,9 +318,9 @@ impl MetaCache {
 
     /// Record bytes the cached buckets grew by since the last cut (new
     /// entries, longer inline values; as the bucket estimates its record
-    /// bytes): about the size of the next write-back's
-    /// delta records when many keys are new. Changes that keep an
-    /// entry's size (most writes to existing keys) do not count.
+    /// bytes): about the size of the next write-back's delta records when
+    /// many keys are new. Changes that keep an entry's size (most writes
+    /// to existing keys) do not count.
     pub(crate) fn grown_since_cut(&self) -> usize {
         self.grown.load(Ordering::Relaxed)
     }
