@@ -31,6 +31,13 @@ pub struct Db {
     pub(crate) index: u32,
 }
 
+/// Where a key lies in the in-memory index, from [`Db::prefetch_index`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexHint {
+    ks: u32,
+    h: u32,
+}
+
 impl Db {
     /// A handle on `engine`'s database `index`, counted by the engine.
     pub(crate) fn handle(engine: Arc<Engine>, index: u32) -> Db {
@@ -131,6 +138,28 @@ impl Db {
             return Err(Error::InvalidArgument(format!("database {index} does not exist")));
         }
         Ok(Db::handle(Arc::clone(&self.engine), index))
+    }
+
+    /// The first of two prefetch steps for a command on `key` a few
+    /// commands ahead: asks the CPU for the part of the in-memory index
+    /// where a lookup of `key` starts. [`Db::prefetch_bucket`] of what it
+    /// returns, a command later, asks for the key's bucket; the command on
+    /// `key` after that then waits less for memory (on an index larger
+    /// than the CPU's caches, each step of a lookup otherwise waits for
+    /// main memory in turn). A server reading a pipeline of commands
+    /// takes the steps for the commands behind the one it runs.
+    ///
+    /// Hints only: they change nothing, read nothing from disk, never fail
+    /// and cost a hash and a lock attempt; `None` for a database that does
+    /// not exist.
+    #[must_use]
+    pub fn prefetch_index(&self, key: &[u8]) -> Option<IndexHint> {
+        self.engine.prefetch_index(self.index, key).map(|(ks, h)| IndexHint { ks, h })
+    }
+
+    /// The second prefetch step (see [`Db::prefetch_index`]).
+    pub fn prefetch_bucket(&self, hint: IndexHint) {
+        self.engine.prefetch_bucket(hint.ks, hint.h);
     }
 
     /// The index of this handle's database.

@@ -54,7 +54,7 @@ pub use config::{
     Config, Durability, DEFAULT_CACHE_BYTES, DEFAULT_DATABASES, DEFAULT_DIRTY_BYTES, DEFAULT_DISK_RESERVE_BYTES,
     DEFAULT_FLUSH_INTERVAL, DEFAULT_MAX_VALUE_BYTES, DEFAULT_STORE_CACHE_BYTES, LAZY_FLUSH_INTERVAL,
 };
-pub use db::{Db, Watch};
+pub use db::{Db, IndexHint, Watch};
 pub use engine::{DbCounts, DiskShortage, KeyStats, MemoryStats, Problem, Sweep, VerifyReport};
 pub use error::{Error, Result};
 pub use geometry::MAX_OFFSET;

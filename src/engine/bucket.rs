@@ -214,6 +214,34 @@ impl Head {
 }
 
 /// The low bits of a key hash a bucket keeps per entry.
+/// Where tag `tag` falls among `n` heads if tags spread evenly: where a
+/// search of the tag-ordered heads starts.
+fn even_spread(tag: u16, n: usize) -> usize {
+    (usize::from(tag) * n) >> TAG_MASK.count_ones()
+}
+
+/// The addresses a lookup in a bucket reads first (its heads where the
+/// hash's tag falls, its name prefix), kept beside the bucket in the cache
+/// so that a prefetch hint reads nothing of the bucket. Addresses only:
+/// never dereferenced, and stale ones (the bucket changed since) cost a
+/// wasted hint, nothing else.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct LookupLines {
+    heads: usize,
+    len: u32,
+    pub(crate) depth: u8,
+    prefix: usize,
+}
+
+impl LookupLines {
+    /// Asks for the cache lines a lookup of hash `h` reads first.
+    pub(crate) fn prefetch(self, h: u32) {
+        let at = even_spread(tag_of(h), self.len as usize);
+        super::prefetch::line(self.heads.wrapping_add(at * 8));
+        super::prefetch::line(self.prefix);
+    }
+}
+
 fn tag_of(h: u32) -> u16 {
     (u64::from(h) & TAG_MASK) as u16
 }
@@ -391,8 +419,19 @@ impl Bucket {
     /// collide) cost a logarithmic gallop, never a scan.
     fn first_at_least(&self, tag: u16) -> usize {
         let n = self.heads.len();
-        let guess = (usize::from(tag) * n) >> TAG_MASK.count_ones();
-        crate::search::partition_from(n, guess, |i| self.head(i).tag() < tag)
+        crate::search::partition_from(n, even_spread(tag, n), |i| self.head(i).tag() < tag)
+    }
+
+    /// Where a lookup in this bucket reads first, for
+    /// [`LookupLines::prefetch`]: taken while the bucket is at hand, so a
+    /// later hint needs no read of the bucket itself.
+    pub(crate) fn lookup_lines(&self) -> LookupLines {
+        LookupLines {
+            heads: self.heads.as_ptr() as usize,
+            len: u32::try_from(self.heads.len()).unwrap_or(u32::MAX),
+            depth: self.depth,
+            prefix: self.prefix.as_ptr() as usize,
+        }
     }
 
     /// The index and metadata of the entry of `name` (whose hash is `h`),

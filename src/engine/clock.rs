@@ -23,18 +23,22 @@ pub(super) trait ClockSlot {
 /// One sweep over `map`: clears the hot bit of hot slots and drops the cold
 /// ones that may go, taking their bytes off `bytes`.
 pub(super) fn sweep<K: Eq + Hash, V: ClockSlot, S: BuildHasher>(map: &mut HashMap<K, V, S>, bytes: &AtomicUsize) {
-    map.retain(|_, slot| {
-        if slot.stays() {
-            return true;
-        }
-        let hot = slot.hot();
-        if *hot {
-            *hot = false;
-            return true;
-        }
-        bytes.fetch_sub(slot.bytes(), Ordering::Relaxed);
-        false
-    });
+    map.retain(|_, slot| stays(slot, bytes));
+}
+
+/// A sweep's verdict on `slot`: whether it stays (its hot bit, if set, is
+/// cleared); a slot that goes has its bytes taken off `bytes`.
+pub(super) fn stays<V: ClockSlot>(slot: &mut V, bytes: &AtomicUsize) -> bool {
+    if slot.stays() {
+        return true;
+    }
+    let hot = slot.hot();
+    if *hot {
+        *hot = false;
+        return true;
+    }
+    bytes.fetch_sub(slot.bytes(), Ordering::Relaxed);
+    false
 }
 
 /// Runs `sweep_shard` over `shards` in turn, at most three rounds, until

@@ -135,6 +135,11 @@ impl Keyspaces {
         dbs.get(usize::try_from(db).ok()?).map(|(ks, c)| (*ks, Arc::clone(c)))
     }
 
+    /// The keyspace of database `db`, if it exists.
+    pub(crate) fn keyspace_of(&self, db: u32) -> Option<u32> {
+        self.dbs.read().get(usize::try_from(db).ok()?).map(|(ks, _)| *ks)
+    }
+
     /// The database whose keyspace is `ks`, if it is live.
     pub(crate) fn db_of(&self, ks: u32) -> Option<u32> {
         let dbs = self.dbs.read();

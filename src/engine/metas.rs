@@ -29,20 +29,19 @@
 //!   partition it; the cache and the store agree on every bucket the cache
 //!   holds clean, and the cache's version wins otherwise.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
 use super::bloombits::{BitsNote, ShardBits};
-use super::bucket::{bucket_start, covers, Bucket, MIN_DEPTH};
+use super::bucket::{bucket_start, covers, Bucket, LookupLines, MIN_DEPTH};
 use super::clock::{self, ClockSlot};
 use super::delta::DeltaWriter;
 pub(crate) use super::layout::shard_of;
 use super::layout::{self, KeyHash, DELTA_KEY_LEN};
 use super::pages::Seq;
+use super::probemap::{Layout, ProbeMap};
 use super::store::Store;
 use crate::config::Clock;
 use crate::error::{Error, Result};
@@ -50,9 +49,11 @@ use crate::error::{Error, Result};
 /// Number of shards, so of independent key locks: one per hash region.
 pub(crate) const SHARDS: usize = 1 << MIN_DEPTH;
 
-/// Bookkeeping bytes charged per cached bucket and per entry on top of the
-/// record's size.
-const BUCKET_OVERHEAD: usize = 96;
+/// Bookkeeping bytes charged per cached bucket on top of its buffers: the
+/// bucket's own block (about 160 bytes with its `Arc` counts) and its
+/// 64-byte entry in the shard's map, which is a quarter to a half full
+/// (see [`ProbeMap`]).
+const BUCKET_OVERHEAD: usize = 320;
 
 /// The end (exclusive) of the bucket of `depth` starting at `start`.
 pub(crate) fn bucket_end(start: u32, depth: u8) -> u64 {
@@ -61,6 +62,8 @@ pub(crate) fn bucket_end(start: u32, depth: u8) -> u64 {
 
 struct Slot {
     bucket: Arc<Bucket>,
+    /// Where a lookup in the bucket reads first, as of its last change.
+    lines: LookupLines,
     /// Changed since the last write-back (0: not).
     dirty: Seq,
     /// Its stored record is older than the delta records of its shard.
@@ -105,34 +108,7 @@ fn slot_bytes(b: &Bucket) -> usize {
     BUCKET_OVERHEAD + b.memory_bytes()
 }
 
-/// Hashes a (keyspace, first hash) pair for the shard's map: the pair's
-/// 64 bits, finished with a full avalanche (a bucket's first hash ends in
-/// as many zero bits as its depth leaves, so its low bits alone would
-/// collide).
-#[derive(Default, Clone, Copy)]
-struct StartHasher(u64);
-
-impl Hasher for StartHasher {
-    fn finish(&self) -> u64 {
-        // MurmurHash3's 64-bit finaliser.
-        let mut x = self.0;
-        x ^= x >> 33;
-        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        x ^= x >> 33;
-        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        x ^ (x >> 33)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.0 = self.0.rotate_left(32) ^ u64::from(n);
-    }
-}
-
-type SlotMap = HashMap<(u32, u32), Slot, BuildHasherDefault<StartHasher>>;
+type SlotMap = ProbeMap<Slot>;
 
 /// One shard: its cached buckets by (keyspace, first hash), and its delta
 /// records in the store.
@@ -227,9 +203,20 @@ pub(crate) struct DirtyBucket {
     pub(crate) bucket: Arc<Bucket>,
 }
 
+/// What a prefetch hint knows of a shard without its lock.
+#[derive(Default)]
+struct ShardLayout {
+    map: Layout,
+    /// The shard's [`MetaShard::max_depth`].
+    depth: std::sync::atomic::AtomicU8,
+}
+
 /// The bucket cache.
 pub(crate) struct MetaCache {
     shards: Box<[Mutex<MetaShard>]>,
+    /// Each shard's map layout and deepest bucket, for prefetch hints
+    /// taken without the shard's lock ([`MetaCache::prefetch_index`]).
+    layouts: Box<[ShardLayout]>,
     seq: AtomicU64,
     bytes: AtomicUsize,
     /// Bytes of the pinned (dirty or unfolded) buckets, as [`slot_bytes`]
@@ -256,6 +243,7 @@ impl MetaCache {
     pub(crate) fn new(capacity_bytes: usize) -> MetaCache {
         MetaCache {
             shards: (0..SHARDS).map(|_| Mutex::new(MetaShard::default())).collect(),
+            layouts: (0..SHARDS).map(|_| ShardLayout::default()).collect(),
             seq: AtomicU64::new(0),
             bytes: AtomicUsize::new(0),
             pinned_bytes: AtomicUsize::new(0),
@@ -304,10 +292,42 @@ impl MetaCache {
         self.coarse_secs.store(self.read_clock().max(1), Ordering::Relaxed);
     }
 
+    /// Asks the CPU for the cache line of the shard's map where a lookup
+    /// of hash `h` in keyspace `ks` starts (at the shard's two deepest
+    /// depths, where most of its buckets are), reading nothing: the first
+    /// of two prefetch steps (see `prefetch.rs`), taken a few commands
+    /// ahead.
+    pub(crate) fn prefetch_index(&self, ks: u32, h: u32) {
+        let layout = &self.layouts[shard_of(h)];
+        let deepest = layout.depth.load(Ordering::Relaxed).max(MIN_DEPTH);
+        super::prefetch::line(layout.map.home::<Slot>((ks, bucket_start(h, deepest))));
+        if deepest > MIN_DEPTH {
+            super::prefetch::line(layout.map.home::<Slot>((ks, bucket_start(h, deepest - 1))));
+        }
+    }
+
+    /// Asks the CPU for the cache lines a lookup of hash `h` in keyspace
+    /// `ks` reads in its bucket (the bucket, its heads where the hash's
+    /// tag falls, its name prefix), finding the bucket in the shard's map
+    /// (which [`MetaCache::prefetch_index`] asked for a command earlier):
+    /// the second step. A hint that changes nothing; skipped if the shard
+    /// is locked or its bucket is not cached.
+    pub(crate) fn prefetch_bucket(&self, ks: u32, h: u32) {
+        let Some(shard) = self.shards[shard_of(h)].try_lock() else { return };
+        let depth = shard.last_depth.max(MIN_DEPTH);
+        let start = bucket_start(h, depth);
+        if let Some(slot) = shard.map.get(&(ks, start)) {
+            if covers(start, slot.lines.depth, h) {
+                super::prefetch::line(Arc::as_ptr(&slot.bucket) as usize);
+                slot.lines.prefetch(h);
+            }
+        }
+    }
+
     /// Locks shard `shard` (see [`shard_of`]): no other thread can read or
     /// change a key of that shard until the guard is dropped.
     pub(crate) fn lock_shard(&self, shard: usize) -> MetaGuard<'_> {
-        MetaGuard { cache: self, shard: self.shards[shard].lock() }
+        MetaGuard { cache: self, index: shard, shard: self.shards[shard].lock() }
     }
 
     /// Whether a bucket changed since the last cut (a write-back has
@@ -387,7 +407,7 @@ impl MetaCache {
                 continue;
             }
             folded += shard.unfolded_bytes;
-            for (&(ks, start), slot) in &mut shard.map {
+            for (&(ks, start), slot) in shard.map.iter_mut() {
                 if slot.pinned() {
                     // The record written carries every change so far; the
                     // marks go before the capture shares the bucket, so
@@ -416,7 +436,7 @@ impl MetaCache {
             let shard = &mut *shard;
             let Some(mut writer) = shard.draining.take() else { continue };
             let (mut unfolded, mut memory) = (0, 0);
-            for (&(ks, start), slot) in &mut shard.map {
+            for (&(ks, start), slot) in shard.map.iter_mut() {
                 drain_slot(self.key_hash, (ks, start), slot, cut, &mut writer, &mut shard.bloom_bits);
                 if slot.pinned() {
                     unfolded += slot.bucket.bytes;
@@ -521,6 +541,7 @@ impl MetaCache {
             }
         }
         *s = MetaShard::default();
+        self.layouts[shard].map.publish(&s.map);
         self.bytes.fetch_sub(bytes, Ordering::Relaxed);
         self.pinned_bytes.fetch_sub(pinned, Ordering::Relaxed);
     }
@@ -529,8 +550,10 @@ impl MetaCache {
     /// records (a follower's store changed under them; it writes nothing
     /// of its own).
     pub(crate) fn clear_all(&self) {
-        for shard in &*self.shards {
-            *shard.lock() = MetaShard::default();
+        for (shard, layout) in self.shards.iter().zip(&*self.layouts) {
+            let mut shard = shard.lock();
+            *shard = MetaShard::default();
+            layout.map.publish(&shard.map);
         }
         self.bytes.store(0, Ordering::Relaxed);
         self.pinned_bytes.store(0, Ordering::Relaxed);
@@ -550,8 +573,14 @@ impl MetaCache {
     /// Drops clean buckets not used since the last sweep until the cache is
     /// below 7/8 of its capacity (or nothing more can go).
     pub(crate) fn evict_if_needed(&self) {
-        clock::evict(self.capacity.load(Ordering::Relaxed), &self.bytes, &self.shards, |shard| {
-            clock::sweep(&mut shard.lock().map, &self.bytes);
+        if self.bytes() <= self.capacity.load(Ordering::Relaxed) {
+            return;
+        }
+        let shards: Vec<(&Mutex<MetaShard>, &ShardLayout)> = self.shards.iter().zip(&*self.layouts).collect();
+        clock::evict(self.capacity.load(Ordering::Relaxed), &self.bytes, &shards, |(shard, layout)| {
+            let mut shard = shard.lock();
+            shard.map.retain(|_, slot| clock::stays(slot, &self.bytes));
+            layout.map.publish(&shard.map);
         });
     }
 }
@@ -601,6 +630,7 @@ pub(crate) struct Located<'a> {
 /// A locked shard.
 pub(crate) struct MetaGuard<'a> {
     cache: &'a MetaCache,
+    index: usize,
     shard: MutexGuard<'a, MetaShard>,
 }
 
@@ -671,7 +701,9 @@ impl MetaGuard<'_> {
     fn insert(&mut self, ks: u32, start: u32, bucket: Bucket, dirty: Seq) {
         if dirty == 0 && self.cache.bytes() > self.cache.capacity.load(Ordering::Relaxed) {
             // Readers fill the cache too: make room in this shard first.
-            clock::sweep(&mut self.shard.map, &self.cache.bytes);
+            let bytes = &self.cache.bytes;
+            self.shard.map.retain(|_, slot| clock::stays(slot, bytes));
+            self.cache.layouts[self.index].map.publish(&self.shard.map);
         }
         let bytes = slot_bytes(&bucket);
         self.shard.max_depth = self.shard.max_depth.max(bucket.depth);
@@ -679,8 +711,14 @@ impl MetaGuard<'_> {
         if dirty != 0 {
             self.cache.count_pinned(bytes, true);
         }
-        let slot = Slot { bucket: Arc::new(bucket), dirty, unfolded: false, hot: true, bytes, doomed: false };
+        let lines = bucket.lookup_lines();
+        let slot = Slot { bucket: Arc::new(bucket), lines, dirty, unfolded: false, hot: true, bytes, doomed: false };
         let old = self.shard.map.insert((ks, start), slot);
+        let layout = &self.cache.layouts[self.index];
+        layout.map.publish(&self.shard.map);
+        if layout.depth.load(Ordering::Relaxed) != self.shard.max_depth {
+            layout.depth.store(self.shard.max_depth, Ordering::Relaxed);
+        }
         if let Some(old) = old {
             self.cache.bytes.fetch_sub(old.bytes, Ordering::Relaxed);
             if old.pinned() {
@@ -742,6 +780,7 @@ impl MetaGuard<'_> {
             self.cache.grown.fetch_add(slot.bucket.bytes - record_before, Ordering::Relaxed);
         }
         let bytes = slot_bytes(&slot.bucket);
+        slot.lines = slot.bucket.lookup_lines();
         // One change per counter (the write path's atomics are shared with
         // every other writer and the write-back).
         resize_count(&self.cache.bytes, slot.bytes, bytes);
@@ -785,6 +824,13 @@ mod tests {
     use crate::engine::record::{Kind, Meta};
     use crate::engine::store::SledStore;
     use std::collections::BTreeMap;
+
+    /// Invariant: a cached bucket's map entry is one cache line, so the
+    /// first prefetch step asks for all of it.
+    #[test]
+    fn a_map_entry_is_one_cache_line() {
+        assert_eq!(super::super::probemap::entry_size::<Slot>(), 64);
+    }
 
     /// Names of shard `shard`, in order of trying.
     fn names_of(shard: usize, n: usize) -> Vec<Vec<u8>> {

@@ -39,6 +39,7 @@ pub(crate) mod flat;
 #[cfg(test)]
 mod fold_tests;
 mod follow;
+mod hashmemo;
 pub(crate) mod idhash;
 mod journal;
 mod keys;
@@ -50,6 +51,8 @@ mod pagedelta;
 mod pagedelta_tests;
 mod pages;
 mod pagewrites;
+mod prefetch;
+mod probemap;
 pub(crate) mod record;
 mod settings;
 #[cfg(test)]
@@ -282,7 +285,8 @@ impl Engine {
     /// The hash of key `name` in this store (DESIGN.md section 3, "The
     /// key hash").
     pub(crate) fn key_hash(&self, name: &[u8]) -> u32 {
-        self.metas.key_hash().of(name)
+        let scheme = self.metas.key_hash();
+        hashmemo::recall(scheme, name).unwrap_or_else(|| scheme.of(name))
     }
 
     /// The configuration the engine was opened with.

@@ -94,6 +94,24 @@ impl Engine {
         }
     }
 
+    /// [`crate::Db::prefetch_index`] of `key` in database `db`: the key's
+    /// keyspace and hash, for the second step.
+    pub(crate) fn prefetch_index(&self, db: u32, key: &[u8]) -> Option<(u32, u32)> {
+        let ks = self.keyspaces.keyspace_of(db)?;
+        let scheme = self.metas.key_hash();
+        let h = scheme.of(key);
+        // For the command on `key` that follows on this thread.
+        super::hashmemo::remember(scheme, key, h);
+        self.metas.prefetch_index(ks, h);
+        Some((ks, h))
+    }
+
+    /// [`crate::Db::prefetch_bucket`]: the second step for a key of
+    /// keyspace `ks` with hash `h`.
+    pub(crate) fn prefetch_bucket(&self, ks: u32, h: u32) {
+        self.metas.prefetch_bucket(ks, h);
+    }
+
     /// Runs `f` with the keys `keys` of database `db` locked for reading.
     /// `f` sees each key's current metadata and pages; a stream it opens
     /// stays readable after the transaction (the stream pins the value).

@@ -79,6 +79,9 @@ pub(super) struct Conn {
     buf: Vec<u8>,
     lo: usize,
     hi: usize,
+    /// A request behind the one running whose key had the first prefetch
+    /// step ([`Conn::prefetch_ahead`]).
+    ahead: Option<Ahead>,
     out: Vec<u8>,
     /// Close after sending the pending replies (QUIT, protocol error,
     /// SHUTDOWN).
@@ -147,6 +150,7 @@ pub(super) fn open(shared: &Arc<Shared>, stream: TcpStream, id: u64, slot: Activ
         buf: Vec::new(),
         lo: 0,
         hi: 0,
+        ahead: None,
         out: Vec::new(),
         close: false,
         kill: false,
@@ -193,6 +197,15 @@ impl Drop for Conn {
         self.shared.clients_mem.fetch_sub(self.published_mem, Ordering::Relaxed);
         self.shared.clients.lock().remove(&self.info.id);
     }
+}
+
+/// A request read ahead of the one running.
+struct Ahead {
+    /// Where it starts in the input buffer, and its bytes.
+    at: usize,
+    len: usize,
+    /// The first prefetch step's hint for its key.
+    hint: bitsled::IndexHint,
 }
 
 impl Conn {
@@ -375,6 +388,7 @@ impl Conn {
                     self.lo += used;
                     if !args.is_empty() {
                         requests += 1;
+                        self.prefetch_ahead();
                         self.request(&args);
                         if self.out.len() > self.shared.config.max_pending_reply_bytes {
                             self.kill = true;
@@ -410,6 +424,30 @@ impl Conn {
             self.shared.tracking.broadcast(&self.shared);
         }
         super::pubsub::send_deliveries();
+    }
+
+    /// Prefetch hints for the commands behind the one about to run (see
+    /// [`bitsled::Db::prefetch_index`]): the second step for the next
+    /// command's key, if the first was taken for it, and the first step
+    /// for the key of the command after it. Only commands whose bytes are
+    /// all read are looked at; a hint taken for a command that then runs
+    /// in another database, or for bytes the buffer's compaction moved, is
+    /// a wasted hint, nothing else.
+    fn prefetch_ahead(&mut self) {
+        let rest = &self.buf[self.lo..self.hi];
+        let next_len = match self.ahead.take() {
+            Some(ahead) if ahead.at == self.lo => {
+                self.session.db.prefetch_bucket(ahead.hint);
+                ahead.len
+            }
+            _ => match super::resp::peek_request(rest) {
+                Some((_, len)) => len,
+                None => return,
+            },
+        };
+        if let Some((Some(key), len)) = rest.get(next_len..).and_then(super::resp::peek_request) {
+            self.ahead = self.session.db.prefetch_index(key).map(|hint| Ahead { at: self.lo + next_len, len, hint });
+        }
     }
 
     /// Hands the input buffer's use to CLIENT LIST.

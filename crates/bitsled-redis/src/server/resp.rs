@@ -394,6 +394,55 @@ pub fn check_parse(data: &[u8]) {
     }
 }
 
+/// The multibulk request at the start of `buf` as a look ahead reads it:
+/// its second argument (a command's first key, for most commands) if it
+/// has one, and the bytes the request takes. `None` unless the whole
+/// request is in `buf` in the form clients send (short counts, at most
+/// [`PEEK_MAX_ARGS`] arguments); never an error (the parser judges the
+/// request when it comes to it).
+#[must_use]
+pub fn peek_request(buf: &[u8]) -> Option<(Option<&[u8]>, usize)> {
+    let (n, mut pos) = short_count(buf, b'*')?;
+    if n > PEEK_MAX_ARGS {
+        return None;
+    }
+    let mut second = None;
+    for i in 0..n {
+        let (len, used) = short_count(buf.get(pos..)?, b'$')?;
+        pos += used;
+        let end = pos.checked_add(len)?;
+        let arg = buf.get(pos..end)?;
+        if buf.get(end..end + 2)? != b"\r\n" {
+            return None;
+        }
+        if i == 1 {
+            second = Some(arg);
+        }
+        pos = end + 2;
+    }
+    Some((second, pos))
+}
+
+/// Arguments a look ahead walks at most ([`peek_request`]).
+pub const PEEK_MAX_ARGS: usize = 16;
+
+/// A line `<mark><digits>\r\n` of at most 9 digits at the start of `buf`:
+/// its count and the bytes it takes.
+fn short_count(buf: &[u8], mark: u8) -> Option<(usize, usize)> {
+    if buf.first() != Some(&mark) {
+        return None;
+    }
+    let mut n = 0usize;
+    for (i, &c) in buf.iter().enumerate().skip(1).take(10) {
+        match c {
+            b'0'..=b'9' => n = n * 10 + usize::from(c - b'0'),
+            b'\r' if i > 1 => return (buf.get(i + 1) == Some(&b'\n')).then_some((n, i + 2)),
+            _ => return None,
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     /// Invariant: the first pass of `count_line` reads every header line
@@ -445,6 +494,36 @@ mod tests {
     }
 
     /// Multibulk and inline requests, pipelined, parse to their arguments.
+    /// Invariant: a look ahead finds exactly the requests the parser
+    /// takes whole, with the parser's byte count and second argument,
+    /// and nothing (never a wrong length) for a request cut short, an
+    /// inline command or a long multibulk.
+    #[test]
+    fn peek_agrees_with_the_parser() {
+        let mut data = Vec::new();
+        for args in
+            [v(&["SETBIT", "uid:sign:7:202611", "3", "1"]), v(&["PING"]), v(&["GET", ""]), v(&["SET", "k", "v"])]
+        {
+            data.extend_from_slice(&encode_request(&args));
+        }
+        let mut parser = Parser::new();
+        let mut at = 0;
+        while at < data.len() {
+            let peeked = peek_request(&data[at..]);
+            let (used, parsed) = parser.parse(&data[at..], true).unwrap();
+            let Parsed::Request(args) = parsed else { panic!("whole requests only") };
+            assert_eq!(peeked, Some((args.get(1).map(Vec::as_slice), used)));
+            for cut in 0..used {
+                assert_eq!(peek_request(&data[at..at + cut]), None, "cut at {cut}");
+            }
+            at += used;
+        }
+        assert_eq!(peek_request(b"GET key\r\n"), None);
+        let long: Vec<Vec<u8>> = (0..=PEEK_MAX_ARGS).map(|i| i.to_string().into_bytes()).collect();
+        assert_eq!(peek_request(&encode_request(&long)), None);
+        assert_eq!(peek_request(b"*2\r\n$3\r\nGET\r\n$1\r\nkXY"), None, "bad terminator");
+    }
+
     #[test]
     fn parses_multibulk_and_inline() {
         let data = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nPING\r\nset 'a b' \"\\x01\"\n\r\n*0\r\n*-1\r\n";
