@@ -51,8 +51,8 @@ pub(crate) const SHARDS: usize = 1 << MIN_DEPTH;
 
 /// Bookkeeping bytes charged per cached bucket on top of its buffers: the
 /// bucket's own block (about 160 bytes with its `Arc` counts) and its
-/// 64-byte entry in the shard's map, which is a quarter to a half full
-/// (see [`ProbeMap`]).
+/// 72-byte entry in the shard's map (key and value), which is a quarter
+/// to a half full (see [`ProbeMap`]).
 const BUCKET_OVERHEAD: usize = 320;
 
 /// The end (exclusive) of the bucket of `depth` starting at `start`.
@@ -300,9 +300,11 @@ impl MetaCache {
     pub(crate) fn prefetch_index(&self, ks: u32, h: u32) {
         let layout = &self.layouts[shard_of(h)];
         let deepest = layout.depth.load(Ordering::Relaxed).max(MIN_DEPTH);
-        super::prefetch::line(layout.map.home::<Slot>((ks, bucket_start(h, deepest))));
-        if deepest > MIN_DEPTH {
-            super::prefetch::line(layout.map.home::<Slot>((ks, bucket_start(h, deepest - 1))));
+        let depths = if deepest > MIN_DEPTH { deepest - 1..=deepest } else { deepest..=deepest };
+        for depth in depths {
+            for at in layout.map.home::<Slot>((ks, bucket_start(h, depth))).into_iter().flatten() {
+                super::prefetch::line(at);
+            }
         }
     }
 
@@ -407,7 +409,7 @@ impl MetaCache {
                 continue;
             }
             folded += shard.unfolded_bytes;
-            for (&(ks, start), slot) in shard.map.iter_mut() {
+            for ((ks, start), slot) in shard.map.iter_mut() {
                 if slot.pinned() {
                     // The record written carries every change so far; the
                     // marks go before the capture shares the bucket, so
@@ -436,7 +438,7 @@ impl MetaCache {
             let shard = &mut *shard;
             let Some(mut writer) = shard.draining.take() else { continue };
             let (mut unfolded, mut memory) = (0, 0);
-            for (&(ks, start), slot) in shard.map.iter_mut() {
+            for ((ks, start), slot) in shard.map.iter_mut() {
                 drain_slot(self.key_hash, (ks, start), slot, cut, &mut writer, &mut shard.bloom_bits);
                 if slot.pinned() {
                     unfolded += slot.bucket.bytes;
@@ -517,7 +519,7 @@ impl MetaCache {
         for shard in &self.shards {
             let mut shard = shard.lock();
             let bytes = &self.bytes;
-            let in_ks: Vec<(u32, u32)> = shard.map.keys().filter(|k| k.0 == ks).copied().collect();
+            let in_ks: Vec<(u32, u32)> = shard.map.keys().filter(|k| k.0 == ks).collect();
             for k in in_ks {
                 let Some(slot) = shard.map.get_mut(&k) else { continue };
                 if slot.pinned() {
@@ -825,11 +827,11 @@ mod tests {
     use crate::engine::store::SledStore;
     use std::collections::BTreeMap;
 
-    /// Invariant: a cached bucket's map entry is one cache line, so the
-    /// first prefetch step asks for all of it.
+    /// Invariant: a cached bucket's value in the shard's map is one cache
+    /// line, so the first prefetch step asks for all of it.
     #[test]
     fn a_map_entry_is_one_cache_line() {
-        assert_eq!(super::super::probemap::entry_size::<Slot>(), 64);
+        assert_eq!(super::super::probemap::line_size::<Slot>(), 64);
     }
 
     /// Names of shard `shard`, in order of trying.

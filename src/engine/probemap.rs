@@ -1,46 +1,66 @@
 //! A shard's map of cached metadata buckets, keyed by (keyspace, first
-//! hash): open addressing with linear probing over a power-of-two array of
-//! one-cache-line entries, at most half full.
+//! hash): open addressing with linear probing over a power-of-two array,
+//! at most half full, its keys (8 bytes each, eight to a cache line) apart
+//! from its values (one cache line each).
 //!
 //! Unlike the standard map, where a key's entry lies is a function of the
-//! key alone and the array's address and size ([`ProbeMap::layout`],
-//! [`Layout::home`]): a prefetch hint can ask for the entry's cache line
-//! before the lookup, with no read of the map (see `metas.rs`,
-//! [`super::metas::MetaCache::prefetch_index`]). On an index larger than
-//! the CPU's caches the entry's line is a wait for main memory on every
-//! lookup, the first of a chain.
+//! key alone and the arrays' addresses and size ([`Layout`]): a prefetch
+//! hint can ask for the entry's two cache lines before the lookup, with no
+//! read of the map (see `metas.rs`, `MetaCache::prefetch_index`). On an
+//! index larger than the CPU's caches those lines are a wait for main
+//! memory on every lookup, the first of a chain. A probe that finds no
+//! key (a lookup tries the depths a bucket may have) reads only keys.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A map key: (keyspace, a bucket's first hash).
 pub(super) type Key = (u32, u32);
 
-/// One entry, aligned to a cache line so that a lookup that finds its key
-/// at home reads one line.
+/// A key as the key array holds it.
+fn pack((ks, start): Key) -> u64 {
+    (u64::from(ks) << 32) | u64::from(start)
+}
+
+fn unpack(k: u64) -> Key {
+    // The halves of a u64 fit in u32s.
+    (u32::try_from(k >> 32).unwrap_or(u32::MAX), u32::try_from(k & 0xFFFF_FFFF).unwrap_or(u32::MAX))
+}
+
+/// The key array's mark of an empty place. The one key that packs to it
+/// (keyspace and first hash both `u32::MAX`) is kept aside
+/// ([`ProbeMap::aside`]).
+const EMPTY: u64 = u64::MAX;
+
+/// A value, aligned to a cache line so that a lookup reads one line of
+/// values.
 #[repr(align(64))]
-struct Entry<V>(Option<(Key, V)>);
+struct Line<V>(Option<V>);
 
 /// The map.
 pub(super) struct ProbeMap<V> {
-    entries: Vec<Entry<V>>,
+    keys: Vec<u64>,
+    values: Vec<Line<V>>,
+    /// The value of the key that packs to [`EMPTY`].
+    aside: Option<V>,
+    /// Keys in the arrays (not counting `aside`).
     len: usize,
 }
 
 impl<V> Default for ProbeMap<V> {
     fn default() -> Self {
-        ProbeMap { entries: Vec::new(), len: 0 }
+        ProbeMap { keys: Vec::new(), values: Vec::new(), aside: None, len: 0 }
     }
 }
 
-/// Entries of the smallest array.
+/// Entries of the smallest arrays.
 const MIN_ENTRIES: usize = 16;
 
-/// The hash of a key: its 64 bits, finished with a full avalanche (a
-/// bucket's first hash ends in as many zero bits as its depth leaves, so
-/// its low bits alone would collide).
-fn hash((ks, start): Key) -> u64 {
+/// The hash of a packed key: its 64 bits, finished with a full avalanche
+/// (a bucket's first hash ends in as many zero bits as its depth leaves,
+/// so its low bits alone would collide).
+fn hash(k: u64) -> u64 {
     // MurmurHash3's 64-bit finaliser.
-    let mut x = (u64::from(ks) << 32) | u64::from(start);
+    let mut x = k;
     x ^= x >> 33;
     x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
     x ^= x >> 33;
@@ -48,73 +68,86 @@ fn hash((ks, start): Key) -> u64 {
     x ^ (x >> 33)
 }
 
-/// The index where `key`'s probe starts in an array of `entries` (a power
-/// of two): the hash's low bits.
-fn home_index(key: Key, entries: usize) -> usize {
+/// The index where packed key `k`'s probe starts in arrays of `entries`
+/// (a power of two): the hash's low bits.
+fn home_index(k: u64, entries: usize) -> usize {
     let mask = u64::try_from(entries.wrapping_sub(1)).unwrap_or(u64::MAX);
-    usize::try_from(hash(key) & mask).unwrap_or(0)
+    usize::try_from(hash(k) & mask).unwrap_or(0)
 }
 
 impl<V> ProbeMap<V> {
-    /// The index where `key`'s probe starts.
-    fn home(&self, key: Key) -> usize {
-        home_index(key, self.entries.len())
-    }
-
-    /// The index of `key`'s entry, if it has one.
-    fn find(&self, key: Key) -> Option<usize> {
-        if self.entries.is_empty() {
+    /// The index of packed key `k`'s entry (not [`EMPTY`]), if it has one.
+    fn find(&self, k: u64) -> Option<usize> {
+        if self.keys.is_empty() {
             return None;
         }
-        let mask = self.entries.len() - 1;
-        let mut i = self.home(key);
+        let mask = self.keys.len() - 1;
+        let mut i = home_index(k, self.keys.len());
         loop {
-            match &self.entries[i].0 {
-                None => return None,
-                Some((k, _)) if *k == key => return Some(i),
-                Some(_) => i = (i + 1) & mask,
+            match self.keys[i] {
+                EMPTY => return None,
+                x if x == k => return Some(i),
+                _ => i = (i + 1) & mask,
             }
         }
     }
 
     pub(super) fn get(&self, key: &Key) -> Option<&V> {
-        let i = self.find(*key)?;
-        self.entries[i].0.as_ref().map(|(_, v)| v)
+        match pack(*key) {
+            EMPTY => self.aside.as_ref(),
+            k => self.values[self.find(k)?].0.as_ref(),
+        }
     }
 
     pub(super) fn get_mut(&mut self, key: &Key) -> Option<&mut V> {
-        let i = self.find(*key)?;
-        self.entries[i].0.as_mut().map(|(_, v)| v)
+        match pack(*key) {
+            EMPTY => self.aside.as_mut(),
+            k => {
+                let i = self.find(k)?;
+                self.values[i].0.as_mut()
+            }
+        }
     }
 
     /// Sets `key`'s value to `value`; the value it replaces, if any.
     pub(super) fn insert(&mut self, key: Key, value: V) -> Option<V> {
-        if let Some(i) = self.find(key) {
-            return self.entries[i].0.replace((key, value)).map(|(_, v)| v);
+        let k = pack(key);
+        if k == EMPTY {
+            return self.aside.replace(value);
         }
-        if (self.len + 1) * 2 > self.entries.len() {
-            self.resize((self.entries.len() * 2).max(MIN_ENTRIES));
+        if let Some(i) = self.find(k) {
+            return self.values[i].0.replace(value);
         }
-        self.place(key, value);
+        if (self.len + 1) * 2 > self.keys.len() {
+            self.resize((self.keys.len() * 2).max(MIN_ENTRIES));
+        }
+        self.place(k, value);
         self.len += 1;
         None
     }
 
-    /// Puts an entry known to be absent in the first free place of its
-    /// probe (there is one: the array is at most half full).
-    fn place(&mut self, key: Key, value: V) {
-        let mask = self.entries.len() - 1;
-        let mut i = self.home(key);
-        while self.entries[i].0.is_some() {
+    /// Puts a packed key known to be absent in the first free place of
+    /// its probe (there is one: the arrays are at most half full).
+    fn place(&mut self, k: u64, value: V) {
+        let mask = self.keys.len() - 1;
+        let mut i = home_index(k, self.keys.len());
+        while self.keys[i] != EMPTY {
             i = (i + 1) & mask;
         }
-        self.entries[i].0 = Some((key, value));
+        self.keys[i] = k;
+        self.values[i].0 = Some(value);
     }
 
-    /// A new array of `entries` entries holding the same entries.
+    /// Empty arrays of `entries` entries; the entries they held.
+    fn take_all(&mut self, entries: usize) -> Vec<(u64, V)> {
+        let keys = std::mem::replace(&mut self.keys, vec![EMPTY; entries]);
+        let values = std::mem::replace(&mut self.values, (0..entries).map(|_| Line(None)).collect());
+        keys.into_iter().zip(values).filter(|(k, _)| *k != EMPTY).filter_map(|(k, v)| Some((k, v.0?))).collect()
+    }
+
+    /// New arrays of `entries` entries holding the same entries.
     fn resize(&mut self, entries: usize) {
-        let old = std::mem::replace(&mut self.entries, (0..entries).map(|_| Entry(None)).collect());
-        for (k, v) in old.into_iter().filter_map(|e| e.0) {
+        for (k, v) in self.take_all(entries) {
             self.place(k, v);
         }
     }
@@ -125,43 +158,53 @@ impl<V> ProbeMap<V> {
     /// so every entry stays reachable from its home without a run of
     /// empty places between (no tombstones).
     pub(super) fn remove(&mut self, key: &Key) -> Option<V> {
-        let mut hole = self.find(*key)?;
-        let (_, value) = self.entries[hole].0.take()?;
+        let k = pack(*key);
+        if k == EMPTY {
+            return self.aside.take();
+        }
+        let mut hole = self.find(k)?;
+        let value = self.values[hole].0.take();
+        self.keys[hole] = EMPTY;
         self.len -= 1;
-        let mask = self.entries.len() - 1;
+        let mask = self.keys.len() - 1;
         let mut j = hole;
         loop {
             j = (j + 1) & mask;
-            let Some((k, _)) = &self.entries[j].0 else { break };
-            let home = self.home(*k);
+            let kj = self.keys[j];
+            if kj == EMPTY {
+                break;
+            }
+            let home = home_index(kj, self.keys.len());
             // The entry at `j` may fill the hole unless its home lies
             // cyclically in (hole, j]: then its probe never passes the hole.
             let stays = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
             if !stays {
-                self.entries[hole].0 = self.entries[j].0.take();
+                self.keys[hole] = kj;
+                self.keys[j] = EMPTY;
+                self.values[hole].0 = self.values[j].0.take();
                 hole = j;
             }
         }
-        Some(value)
+        value
     }
 
     /// Keeps the entries for which `keep` is true.
     pub(super) fn retain(&mut self, mut keep: impl FnMut(&Key, &mut V) -> bool) {
-        let before = self.len;
-        let mut kept = Vec::with_capacity(self.len);
-        for e in &mut self.entries {
-            if let Some((k, mut v)) = e.0.take() {
-                if keep(&k, &mut v) {
-                    kept.push((k, v));
-                }
+        if let Some(v) = self.aside.as_mut() {
+            if !keep(&unpack(EMPTY), v) {
+                self.aside = None;
             }
         }
+        let before = self.len;
+        let entries = self.keys.len();
+        let mut kept = self.take_all(entries);
+        kept.retain_mut(|(k, v)| keep(&unpack(*k), v));
         self.len = kept.len();
-        if self.len < before / 2 && self.entries.len() > MIN_ENTRIES {
-            // Half gone: a smaller array (still at most a quarter full).
+        if self.len < before / 2 && entries > MIN_ENTRIES {
+            // Half gone: smaller arrays (still at most a quarter full).
             let fit = (self.len * 4).next_power_of_two().max(MIN_ENTRIES);
-            if fit < self.entries.len() {
-                self.entries = (0..fit).map(|_| Entry(None)).collect();
+            if fit < entries {
+                self.take_all(fit);
             }
         }
         for (k, v) in kept {
@@ -169,66 +212,70 @@ impl<V> ProbeMap<V> {
         }
     }
 
-    pub(super) fn keys(&self) -> impl Iterator<Item = &Key> {
-        self.entries.iter().filter_map(|e| e.0.as_ref().map(|(k, _)| k))
+    pub(super) fn keys(&self) -> impl Iterator<Item = Key> + '_ {
+        let aside = self.aside.as_ref().map(|_| unpack(EMPTY));
+        self.keys.iter().filter(|&&k| k != EMPTY).map(|&k| unpack(k)).chain(aside)
     }
 
     pub(super) fn values(&self) -> impl Iterator<Item = &V> {
-        self.entries.iter().filter_map(|e| e.0.as_ref().map(|(_, v)| v))
+        self.values.iter().filter_map(|l| l.0.as_ref()).chain(self.aside.as_ref())
     }
 
-    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = (&Key, &mut V)> {
-        self.entries.iter_mut().filter_map(|e| e.0.as_mut().map(|(k, v)| (&*k, v)))
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = (Key, &mut V)> {
+        let keys = &self.keys;
+        let aside = self.aside.as_mut().map(|v| (unpack(EMPTY), v));
+        self.values.iter_mut().enumerate().filter_map(move |(i, l)| Some((unpack(keys[i]), l.0.as_mut()?))).chain(aside)
     }
 
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Where the array is and its size, for [`Layout::publish`].
-    pub(super) fn layout(&self) -> (usize, usize) {
-        (self.entries.as_ptr() as usize, self.entries.len())
+        self.len + usize::from(self.aside.is_some())
     }
 }
 
-/// The bytes of an entry holding a `V`: one cache line while the key, the
-/// value and the entry's empty mark fit in 64 bytes.
-pub(super) const fn entry_size<V>() -> usize {
-    std::mem::size_of::<Entry<V>>()
+/// The bytes of a value's place: one cache line while the value and its
+/// empty mark fit in 64 bytes.
+pub(super) const fn line_size<V>() -> usize {
+    std::mem::size_of::<Line<V>>()
 }
 
-/// A map's [`ProbeMap::layout`] as a prefetch reads it without the map's
-/// lock: the two figures are set one after the other, so a reader may see
-/// one from before a resize and one from after; the address it then
-/// computes is only a wasted hint.
+/// A map's arrays as a prefetch reads them without the map's lock: the
+/// figures are set one after the other, so a reader may see some from
+/// before a resize and some from after; the addresses it then computes
+/// are only wasted hints.
 #[derive(Default)]
 pub(super) struct Layout {
-    base: AtomicUsize,
+    keys: AtomicUsize,
+    values: AtomicUsize,
     entries: AtomicUsize,
 }
 
 impl Layout {
-    /// Records `map`'s layout (a store only where a figure moved).
+    /// Records `map`'s arrays (a store only where a figure moved).
     pub(super) fn publish<V>(&self, map: &ProbeMap<V>) {
-        let (base, entries) = map.layout();
-        if self.base.load(Ordering::Relaxed) != base {
-            self.base.store(base, Ordering::Relaxed);
-        }
-        if self.entries.load(Ordering::Relaxed) != entries {
-            self.entries.store(entries, Ordering::Relaxed);
-        }
+        let set = |at: &AtomicUsize, to: usize| {
+            if at.load(Ordering::Relaxed) != to {
+                at.store(to, Ordering::Relaxed);
+            }
+        };
+        set(&self.keys, map.keys.as_ptr() as usize);
+        set(&self.values, map.values.as_ptr() as usize);
+        set(&self.entries, map.keys.len());
     }
 
-    /// The address of `key`'s home entry in the map of `V` last
-    /// published (0 if it has no array): never read, only hinted.
-    pub(super) fn home<V>(&self, key: Key) -> usize {
+    /// The addresses of `key`'s home key and home value in the map of `V`
+    /// last published (none if it has no arrays): never read, only
+    /// hinted.
+    pub(super) fn home<V>(&self, key: Key) -> Option<[usize; 2]> {
         let entries = self.entries.load(Ordering::Relaxed);
         if entries == 0 {
-            return 0;
+            return None;
         }
-        let i = home_index(key, entries);
-        self.base.load(Ordering::Relaxed).wrapping_add(i * entry_size::<V>())
+        let i = home_index(pack(key), entries);
+        Some([
+            self.keys.load(Ordering::Relaxed).wrapping_add(i * 8),
+            self.values.load(Ordering::Relaxed).wrapping_add(i * line_size::<V>()),
+        ])
     }
 }
 
@@ -239,7 +286,8 @@ mod tests {
 
     /// Invariant: under any sequence of inserts, removals and retains the
     /// map holds exactly what a standard map holds (removal's back-shift
-    /// leaves every entry reachable), keys that collide included.
+    /// leaves every entry reachable), keys that collide and the key kept
+    /// aside included.
     #[test]
     fn matches_a_standard_map_under_churn() {
         let mut x = 0x2545_F491_4F6C_DD1Du64;
@@ -253,8 +301,10 @@ mod tests {
         let mut model: HashMap<Key, u64> = HashMap::new();
         for step in 0..40_000u64 {
             let r = next();
-            // Few keyspaces and few starts: many repeats and collisions.
-            let key = ((r % 3) as u32, (((r >> 8) % 500) as u32) << 20);
+            // Few keyspaces and few starts: many repeats and collisions;
+            // now and then the key that packs to the empty mark.
+            let key =
+                if r % 97 == 0 { (u32::MAX, u32::MAX) } else { ((r % 3) as u32, (((r >> 8) % 500) as u32) << 20) };
             match r >> 60 {
                 0..=8 => assert_eq!(ours.insert(key, step), model.insert(key, step)),
                 9..=14 => assert_eq!(ours.remove(&key), model.remove(&key)),
@@ -269,35 +319,40 @@ mod tests {
                 for (k, v) in &model {
                     assert_eq!(ours.get(k), Some(v), "{k:?}");
                 }
-                let mut keys: Vec<Key> = ours.keys().copied().collect();
+                let mut keys: Vec<Key> = ours.keys().collect();
                 keys.sort_unstable();
                 let mut want: Vec<Key> = model.keys().copied().collect();
                 want.sort_unstable();
                 assert_eq!(keys, want);
+                assert_eq!(ours.values().count(), model.len());
             }
         }
+        let mut seen = 0;
         for (k, v) in ours.iter_mut() {
-            assert_eq!(model.get(k), Some(&*v));
+            assert_eq!(model.get(&k), Some(&*v));
+            seen += 1;
         }
+        assert_eq!(seen, model.len());
     }
 
-    /// Invariant: a published layout names the entry a lookup of the key
-    /// reads first, and entries are one cache line each.
+    /// Invariant: a published layout names the key and the value a lookup
+    /// of the key reads first.
     #[test]
     fn the_published_home_is_the_lookups_first_entry() {
         // A value with a niche (as an `Arc`) and 48 more bytes fills a line.
-        assert_eq!(entry_size::<(Box<u8>, [u8; 48])>(), 64);
+        assert_eq!(line_size::<(Box<u8>, [u8; 48])>(), 64);
         let mut map: ProbeMap<u8> = ProbeMap::default();
         let layout = Layout::default();
-        assert_eq!(layout.home::<u8>((0, 0)), 0);
+        assert_eq!(layout.home::<u8>((0, 0)), None);
         for s in 0..100u32 {
             map.insert((0, s << 20), 0);
         }
         layout.publish(&map);
         for s in 0..100u32 {
             let key = (0, s << 20);
-            let at = map.entries.as_ptr() as usize + map.home(key) * entry_size::<u8>();
-            assert_eq!(layout.home::<u8>(key), at);
+            let i = home_index(pack(key), map.keys.len());
+            let want = [map.keys.as_ptr() as usize + i * 8, map.values.as_ptr() as usize + i * line_size::<u8>()];
+            assert_eq!(layout.home::<u8>(key), Some(want));
         }
     }
 }
