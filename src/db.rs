@@ -149,9 +149,12 @@ impl Db {
     /// main memory in turn). A server reading a pipeline of commands
     /// takes the steps for the commands behind the one it runs.
     ///
-    /// Hints only: they change nothing, read nothing from disk, never fail
-    /// and cost a hash and a lock attempt; `None` for a database that does
-    /// not exist.
+    /// Hints only: they change nothing, read nothing from disk and never
+    /// fail. The first costs a hash of `key` and a read of the database
+    /// table, the second an attempt at the key's shard lock (skipped if
+    /// it is held). `None` for a database that does not exist, and on
+    /// targets without a prefetch instruction (other than x86-64), where
+    /// both steps do nothing.
     #[must_use]
     pub fn prefetch_index(&self, key: &[u8]) -> Option<IndexHint> {
         self.engine.prefetch_index(self.index, key).map(|(ks, h)| IndexHint { ks, h })

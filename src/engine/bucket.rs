@@ -213,7 +213,6 @@ impl Head {
     }
 }
 
-/// The low bits of a key hash a bucket keeps per entry.
 /// Where tag `tag` falls among `n` heads if tags spread evenly: where a
 /// search of the tag-ordered heads starts.
 fn even_spread(tag: u16, n: usize) -> usize {
@@ -242,6 +241,7 @@ impl LookupLines {
     }
 }
 
+/// The low bits of a key hash a bucket keeps per entry.
 fn tag_of(h: u32) -> u16 {
     (u64::from(h) & TAG_MASK) as u16
 }

@@ -51,8 +51,8 @@ pub(crate) const SHARDS: usize = 1 << MIN_DEPTH;
 
 /// Bookkeeping bytes charged per cached bucket on top of its buffers: the
 /// bucket's own block (about 160 bytes with its `Arc` counts) and its
-/// 72-byte entry in the shard's map (key and value), which is a quarter
-/// to a half full (see [`ProbeMap`]).
+/// 72-byte entry in the shard's map (key and value), which is mostly a
+/// quarter to a half full (an eighth after removals; see [`ProbeMap`]).
 const BUCKET_OVERHEAD: usize = 320;
 
 /// The end (exclusive) of the bucket of `depth` starting at `start`.
@@ -209,6 +209,17 @@ struct ShardLayout {
     map: Layout,
     /// The shard's [`MetaShard::max_depth`].
     depth: std::sync::atomic::AtomicU8,
+}
+
+impl ShardLayout {
+    /// Records `shard`'s map arrays and deepest depth (stores only where a
+    /// figure moved).
+    fn publish(&self, shard: &MetaShard) {
+        self.map.publish(&shard.map);
+        if self.depth.load(Ordering::Relaxed) != shard.max_depth {
+            self.depth.store(shard.max_depth, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The bucket cache.
@@ -416,6 +427,7 @@ impl MetaCache {
                     // clearing them copies nothing.
                     if slot.bucket.has_changes() {
                         Arc::make_mut(&mut slot.bucket).clear_changes();
+                        slot.lines = slot.bucket.lookup_lines();
                     }
                     out.folds.push(DirtyBucket { ks, start, seq: slot.dirty, bucket: Arc::clone(&slot.bucket) });
                 }
@@ -543,7 +555,7 @@ impl MetaCache {
             }
         }
         *s = MetaShard::default();
-        self.layouts[shard].map.publish(&s.map);
+        self.layouts[shard].publish(&s);
         self.bytes.fetch_sub(bytes, Ordering::Relaxed);
         self.pinned_bytes.fetch_sub(pinned, Ordering::Relaxed);
     }
@@ -555,7 +567,7 @@ impl MetaCache {
         for (shard, layout) in self.shards.iter().zip(&*self.layouts) {
             let mut shard = shard.lock();
             *shard = MetaShard::default();
-            layout.map.publish(&shard.map);
+            layout.publish(&shard);
         }
         self.bytes.store(0, Ordering::Relaxed);
         self.pinned_bytes.store(0, Ordering::Relaxed);
@@ -619,6 +631,8 @@ fn drain_slot(
             }
         });
         bucket.clear_changes();
+        // `make_mut` may have copied the bucket (a capture shared it).
+        slot.lines = slot.bucket.lookup_lines();
     }
     slot.dirty = 0;
     slot.unfolded = true;
@@ -716,11 +730,7 @@ impl MetaGuard<'_> {
         let lines = bucket.lookup_lines();
         let slot = Slot { bucket: Arc::new(bucket), lines, dirty, unfolded: false, hot: true, bytes, doomed: false };
         let old = self.shard.map.insert((ks, start), slot);
-        let layout = &self.cache.layouts[self.index];
-        layout.map.publish(&self.shard.map);
-        if layout.depth.load(Ordering::Relaxed) != self.shard.max_depth {
-            layout.depth.store(self.shard.max_depth, Ordering::Relaxed);
-        }
+        self.cache.layouts[self.index].publish(&self.shard);
         if let Some(old) = old {
             self.cache.bytes.fetch_sub(old.bytes, Ordering::Relaxed);
             if old.pinned() {

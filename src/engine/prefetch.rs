@@ -5,6 +5,10 @@
 //! server reading a pipeline of commands asks for the next command's
 //! lines while the current one runs, so their waits overlap.
 
+/// Whether [`line`] asks the CPU for anything on this target (x86-64
+/// only): elsewhere the hints' callers skip their work.
+pub(crate) const HINTS: bool = cfg!(target_arch = "x86_64");
+
 /// Asks the CPU to bring the cache line holding `addr` into its caches.
 /// A hint only: any address is allowed, and nothing is read or changed.
 #[allow(unsafe_code)]

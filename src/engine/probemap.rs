@@ -75,6 +75,12 @@ fn home_index(k: u64, entries: usize) -> usize {
     usize::try_from(hash(k) & mask).unwrap_or(0)
 }
 
+/// The size of arrays holding `len` entries after a removal or a sweep:
+/// between a quarter and a half full.
+fn fit(len: usize) -> usize {
+    (len * 2 + 1).next_power_of_two().max(MIN_ENTRIES)
+}
+
 impl<V> ProbeMap<V> {
     /// The index of packed key `k`'s entry (not [`EMPTY`]), if it has one.
     fn find(&self, k: u64) -> Option<usize> {
@@ -185,29 +191,41 @@ impl<V> ProbeMap<V> {
                 hole = j;
             }
         }
+        if self.len * 8 < self.keys.len() && self.keys.len() > MIN_ENTRIES {
+            // Mostly empty: smaller arrays.
+            self.resize(fit(self.len));
+        }
         value
     }
 
-    /// Keeps the entries for which `keep` is true.
+    /// Keeps the entries for which `keep` is true (asked once each).
+    ///
+    /// The verdicts are taken in place; only if some entry goes are the
+    /// arrays rebuilt, sized for what stays (see [`fit`]).
     pub(super) fn retain(&mut self, mut keep: impl FnMut(&Key, &mut V) -> bool) {
         if let Some(v) = self.aside.as_mut() {
             if !keep(&unpack(EMPTY), v) {
                 self.aside = None;
             }
         }
-        let before = self.len;
-        let entries = self.keys.len();
-        let mut kept = self.take_all(entries);
-        kept.retain_mut(|(k, v)| keep(&unpack(*k), v));
-        self.len = kept.len();
-        if self.len < before / 2 && entries > MIN_ENTRIES {
-            // Half gone: smaller arrays (still at most a quarter full).
-            let fit = (self.len * 4).next_power_of_two().max(MIN_ENTRIES);
-            if fit < entries {
-                self.take_all(fit);
+        let mut gone = 0;
+        for (k, line) in self.keys.iter().zip(&mut self.values) {
+            if *k == EMPTY {
+                continue;
+            }
+            if let Some(v) = line.0.as_mut() {
+                if !keep(&unpack(*k), v) {
+                    // Its key goes with the rebuild below.
+                    line.0 = None;
+                    gone += 1;
+                }
             }
         }
-        for (k, v) in kept {
+        if gone == 0 {
+            return;
+        }
+        self.len -= gone;
+        for (k, v) in self.take_all(fit(self.len)) {
             self.place(k, v);
         }
     }
@@ -333,6 +351,38 @@ mod tests {
             seen += 1;
         }
         assert_eq!(seen, model.len());
+    }
+
+    /// Invariant: a sweep asks about each entry once, and arrays shrink
+    /// with what they hold (after a sweep or removals they are at least an
+    /// eighth full), keeping every entry.
+    #[test]
+    fn sweeps_and_removals_shrink_the_arrays() {
+        let mut map: ProbeMap<u32> = ProbeMap::default();
+        for s in 0..10_000u32 {
+            map.insert((0, s), s);
+        }
+        let mut asked = 0;
+        map.retain(|_, v| {
+            asked += 1;
+            *v % 1000 == 0
+        });
+        assert_eq!((asked, map.len()), (10_000, 10));
+        assert!(map.keys.len() <= 32, "{} places for 10 entries", map.keys.len());
+        for s in (0..10_000u32).step_by(1000) {
+            assert_eq!(map.get(&(0, s)), Some(&s));
+        }
+        for s in 0..10_000u32 {
+            map.insert((1, s), s);
+        }
+        for s in 0..9_990u32 {
+            assert_eq!(map.remove(&(1, s)), Some(s));
+        }
+        assert!(map.keys.len() <= 8 * 20, "{} places for 20 entries", map.keys.len());
+        assert_eq!(map.len(), 20);
+        for s in 9_990..10_000u32 {
+            assert_eq!(map.get(&(1, s)), Some(&s));
+        }
     }
 
     /// Invariant: a published layout names the key and the value a lookup

@@ -97,6 +97,9 @@ impl Engine {
     /// [`crate::Db::prefetch_index`] of `key` in database `db`: the key's
     /// keyspace and hash, for the second step.
     pub(crate) fn prefetch_index(&self, db: u32, key: &[u8]) -> Option<(u32, u32)> {
+        if !super::prefetch::HINTS {
+            return None;
+        }
         let ks = self.keyspaces.keyspace_of(db)?;
         let scheme = self.metas.key_hash();
         let h = scheme.of(key);

@@ -441,12 +441,17 @@ impl Conn {
                 ahead.len
             }
             _ => match super::resp::peek_request(rest) {
-                Some((_, len)) => len,
+                Some(next) => next.len,
                 None => return,
             },
         };
-        if let Some((Some(key), len)) = rest.get(next_len..).and_then(super::resp::peek_request) {
-            self.ahead = self.session.db.prefetch_index(key).map(|hint| Ahead { at: self.lo + next_len, len, hint });
+        let Some(later) = rest.get(next_len..).and_then(super::resp::peek_request) else { return };
+        // AUTH's second argument may be a password: not a key, and not to
+        // be kept in the hash memo.
+        let secret = later.name.eq_ignore_ascii_case(b"auth");
+        if let (Some(key), false) = (later.key, secret) {
+            self.ahead =
+                self.session.db.prefetch_index(key).map(|hint| Ahead { at: self.lo + next_len, len: later.len, hint });
         }
     }
 

@@ -394,19 +394,28 @@ pub fn check_parse(data: &[u8]) {
     }
 }
 
-/// The multibulk request at the start of `buf` as a look ahead reads it:
-/// its second argument (a command's first key, for most commands) if it
-/// has one, and the bytes the request takes. `None` unless the whole
-/// request is in `buf` in the form clients send (short counts, at most
-/// [`PEEK_MAX_ARGS`] arguments); never an error (the parser judges the
-/// request when it comes to it).
+/// A request read ahead of the one running ([`peek_request`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Peek<'a> {
+    /// Its first argument (the command's name; empty if it has none).
+    pub name: &'a [u8],
+    /// Its second argument (a command's first key, for most commands).
+    pub key: Option<&'a [u8]>,
+    /// The bytes the request takes.
+    pub len: usize,
+}
+
+/// The multibulk request at the start of `buf` as a look ahead reads it.
+/// `None` unless the whole request is in `buf` in the form clients send
+/// (short counts, at most [`PEEK_MAX_ARGS`] arguments); never an error
+/// (the parser judges the request when it comes to it).
 #[must_use]
-pub fn peek_request(buf: &[u8]) -> Option<(Option<&[u8]>, usize)> {
+pub fn peek_request(buf: &[u8]) -> Option<Peek<'_>> {
     let (n, mut pos) = short_count(buf, b'*')?;
     if n > PEEK_MAX_ARGS {
         return None;
     }
-    let mut second = None;
+    let mut peek = Peek { name: &[], key: None, len: 0 };
     for i in 0..n {
         let (len, used) = short_count(buf.get(pos..)?, b'$')?;
         pos += used;
@@ -415,12 +424,15 @@ pub fn peek_request(buf: &[u8]) -> Option<(Option<&[u8]>, usize)> {
         if buf.get(end..end + 2)? != b"\r\n" {
             return None;
         }
-        if i == 1 {
-            second = Some(arg);
+        match i {
+            0 => peek.name = arg,
+            1 => peek.key = Some(arg),
+            _ => {}
         }
         pos = end + 2;
     }
-    Some((second, pos))
+    peek.len = pos;
+    Some(peek)
 }
 
 /// Arguments a look ahead walks at most ([`peek_request`]).
@@ -493,9 +505,8 @@ mod tests {
         parse_all(data, &[], true)
     }
 
-    /// Multibulk and inline requests, pipelined, parse to their arguments.
     /// Invariant: a look ahead finds exactly the requests the parser
-    /// takes whole, with the parser's byte count and second argument,
+    /// takes whole, with the parser's byte count and first two arguments,
     /// and nothing (never a wrong length) for a request cut short, an
     /// inline command or a long multibulk.
     #[test]
@@ -512,7 +523,8 @@ mod tests {
             let peeked = peek_request(&data[at..]);
             let (used, parsed) = parser.parse(&data[at..], true).unwrap();
             let Parsed::Request(args) = parsed else { panic!("whole requests only") };
-            assert_eq!(peeked, Some((args.get(1).map(Vec::as_slice), used)));
+            let want = Peek { name: &args[0], key: args.get(1).map(Vec::as_slice), len: used };
+            assert_eq!(peeked, Some(want));
             for cut in 0..used {
                 assert_eq!(peek_request(&data[at..at + cut]), None, "cut at {cut}");
             }
@@ -524,6 +536,7 @@ mod tests {
         assert_eq!(peek_request(b"*2\r\n$3\r\nGET\r\n$1\r\nkXY"), None, "bad terminator");
     }
 
+    /// Multibulk and inline requests, pipelined, parse to their arguments.
     #[test]
     fn parses_multibulk_and_inline() {
         let data = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nPING\r\nset 'a b' \"\\x01\"\n\r\n*0\r\n*-1\r\n";
