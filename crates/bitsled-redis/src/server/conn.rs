@@ -388,7 +388,7 @@ impl Conn {
                     self.lo += used;
                     if !args.is_empty() {
                         requests += 1;
-                        self.prefetch_ahead();
+                        self.prefetch_ahead(args.get(1).map(Vec::as_slice));
                         self.request(&args);
                         if self.out.len() > self.shared.config.max_pending_reply_bytes {
                             self.kill = true;
@@ -433,7 +433,11 @@ impl Conn {
     /// all read are looked at; a hint taken for a command that then runs
     /// in another database, or for bytes the buffer's compaction moved, is
     /// a wasted hint, nothing else.
-    fn prefetch_ahead(&mut self) {
+    ///
+    /// No hint is taken for a key the same as `running`'s (the key of the
+    /// request about to run): its lines will be in the caches anyway, as
+    /// in a pipeline of commands on one key.
+    fn prefetch_ahead(&mut self, running: Option<&[u8]>) {
         let rest = &self.buf[self.lo..self.hi];
         let next_len = match self.ahead.take() {
             Some(ahead) if ahead.at == self.lo => {
@@ -449,6 +453,9 @@ impl Conn {
         // AUTH's second argument may be a password: not a key, and not to
         // be kept in the hash memo.
         let secret = later.name.eq_ignore_ascii_case(b"auth");
+        if later.key.is_some() && later.key == running {
+            return;
+        }
         if let (Some(key), false) = (later.key, secret) {
             self.ahead =
                 self.session.db.prefetch_index(key).map(|hint| Ahead { at: self.lo + next_len, len: later.len, hint });
