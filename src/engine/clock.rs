@@ -41,15 +41,16 @@ pub(super) fn stays<V: ClockSlot>(slot: &mut V, bytes: &AtomicUsize) -> bool {
     false
 }
 
-/// Runs `sweep_shard` over `shards` in turn, at most three rounds, until
-/// `bytes` is below 7/8 of `capacity`; nothing if it is within `capacity`.
-pub(super) fn evict<T>(capacity: usize, bytes: &AtomicUsize, shards: &[T], mut sweep_shard: impl FnMut(&T)) {
+/// Runs `sweep_shard` over shards `0..shards` in turn, at most three
+/// rounds, until `bytes` is below 7/8 of `capacity`; nothing if it is
+/// within `capacity`.
+pub(super) fn evict(capacity: usize, bytes: &AtomicUsize, shards: usize, mut sweep_shard: impl FnMut(usize)) {
     if bytes.load(Ordering::Relaxed) <= capacity {
         return;
     }
     let target = capacity / 8 * 7;
     for _round in 0..3 {
-        for shard in shards {
+        for shard in 0..shards {
             if bytes.load(Ordering::Relaxed) <= target {
                 return;
             }

@@ -587,14 +587,8 @@ impl MetaCache {
     /// Drops clean buckets not used since the last sweep until the cache is
     /// below 7/8 of its capacity (or nothing more can go).
     pub(crate) fn evict_if_needed(&self) {
-        if self.bytes() <= self.capacity.load(Ordering::Relaxed) {
-            return;
-        }
-        let shards: Vec<(&Mutex<MetaShard>, &ShardLayout)> = self.shards.iter().zip(&*self.layouts).collect();
-        clock::evict(self.capacity.load(Ordering::Relaxed), &self.bytes, &shards, |(shard, layout)| {
-            let mut shard = shard.lock();
-            shard.map.retain(|_, slot| clock::stays(slot, &self.bytes));
-            layout.map.publish(&shard.map);
+        clock::evict(self.capacity.load(Ordering::Relaxed), &self.bytes, SHARDS, |i| {
+            self.lock_shard(i).sweep();
         });
     }
 }
@@ -714,12 +708,17 @@ impl MetaGuard<'_> {
         None
     }
 
+    /// One CLOCK sweep of this shard's buckets (see `clock.rs`).
+    fn sweep(&mut self) {
+        let bytes = &self.cache.bytes;
+        self.shard.map.retain(|_, slot| clock::stays(slot, bytes));
+        self.cache.layouts[self.index].publish(&self.shard);
+    }
+
     fn insert(&mut self, ks: u32, start: u32, bucket: Bucket, dirty: Seq) {
         if dirty == 0 && self.cache.bytes() > self.cache.capacity.load(Ordering::Relaxed) {
             // Readers fill the cache too: make room in this shard first.
-            let bytes = &self.cache.bytes;
-            self.shard.map.retain(|_, slot| clock::stays(slot, bytes));
-            self.cache.layouts[self.index].map.publish(&self.shard.map);
+            self.sweep();
         }
         let bytes = slot_bytes(&bucket);
         self.shard.max_depth = self.shard.max_depth.max(bucket.depth);

@@ -557,8 +557,8 @@ impl PageCache {
             return;
         }
         let Some(_one) = self.evicting.try_lock() else { return };
-        clock::evict(capacity, &self.bytes, &self.shards, |shard| {
-            let mut shard = shard.lock();
+        clock::evict(capacity, &self.bytes, self.shards.len(), |i| {
+            let mut shard = self.shards[i].lock();
             // Before any slot goes (the epoch protocol above).
             self.epoch.fetch_add(1, Ordering::SeqCst);
             clock::sweep(&mut shard, &self.bytes);

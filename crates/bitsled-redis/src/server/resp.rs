@@ -406,18 +406,18 @@ pub struct Peek<'a> {
 }
 
 /// The multibulk request at the start of `buf` as a look ahead reads it.
-/// `None` unless the whole request is in `buf` in the form clients send
-/// (short counts, at most [`PEEK_MAX_ARGS`] arguments); never an error
-/// (the parser judges the request when it comes to it).
+/// `None` unless the whole request (at most [`PEEK_MAX_ARGS`] arguments)
+/// is in `buf`; never an error (the parser judges the request when it
+/// comes to it).
 #[must_use]
 pub fn peek_request(buf: &[u8]) -> Option<Peek<'_>> {
-    let (n, mut pos) = short_count(buf, b'*')?;
+    let (n, mut pos) = peek_count(buf, b'*')?;
     if n > PEEK_MAX_ARGS {
         return None;
     }
     let mut peek = Peek { name: &[], key: None, len: 0 };
     for i in 0..n {
-        let (len, used) = short_count(buf.get(pos..)?, b'$')?;
+        let (len, used) = peek_count(buf.get(pos..)?, b'$')?;
         pos += used;
         let end = pos.checked_add(len)?;
         let arg = buf.get(pos..end)?;
@@ -438,21 +438,16 @@ pub fn peek_request(buf: &[u8]) -> Option<Peek<'_>> {
 /// Arguments a look ahead walks at most ([`peek_request`]).
 pub const PEEK_MAX_ARGS: usize = 16;
 
-/// A line `<mark><digits>\r\n` of at most 9 digits at the start of `buf`:
-/// its count and the bytes it takes.
-fn short_count(buf: &[u8], mark: u8) -> Option<(usize, usize)> {
+/// A count line `<mark><count>\r\n` at the start of `buf`, read as the
+/// parser reads it ([`count_line`]): its count and the bytes it takes;
+/// `None` for another mark, a line not complete, or a count that is not a
+/// length.
+fn peek_count(buf: &[u8], mark: u8) -> Option<(usize, usize)> {
     if buf.first() != Some(&mark) {
         return None;
     }
-    let mut n = 0usize;
-    for (i, &c) in buf.iter().enumerate().skip(1).take(10) {
-        match c {
-            b'0'..=b'9' => n = n * 10 + usize::from(c - b'0'),
-            b'\r' if i > 1 => return (buf.get(i + 1) == Some(&b'\n')).then_some((n, i + 2)),
-            _ => return None,
-        }
-    }
-    None
+    let (n, used) = count_line(buf, ProtocolError::TooBigBulkCount).ok()??;
+    Some((usize::try_from(n?).ok()?, used))
 }
 
 #[cfg(test)]
