@@ -116,7 +116,16 @@ const DIRTY_RECORDS: usize = 16_384;
 /// 4.6 MB batches moved it by 0-3 MiB (BENCHMARKS.md, "Smaller first
 /// write-backs"). Writes that keep entries' sizes do not count, so loads
 /// that change existing keys keep their one write-back a second.
-const DELTA_GROWTH_BYTES: usize = 16 << 20;
+///
+/// Each write-back has a cost of its own besides its records: a delta
+/// record in nearly every shard, each a change to a different sled leaf,
+/// and, while folds wait, a second write-back at once. At 16 MiB the
+/// 10^7-key sign-in load (about 24 MB of new entries a second) took two
+/// to three write-backs a second instead of one, wrote 15% more and left
+/// 540-577 MiB on disk against 383-410 MiB; at 32 MiB it keeps its one a
+/// second (399-418 MiB) and the Bloom load's largest batch stays near 32
+/// MiB (BENCHMARKS.md, "Heap thresholds again").
+const DELTA_GROWTH_BYTES: usize = 32 << 20;
 
 /// Metadata buckets the expiry sweeper reads per call.
 const SWEEP_BUCKETS: u64 = 64;

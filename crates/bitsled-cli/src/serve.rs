@@ -88,11 +88,11 @@ pub(crate) struct ServeArgs {
     /// default, 8 per core, leaves freed memory spread over many 64 MiB
     /// heaps, so RSS stays far above what is in use (DESIGN.md, section
     /// 5). With the bound, malloc also keeps up to 32 MiB free at the top
-    /// of each heap and serves requests up to 32 MiB from its heaps
-    /// (`glibc.malloc.trim_threshold` and `glibc.malloc.mmap_threshold`),
-    /// so memory freed after a write-back is reused, not returned and
-    /// faulted in again (at the cost of up to 32 MiB kept per heap). 0
-    /// keeps glibc's defaults. Each has no effect where `GLIBC_TUNABLES`
+    /// of each heap (`glibc.malloc.trim_threshold`), so memory freed after
+    /// a write-back is reused, not returned and faulted in again (at the
+    /// cost of up to 32 MiB kept per heap), and gives requests of 128 KiB
+    /// and more mappings of their own (`glibc.malloc.mmap_threshold`,
+    /// glibc's starting value, fixed). 0 keeps glibc's defaults. Each has no effect where `GLIBC_TUNABLES`
     /// already names that tunable or the matching `MALLOC_*` variable is
     /// set [default: the number of cores, at least 2].
     #[arg(long, value_name = "N")]
@@ -243,14 +243,22 @@ const ARENA_MAX_TUNABLE: &str = "glibc.malloc.arena_max";
 const TRIM_THRESHOLD_TUNABLE: &str = "glibc.malloc.trim_threshold";
 const MMAP_THRESHOLD_TUNABLE: &str = "glibc.malloc.mmap_threshold";
 
-/// The value of both thresholds with bounded arenas: 32 MiB, glibc's own
-/// upper limit for the mapping threshold. A write-back's batch (a few MB
-/// to tens of MB) is allocated, copied by sled and freed about once a
-/// second; under glibc's defaults the heap gave that memory back and the
-/// next batch faulted it in again (a load of 10^6 Bloom filters took
-/// 273-925k minor faults against 84k with these thresholds, and its wall
+/// The trim threshold with bounded arenas: 32 MiB. A write-back's batch
+/// (a few MB to tens of MB) is allocated, copied by sled and freed about
+/// once a second; under glibc's defaults the heap gave that memory back and
+/// the next batch faulted it in again (a load of 10^6 Bloom filters took
+/// 273-925k minor faults against 84k with a 32 MiB threshold, and its wall
 /// time went from 1.10x to 0.97x the build before smaller write-backs).
 const HEAP_KEEP_BYTES: usize = 32 << 20;
+
+/// The mapping threshold with bounded arenas: 128 KiB, glibc's own
+/// starting value, kept fixed (naming the trim threshold ends glibc's
+/// adjustment of both). Requests this large get mappings of their own and
+/// leave no holes in the heaps: with the mapping threshold at 32 MiB too,
+/// the resident set after loading 10^7 sign-in keys was 553-660 MiB
+/// against 497-519 MiB with this one (BENCHMARKS.md, "Heap thresholds
+/// again").
+const HEAP_MAP_FROM_BYTES: usize = 128 << 10;
 
 /// The malloc arenas `--malloc-arenas` defaults to: one per core, at
 /// least 2.
@@ -260,7 +268,8 @@ fn default_malloc_arenas() -> usize {
 
 /// `current` (a `GLIBC_TUNABLES` value) with the settings the server wants
 /// added: huge pages if `huge_pages`, at most `arenas` heaps if not 0 and
-/// then [`HEAP_KEEP_BYTES`] for both thresholds. A tunable `current` names
+/// then the trim and mapping thresholds ([`HEAP_KEEP_BYTES`],
+/// [`HEAP_MAP_FROM_BYTES`]). A tunable `current` names
 /// already is left as the operator set it, and so is the arena bound where
 /// `MALLOC_ARENA_MAX` is set (`arena_env`) and the thresholds where either
 /// of them is named or set through its `MALLOC_*` variable
@@ -279,11 +288,9 @@ fn malloc_tunables(
         add.push(format!("{ARENA_MAX_TUNABLE}={arenas}"));
     }
     let thresholds_named = [TRIM_THRESHOLD_TUNABLE, MMAP_THRESHOLD_TUNABLE].iter().any(|t| current.contains(t));
-    // 32 MiB passes glibc's limit for the mapping threshold on 32-bit
-    // systems (512 KiB), which would keep the trim one alone.
-    if arenas > 0 && !threshold_env && !thresholds_named && cfg!(target_pointer_width = "64") {
+    if arenas > 0 && !threshold_env && !thresholds_named {
         add.push(format!("{TRIM_THRESHOLD_TUNABLE}={HEAP_KEEP_BYTES}"));
-        add.push(format!("{MMAP_THRESHOLD_TUNABLE}={HEAP_KEEP_BYTES}"));
+        add.push(format!("{MMAP_THRESHOLD_TUNABLE}={HEAP_MAP_FROM_BYTES}"));
     }
     if add.is_empty() {
         return None;
@@ -409,7 +416,7 @@ mod tests {
     /// the two thresholds come with the arena bound and go together.
     #[test]
     fn malloc_tunables_add_what_is_missing_once() {
-        let keep = "glibc.malloc.trim_threshold=33554432:glibc.malloc.mmap_threshold=33554432";
+        let keep = "glibc.malloc.trim_threshold=33554432:glibc.malloc.mmap_threshold=131072";
         let all = format!("glibc.malloc.hugetlb=1:glibc.malloc.arena_max=2:{keep}");
         let none = (false, false);
         assert_eq!(malloc_tunables("", true, 2, none), Some(all.clone()));

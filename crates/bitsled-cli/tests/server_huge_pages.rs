@@ -2,7 +2,7 @@
 //! `glibc.malloc.hugetlb=1` tunable (malloc then advises transparent huge
 //! pages for its heaps) and `glibc.malloc.arena_max` (malloc's heaps
 //! bounded by the number of cores, at least 2) with the heap's trim and
-//! mapping thresholds fixed at 32 MiB, keeping its process id and
+//! mapping thresholds fixed (32 MiB and 128 KiB), keeping its process id and
 //! arguments; it adds none when told not to (`--malloc-huge-pages no`,
 //! `--malloc-arenas 0`), and leaves a tunable that `GLIBC_TUNABLES`
 //! already names (or `MALLOC_ARENA_MAX`, `MALLOC_TRIM_THRESHOLD_`) as the
@@ -22,7 +22,7 @@ fn arenas() -> String {
 }
 
 /// The heap thresholds the server sets with the arena bound.
-const KEEP: &str = "glibc.malloc.trim_threshold=33554432:glibc.malloc.mmap_threshold=33554432";
+const KEEP: &str = "glibc.malloc.trim_threshold=33554432:glibc.malloc.mmap_threshold=131072";
 
 /// The value of `GLIBC_TUNABLES` the server's process was started with
 /// (its last `exec`). Read from `/proc/PID/environ`, the bytes of the
