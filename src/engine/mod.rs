@@ -121,10 +121,11 @@ const DIRTY_RECORDS: usize = 16_384;
 /// record in nearly every shard, each a change to a different sled leaf,
 /// and, while folds wait, a second write-back at once. At 16 MiB the
 /// 10^7-key sign-in load (about 24 MB of new entries a second) took two
-/// to three write-backs a second instead of one, wrote 15% more and left
-/// 540-577 MiB on disk against 383-410 MiB; at 32 MiB it keeps its one a
-/// second (399-418 MiB) and the Bloom load's largest batch stays near 32
-/// MiB (BENCHMARKS.md, "Heap thresholds again").
+/// to three write-backs a second instead of one, wrote about a fifth more
+/// and left 533-578 MiB on disk against 383-398 MiB with no early
+/// write-back; at 32 MiB it writes as much as with none and leaves 391-418
+/// MiB, and the Bloom load's largest batch in a logged run was 35.7 MB
+/// (BENCHMARKS.md, "Heap thresholds again").
 const DELTA_GROWTH_BYTES: usize = 32 << 20;
 
 /// Metadata buckets the expiry sweeper reads per call.

@@ -92,9 +92,10 @@ pub(crate) struct ServeArgs {
     /// a write-back is reused, not returned and faulted in again (at the
     /// cost of up to 32 MiB kept per heap), and gives requests of 128 KiB
     /// and more mappings of their own (`glibc.malloc.mmap_threshold`,
-    /// glibc's starting value, fixed). 0 keeps glibc's defaults. Each has no effect where `GLIBC_TUNABLES`
-    /// already names that tunable or the matching `MALLOC_*` variable is
-    /// set [default: the number of cores, at least 2].
+    /// glibc's starting value, fixed). 0 keeps glibc's defaults. Each has
+    /// no effect where `GLIBC_TUNABLES` already names that tunable or the
+    /// matching `MALLOC_*` variable is set [default: the number of cores,
+    /// at least 2].
     #[arg(long, value_name = "N")]
     malloc_arenas: Option<usize>,
     /// `yes`: serve as a node of a cluster, as Redis's `cluster-enabled`:
@@ -255,8 +256,8 @@ const HEAP_KEEP_BYTES: usize = 32 << 20;
 /// starting value, kept fixed (naming the trim threshold ends glibc's
 /// adjustment of both). Requests this large get mappings of their own and
 /// leave no holes in the heaps: with the mapping threshold at 32 MiB too,
-/// the resident set after loading 10^7 sign-in keys was 553-660 MiB
-/// against 497-519 MiB with this one (BENCHMARKS.md, "Heap thresholds
+/// the resident set after loading 10^7 sign-in keys was 590-630 MiB
+/// against 493-519 MiB with this one (BENCHMARKS.md, "Heap thresholds
 /// again").
 const HEAP_MAP_FROM_BYTES: usize = 128 << 10;
 
