@@ -148,6 +148,9 @@ impl Store for FaultStore {
             Err(_) => self.inner.available_bytes(),
         }
     }
+    fn maintain(&self) -> Result<()> {
+        self.inner.maintain()
+    }
 }
 
 /// Opens the database `config` describes over a `FaultStore` on sled,

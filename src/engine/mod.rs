@@ -39,6 +39,7 @@ pub(crate) mod flat;
 #[cfg(test)]
 mod fold_tests;
 mod follow;
+mod generation;
 mod hashmemo;
 pub(crate) mod idhash;
 mod journal;
@@ -565,6 +566,8 @@ fn background_flush(weak: &Weak<Engine>, signal: &(Mutex<Signal>, Condvar)) {
             while start.elapsed() < SWEEP_TIME && engine.sweep_expired(SWEEP_BUCKETS).is_ok_and(|s| !s.done) {}
             next_sweep = Instant::now() + SWEEP_INTERVAL;
         }
+        // A failed step abandons the rewrite; the next trigger starts over.
+        let _ = engine.store.maintain();
     }
 }
 

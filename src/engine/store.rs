@@ -6,8 +6,12 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::{Mutex, RwLock};
+
+use super::generation::{self, Generation};
 use crate::error::{Error, Result};
 
 /// Bytes returned by the store; cheap to clone, not aligned.
@@ -48,6 +52,12 @@ pub(crate) trait Store: Send + Sync {
     fn log_bytes(&self) -> u64 {
         0
     }
+    /// Background upkeep of the store's files, a bounded step per call
+    /// (sled: the online rewrite). The engine's background thread calls it
+    /// between write-backs.
+    fn maintain(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Frees what sled retired during a batch. sled defers freeing replaced
@@ -78,41 +88,285 @@ impl From<sled::Error> for Error {
     }
 }
 
-/// The sled implementation: one default tree.
+/// The sled implementation: one default tree, in the directory of the
+/// generation in use, and the online rewrite that replaces that tree with
+/// a fresh copy of its live records when sled's files have grown well past
+/// them (DESIGN.md section 5, "Store rewrites").
 pub(crate) struct SledStore {
+    /// The database directory (the generation file's).
+    root: PathBuf,
+    cache_bytes: u64,
+    /// The tree in use. Readers clone the `Arc` and keep it while they
+    /// read (a scan for its whole life), which tells a replaced tree when
+    /// it has no reader left.
+    live: RwLock<Arc<Tree>>,
+    /// The rewrite's state. Every write takes this lock, so a copy step
+    /// and a batch never interleave.
+    rewrite: Mutex<Rewrite>,
+}
+
+/// One generation's sled tree.
+struct Tree {
     db: sled::Db,
     dir: PathBuf,
+    generation: Generation,
+}
+
+/// What the online rewrite is doing.
+#[derive(Default)]
+struct Rewrite {
+    /// A batch was applied since the open: a store that is only read is
+    /// never rewritten.
+    written: bool,
+    /// The copy under way.
+    copy: Option<Copy>,
+    /// The tree the last rewrite replaced, while readers still hold it:
+    /// batches are applied to it too until the last one lets go, then its
+    /// files are removed.
+    retired: Option<Arc<Tree>>,
+}
+
+/// A copy of the tree in use into the next generation's.
+struct Copy {
+    tree: Tree,
+    /// Every key up to this one (in key order) has been copied, and each
+    /// batch's writes to such keys are applied to the copy too; `None`:
+    /// nothing copied yet.
+    copied_to: Option<Vec<u8>>,
+}
+
+/// sled's files may grow to this many times their size right after the
+/// last rewrite before the next rewrite starts.
+const REWRITE_GROWTH: u64 = 2;
+/// Stores below this size on disk are never rewritten.
+const REWRITE_FLOOR_BYTES: u64 = 64 << 20;
+/// One copy step copies at most this many bytes of records in one batch
+/// (a batch holds up the store's writes while it is applied).
+const COPY_STEP_BYTES: u64 = 1 << 20;
+/// sled's cache of a copy while it is written (it becomes the tree in
+/// use with this setting until the next open). A copy is written in key
+/// order, so it only touches the right edge of its tree.
+const COPY_CACHE_BYTES: u64 = 8 << 20;
+/// [`Store::maintain`] copies for at most this long per call.
+const COPY_TIME: Duration = Duration::from_millis(50);
+
+/// Opens (or creates) sled's tree in `dir` with its page cache limited to
+/// `cache_bytes`.
+fn open_tree(dir: &Path, cache_bytes: u64) -> Result<sled::Db> {
+    fs::create_dir_all(dir)?;
+    remove_unfinished_snapshots(dir)?;
+    let config = sled::Config::new()
+        .path(dir)
+        .cache_capacity(cache_bytes)
+        // bitsled issues its own barriers; sled's timer would only add
+        // unsolicited writes.
+        .flush_every_ms(None);
+    // sled's I/O threads may hold the directory's lock for a moment
+    // after the previous handle was dropped: retry briefly before
+    // reporting the directory as in use.
+    let mut wait = Duration::from_millis(1);
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        match open_sled(&config, dir)? {
+            Err(sled::Error::Io(e)) if is_lock_error(&e) && Instant::now() < deadline => {
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(Duration::from_millis(50));
+            }
+            Err(e) => return Err(open_error(dir, e)),
+            Ok(db) => return Ok(db),
+        }
+    }
 }
 
 impl SledStore {
     /// Opens (or creates) the store in `dir` with sled's page cache limited to
-    /// `cache_bytes`.
+    /// `cache_bytes`: the generation the generation file names, after
+    /// which the files of any other generation (an unfinished rewrite, or
+    /// the tree a finished one replaced) are removed.
     pub(crate) fn open(dir: &Path, cache_bytes: u64) -> Result<SledStore> {
         fs::create_dir_all(dir)?;
-        remove_unfinished_snapshots(dir)?;
-        let config = sled::Config::new()
-            .path(dir)
-            .cache_capacity(cache_bytes)
-            // bitsled issues its own barriers; sled's timer would only add
-            // unsolicited writes.
-            .flush_every_ms(None);
-        // sled's I/O threads may hold the directory's lock for a moment
-        // after the previous handle was dropped: retry briefly before
-        // reporting the directory as in use.
-        let mut wait = Duration::from_millis(1);
-        let deadline = Instant::now() + LOCK_WAIT;
-        let db = loop {
-            match open_sled(&config, dir)? {
-                Err(sled::Error::Io(e)) if is_lock_error(&e) && Instant::now() < deadline => {
-                    std::thread::sleep(wait);
-                    wait = (wait * 2).min(Duration::from_millis(50));
-                }
-                Err(e) => return Err(open_error(dir, e)),
-                Ok(db) => break db,
+        let g = generation::read(dir)?;
+        let tree_dir = generation::sled_dir(dir, g.number);
+        if g.number != 0 && !tree_dir.join("db").is_file() {
+            return Err(damaged(&tree_dir, "the generation file names this tree, and its log file is missing"));
+        }
+        let db = open_tree(&tree_dir, cache_bytes)?;
+        generation::remove_others(dir, g.number)?;
+        Ok(SledStore {
+            root: dir.to_path_buf(),
+            cache_bytes,
+            live: RwLock::new(Arc::new(Tree { db, dir: tree_dir, generation: g })),
+            rewrite: Mutex::new(Rewrite::default()),
+        })
+    }
+
+    /// The tree in use, held.
+    fn tree(&self) -> Arc<Tree> {
+        Arc::clone(&self.live.read())
+    }
+
+    /// The generation in use.
+    #[cfg(test)]
+    fn generation(&self) -> Generation {
+        self.tree().generation
+    }
+
+    /// Starts a rewrite if the tree in use has grown past its trigger
+    /// (and the disk has room for a copy of the live bytes).
+    fn start_rewrite(&self, rw: &mut Rewrite, floor: u64, growth: u64) -> Result<()> {
+        let tree = self.tree();
+        let size = tree.db.size_on_disk()?;
+        let base = tree.generation.base_bytes;
+        let trigger = floor.max(base.saturating_mul(growth));
+        if size < trigger {
+            return Ok(());
+        }
+        // The copy takes about what the last one took, with room for
+        // growth; a store never rewritten may need up to its whole size.
+        let need = if base > 0 { base.saturating_mul(2) } else { size };
+        if fs2::available_space(&self.root)? < need {
+            return Ok(());
+        }
+        let number = tree.generation.number + 1;
+        generation::remove(&self.root, number)?;
+        let dir = generation::sled_dir(&self.root, number);
+        let db = open_tree(&dir, self.cache_bytes.min(COPY_CACHE_BYTES))?;
+        let g = Generation { number, id_base: 0, base_bytes: 0 };
+        rw.copy = Some(Copy { tree: Tree { db, dir, generation: g }, copied_to: None });
+        Ok(())
+    }
+
+    /// Copies the next records (up to [`COPY_STEP_BYTES`]) into the copy;
+    /// at the end of the tree, makes the copy the store. Returns whether
+    /// there is more to copy.
+    fn copy_step(&self, rw: &mut Rewrite, step: u64) -> Result<bool> {
+        let Some(copy) = rw.copy.as_mut() else { return Ok(false) };
+        let tree = self.tree();
+        let mut iter = match &copy.copied_to {
+            None => tree.db.iter(),
+            Some(k) => tree.db.range::<&[u8], _>((std::ops::Bound::Excluded(&k[..]), std::ops::Bound::Unbounded)),
+        };
+        let mut batch = sled::Batch::default();
+        let mut bytes = 0;
+        let mut last = None;
+        let more = loop {
+            let Some(r) = iter.next() else { break false };
+            let (k, v) = r?;
+            bytes += (k.len() + v.len()) as u64;
+            batch.insert(k.clone(), v);
+            last = Some(k);
+            if bytes >= step {
+                break true;
             }
         };
-        Ok(SledStore { db, dir: dir.to_path_buf() })
+        drop(iter);
+        copy.tree.db.apply_batch(batch)?;
+        collect_garbage();
+        if let Some(k) = last {
+            copy.copied_to = Some(k.to_vec());
+        }
+        if !more {
+            self.finish_rewrite(rw, &tree)?;
+        }
+        Ok(more)
     }
+
+    /// Makes the finished copy the store: synced, named by the generation
+    /// file, then swapped in. The replaced tree is retired (applied to
+    /// until its last reader lets go).
+    fn finish_rewrite(&self, rw: &mut Rewrite, old: &Arc<Tree>) -> Result<()> {
+        let Some(mut copy) = rw.copy.take() else { return Ok(()) };
+        copy.tree.db.flush()?;
+        fs::File::open(copy.tree.dir.join("db"))?.sync_all()?;
+        // Past every id the old tree gave out (`next_id` waits for this
+        // lock, so none is given out meanwhile).
+        let id_base = old.generation.id_base.saturating_add(old.db.generate_id()?).saturating_add(1);
+        copy.tree.generation.id_base = id_base;
+        copy.tree.generation.base_bytes = copy.tree.db.size_on_disk()?;
+        generation::write(&self.root, &copy.tree.generation)?;
+        let old = std::mem::replace(&mut *self.live.write(), Arc::new(copy.tree));
+        rw.retired = Some(old);
+        self.release_retired(rw);
+        Ok(())
+    }
+
+    /// Removes the retired tree's files once nobody reads it.
+    fn release_retired(&self, rw: &mut Rewrite) {
+        if rw.retired.as_ref().is_some_and(|t| Arc::strong_count(t) == 1) {
+            if let Some(t) = rw.retired.take() {
+                let number = t.generation.number;
+                drop(t);
+                // Best effort: what is left is removed at the next open.
+                let _ = generation::remove(&self.root, number);
+            }
+        }
+    }
+
+    /// Runs the rewrite as [`Store::maintain`] does until `deadline`, with
+    /// `floor`, `growth` and `step` in place of [`REWRITE_FLOOR_BYTES`],
+    /// [`REWRITE_GROWTH`] and [`COPY_STEP_BYTES`], calling `between`
+    /// between steps (tests write there).
+    fn maintain_with(
+        &self,
+        floor: u64,
+        growth: u64,
+        step: u64,
+        deadline: Instant,
+        mut between: impl FnMut(),
+    ) -> Result<()> {
+        loop {
+            let more = {
+                let mut rw = self.rewrite.lock();
+                self.release_retired(&mut rw);
+                if rw.copy.is_none() {
+                    if !rw.written || rw.retired.is_some() {
+                        return Ok(());
+                    }
+                    self.start_rewrite(&mut rw, floor, growth)?;
+                    if rw.copy.is_none() {
+                        return Ok(());
+                    }
+                }
+                match self.copy_step(&mut rw, step) {
+                    Ok(more) => {
+                        self.release_retired(&mut rw);
+                        more
+                    }
+                    Err(e) => {
+                        // Abandon the copy; the tree in use is untouched.
+                        if let Some(c) = rw.copy.take() {
+                            let number = c.tree.generation.number;
+                            drop(c);
+                            let _ = generation::remove(&self.root, number);
+                        }
+                        return Err(e);
+                    }
+                }
+            };
+            if !more || Instant::now() >= deadline {
+                return Ok(());
+            }
+            between();
+        }
+    }
+}
+
+/// The writes of `writes` a copy that has reached `copied_to` must apply.
+fn copied_part(writes: &[Write], copied_to: Option<&[u8]>) -> Vec<Write> {
+    let Some(to) = copied_to else { return Vec::new() };
+    writes.iter().filter(|(k, _)| &k[..] <= to).cloned().collect()
+}
+
+/// A sled batch of `writes`.
+fn batch_of(writes: Vec<Write>) -> sled::Batch {
+    let mut batch = sled::Batch::default();
+    for (k, v) in writes {
+        match v {
+            Some(v) => batch.insert(k, v),
+            None => batch.remove(k),
+        }
+    }
+    batch
 }
 
 /// Opens sled's files with `config`; a panic inside sled becomes
@@ -225,9 +479,13 @@ fn remove_unfinished_snapshots(dir: &Path) -> Result<()> {
 /// A scan over sled's iterator that ends after its first error: sled
 /// 0.34's iterator retries the record it failed to read on every call, so
 /// a damaged node would otherwise yield the same error forever.
-fn scan_of(iter: sled::Iter) -> Scan {
+///
+/// The scan holds `tree` for its whole life, so a rewrite knows the tree
+/// it replaced still has a reader.
+fn scan_of(iter: sled::Iter, tree: Arc<Tree>) -> Scan {
     let mut iter = Some(iter);
     Box::new(std::iter::from_fn(move || {
+        let _reading = &tree;
         let r = iter.as_mut()?.next()?;
         if r.is_err() {
             iter = None;
@@ -238,65 +496,98 @@ fn scan_of(iter: sled::Iter) -> Scan {
 
 impl Store for SledStore {
     fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        Ok(self.db.get(key)?)
+        Ok(self.tree().db.get(key)?)
     }
 
     fn scan(&self, from: &[u8], to: &[u8]) -> Scan {
-        scan_of(self.db.range(from.to_vec()..=to.to_vec()))
+        let tree = self.tree();
+        let iter = tree.db.range(from.to_vec()..=to.to_vec());
+        scan_of(iter, tree)
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> Scan {
-        scan_of(self.db.scan_prefix(prefix))
+        let tree = self.tree();
+        let iter = tree.db.scan_prefix(prefix);
+        scan_of(iter, tree)
     }
 
     fn last_at_or_before(&self, key: &[u8]) -> Result<Option<(Bytes, Bytes)>> {
-        Ok(self.db.range(..=key.to_vec()).next_back().transpose()?)
+        Ok(self.tree().db.range(..=key.to_vec()).next_back().transpose()?)
     }
 
     fn apply(&self, writes: Vec<Write>) -> Result<()> {
-        let mut batch = sled::Batch::default();
-        for (k, v) in writes {
-            match v {
-                Some(v) => batch.insert(k, v),
-                None => batch.remove(k),
+        let mut rw = self.rewrite.lock();
+        rw.written = true;
+        let copied = rw.copy.as_ref().map(|c| copied_part(&writes, c.copied_to.as_deref()));
+        let retired = rw.retired.as_ref().filter(|t| Arc::strong_count(t) > 1).map(|_| writes.clone());
+        self.tree().db.apply_batch(batch_of(writes))?;
+        if let (Some(part), Some(copy)) = (copied, rw.copy.as_ref()) {
+            if !part.is_empty() {
+                if let Err(_e) = copy.tree.db.apply_batch(batch_of(part)) {
+                    // The copy can no longer be made whole: abandon it.
+                    if let Some(c) = rw.copy.take() {
+                        let number = c.tree.generation.number;
+                        drop(c);
+                        let _ = generation::remove(&self.root, number);
+                    }
+                }
             }
         }
-        self.db.apply_batch(batch)?;
+        if let (Some(all), Some(old)) = (retired, rw.retired.as_ref()) {
+            // Its readers must see what they would have seen in the tree
+            // in use; the tree is gone at the next open either way.
+            let _ = old.db.apply_batch(batch_of(all));
+        }
+        self.release_retired(&mut rw);
+        drop(rw);
         collect_garbage();
         Ok(())
     }
 
     fn next_id(&self) -> Result<u64> {
-        Ok(self.db.generate_id()?)
+        let _rw = self.rewrite.lock();
+        let tree = self.tree();
+        Ok(tree.generation.id_base.saturating_add(tree.db.generate_id()?))
     }
 
     fn sync(&self) -> Result<()> {
-        self.db.flush()?;
+        let tree = self.tree();
+        tree.db.flush()?;
         // sled's flush uses sync_file_range, which does not persist file
         // metadata; fsync the log file itself so the barrier is real.
-        fs::File::open(self.dir.join("db"))?.sync_all()?;
+        fs::File::open(tree.dir.join("db"))?.sync_all()?;
         Ok(())
     }
 
     fn size_on_disk(&self) -> Result<u64> {
-        Ok(self.db.size_on_disk()?)
+        let mut size = self.tree().db.size_on_disk()?;
+        if let Some(c) = self.rewrite.lock().copy.as_ref() {
+            size += c.tree.db.size_on_disk()?;
+        }
+        Ok(size)
     }
 
     fn is_empty(&self) -> bool {
-        self.db.is_empty()
+        self.tree().db.is_empty()
     }
 
     fn available_bytes(&self) -> Result<Option<u64>> {
-        Ok(Some(fs2::available_space(&self.dir)?))
+        Ok(Some(fs2::available_space(&self.root)?))
     }
 
     fn log_bytes(&self) -> u64 {
-        fs::metadata(self.dir.join("db")).map_or(0, |m| m.len())
+        fs::metadata(self.tree().dir.join("db")).map_or(0, |m| m.len())
+    }
+
+    fn maintain(&self) -> Result<()> {
+        self.maintain_with(REWRITE_FLOOR_BYTES, REWRITE_GROWTH, COPY_STEP_BYTES, Instant::now() + COPY_TIME, || ())
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     /// A batch is visible as a whole, scans are ordered, ids are increasing.
@@ -378,6 +669,198 @@ mod tests {
             Err(Error::Io(e)) => assert!(e.to_string().contains(&dir.path().display().to_string()), "{e}"),
             other => panic!("{:?}", other.map(|_| "opened")),
         }
+    }
+
+    /// The records of `s`, in key order.
+    fn contents(s: &SledStore) -> Vec<(Vec<u8>, Vec<u8>)> {
+        s.scan(&[], &[255; 8]).map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec()))).collect::<Result<_>>().unwrap()
+    }
+
+    /// Applies `writes` to the store and to the model.
+    fn write(s: &SledStore, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, writes: Vec<Write>) {
+        for (k, v) in &writes {
+            match v {
+                Some(v) => model.insert(k.clone(), v.clone()),
+                None => model.remove(k),
+            };
+        }
+        s.apply(writes).unwrap();
+    }
+
+    /// A batch of inserts and removals spread over the key space, seeded by
+    /// `round`.
+    fn mixed_batch(round: u64) -> Vec<Write> {
+        (0..40u64)
+            .map(|i| {
+                let k = (round.wrapping_mul(7919) + i * 104_729) % 3_000;
+                let key = format!("k{k:05}").into_bytes();
+                let value = (i % 5 != 0).then(|| vec![(round + i).to_le_bytes()[0]; 1 + (k as usize % 300)]);
+                (key, value)
+            })
+            .collect()
+    }
+
+    /// A rewrite copies in small steps while batches land between them
+    /// (keys before and after the copy's position, inserts and removals):
+    /// the new generation holds exactly what a model of every batch holds,
+    /// ids keep rising across it and across a reopen, and the replaced
+    /// tree's files are gone.
+    #[test]
+    fn rewrite_keeps_every_record_and_ids_go_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut model = BTreeMap::new();
+        let id_before;
+        {
+            let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+            for round in 0..50 {
+                write(&s, &mut model, mixed_batch(round));
+            }
+            id_before = s.next_id().unwrap();
+            let mut round = 50;
+            let far = Instant::now() + Duration::from_secs(600);
+            s.maintain_with(0, 0, 4 << 10, far, || {
+                write(&s, &mut model, mixed_batch(round));
+                round += 1;
+            })
+            .unwrap();
+            assert!(round > 60, "the copy took {} steps", round - 50);
+            assert_eq!(s.generation().number, 1);
+            assert_eq!(contents(&s), model.clone().into_iter().collect::<Vec<_>>());
+            assert!(s.next_id().unwrap() > id_before);
+            assert!(!dir.path().join("db").exists(), "generation 0's log is removed");
+            assert!(dir.path().join("generation-1").join("db").is_file());
+            write(&s, &mut model, mixed_batch(999));
+        }
+        let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+        assert_eq!(s.generation().number, 1);
+        assert!(s.generation().base_bytes > 0);
+        assert_eq!(contents(&s), model.into_iter().collect::<Vec<_>>());
+        assert!(s.next_id().unwrap() > id_before);
+    }
+
+    /// Invariant: a read that begins after a batch was applied sees it,
+    /// whatever rewrites run meanwhile: a writer applies numbered batches
+    /// and then publishes the number, a reader reads the number and then a
+    /// key (never older than it), and a third thread runs rewrites back to
+    /// back.
+    #[test]
+    fn reads_after_a_batch_see_it_across_rewrites() {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+        // Bulk to copy, so rewrites take several steps.
+        s.apply((0..400u32).map(|i| (format!("fill{i:04}").into_bytes(), Some(vec![1; 500]))).collect()).unwrap();
+        let published = AtomicU64::new(0);
+        let done = AtomicBool::new(false);
+        let rewrites = std::thread::scope(|t| {
+            let rewriter = t.spawn(|| {
+                let mut n = 0;
+                while !done.load(Ordering::SeqCst) {
+                    s.maintain_with(0, 0, 16 << 10, Instant::now() + Duration::from_secs(60), || ()).unwrap();
+                    n += 1;
+                }
+                n
+            });
+            t.spawn(|| {
+                while !done.load(Ordering::SeqCst) {
+                    let v = published.load(Ordering::SeqCst);
+                    for k in [&b"a"[..], b"m", b"z"] {
+                        let got = s.get(k).unwrap().map_or(0, |b| u64::from_le_bytes(b[..8].try_into().unwrap()));
+                        assert!(got >= v, "key {k:?}: read {got} after batch {v} was applied");
+                    }
+                }
+            });
+            for v in 1..=300u64 {
+                let value = v.to_le_bytes().to_vec();
+                s.apply(vec![
+                    (b"a".to_vec(), Some(value.clone())),
+                    (b"m".to_vec(), Some(value.clone())),
+                    (b"z".to_vec(), Some(value)),
+                ])
+                .unwrap();
+                published.store(v, Ordering::SeqCst);
+            }
+            done.store(true, Ordering::SeqCst);
+            rewriter.join().unwrap()
+        });
+        assert!(s.generation().number >= 2, "{rewrites} rounds, generation {}", s.generation().number);
+        assert_eq!(s.get(b"m").unwrap().unwrap().to_vec(), 300u64.to_le_bytes().to_vec());
+    }
+
+    /// A scan begun before a rewrite finished reads the replaced tree,
+    /// and still sees what batches applied after the swap wrote; the
+    /// replaced tree's files go once the scan is dropped.
+    #[test]
+    fn a_scan_across_a_rewrite_sees_later_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+        let mut model = BTreeMap::new();
+        write(&s, &mut model, (0..100u8).map(|i| (vec![b'a', i], Some(vec![i]))).collect());
+        let mut scan = s.scan(b"a", b"b");
+        assert_eq!(scan.next().unwrap().unwrap().0.to_vec(), vec![b'a', 0]);
+        s.maintain_with(0, 0, 1 << 20, Instant::now() + Duration::from_secs(600), || ()).unwrap();
+        assert_eq!(s.generation().number, 1);
+        s.apply(vec![(vec![b'a', 90], Some(vec![7, 7])), (vec![b'a', 91], None)]).unwrap();
+        let rest: Vec<(Vec<u8>, Vec<u8>)> =
+            scan.by_ref().map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap()).collect();
+        assert_eq!(rest.len(), 98);
+        assert!(rest.contains(&(vec![b'a', 90], vec![7, 7])));
+        assert!(!rest.iter().any(|(k, _)| k == &vec![b'a', 91]));
+        assert!(dir.path().join("db").exists(), "kept while the scan reads it");
+        drop(scan);
+        s.maintain().unwrap();
+        assert!(!dir.path().join("db").exists());
+    }
+
+    /// What a crash leaves of a rewrite is removed at the next open: a
+    /// copy the generation file does not name (the store is untouched),
+    /// and the tree a finished rewrite replaced.
+    #[test]
+    fn leftovers_of_a_rewrite_are_removed_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        closed_store(dir.path());
+        let unfinished = generation::sled_dir(dir.path(), 1);
+        fs::create_dir(&unfinished).unwrap();
+        fs::write(unfinished.join("db"), b"half a copy").unwrap();
+        {
+            let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+            assert!(!unfinished.exists());
+            assert_eq!(s.get(&[1]).unwrap().unwrap().to_vec(), vec![1; 100]);
+            s.apply(vec![(vec![2], Some(vec![2]))]).unwrap();
+            s.maintain_with(0, 0, 1 << 20, Instant::now() + Duration::from_secs(600), || ()).unwrap();
+            // A crash before the replaced tree's files went: put some back.
+            fs::write(dir.path().join("db"), b"old log").unwrap();
+        }
+        let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+        assert_eq!(s.generation().number, 1);
+        assert!(!dir.path().join("db").exists());
+        assert_eq!(s.get(&[1]).unwrap().unwrap().to_vec(), vec![1; 100]);
+        assert_eq!(s.get(&[2]).unwrap().unwrap().to_vec(), vec![2]);
+    }
+
+    /// A store that is only read is never rewritten, and nothing is
+    /// rewritten below the floor.
+    #[test]
+    fn read_only_and_small_stores_are_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        closed_store(dir.path());
+        let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+        s.maintain_with(0, 0, 1 << 20, Instant::now() + Duration::from_secs(600), || ()).unwrap();
+        assert_eq!(s.generation().number, 0);
+        s.apply(vec![(vec![2], Some(vec![2]))]).unwrap();
+        s.maintain().unwrap();
+        assert_eq!(s.generation().number, 0);
+    }
+
+    /// A generation file naming a tree whose log is missing is damage,
+    /// not an empty store.
+    #[test]
+    fn a_named_tree_without_its_log_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        closed_store(dir.path());
+        generation::write(dir.path(), &Generation { number: 4, id_base: 0, base_bytes: 1 }).unwrap();
+        let e = SledStore::open(dir.path(), 1 << 20).err().unwrap();
+        assert!(matches!(&e, Error::Corrupted { reason, .. } if reason.contains("generation file")), "{e}");
     }
 
     #[test]
