@@ -227,6 +227,13 @@ impl SledStore {
         if fs2::available_space(&self.root)? < need {
             return Ok(());
         }
+        // The file names the tree in use unless a swap failed half way;
+        // then no copy's files may be removed.
+        if generation::read(&self.root)?.number != tree.generation.number {
+            return Err(Error::Storage(
+                "the generation file does not name the tree in use; rewrites stop until the store is reopened".into(),
+            ));
+        }
         let number = tree.generation.number + 1;
         generation::remove(&self.root, number)?;
         let dir = generation::sled_dir(&self.root, number);
@@ -276,14 +283,32 @@ impl SledStore {
     /// until its last reader lets go).
     fn finish_rewrite(&self, rw: &mut Rewrite, old: &Arc<Tree>) -> Result<()> {
         let Some(mut copy) = rw.copy.take() else { return Ok(()) };
-        copy.tree.db.flush()?;
-        fs::File::open(copy.tree.dir.join("db"))?.sync_all()?;
-        // Past every id the old tree gave out (`next_id` waits for this
-        // lock, so none is given out meanwhile).
-        let id_base = old.generation.id_base.saturating_add(old.db.generate_id()?).saturating_add(1);
-        copy.tree.generation.id_base = id_base;
-        copy.tree.generation.base_bytes = copy.tree.db.size_on_disk()?;
-        generation::write(&self.root, &copy.tree.generation)?;
+        let mut prepare = || -> Result<()> {
+            copy.tree.db.flush()?;
+            sync_tree_files(&copy.tree.dir)?;
+            // Past every id the old tree gave out (`next_id` waits for this
+            // lock, so none is given out meanwhile).
+            copy.tree.generation.id_base =
+                old.generation.id_base.saturating_add(old.db.generate_id()?).saturating_add(1);
+            copy.tree.generation.base_bytes = copy.tree.db.size_on_disk()?;
+            Ok(())
+        };
+        if let Err(e) = prepare().and_then(|()| generation::write(&self.root, &copy.tree.generation)) {
+            // The rename may have been made before the error (a failed
+            // directory sync): whatever the file names is the store.
+            match generation::read(&self.root) {
+                Ok(g) if g == copy.tree.generation => {}
+                Ok(_) => {
+                    let number = copy.tree.generation.number;
+                    drop(copy);
+                    let _ = generation::remove(&self.root, number);
+                    return Err(e);
+                }
+                // Which tree the file names is not known: keep both
+                // (`start_rewrite` checks the file before it removes one).
+                Err(_) => return Err(e),
+            }
+        }
         let old = std::mem::replace(&mut *self.live.write(), Arc::new(copy.tree));
         rw.retired = Some(old);
         self.release_retired(rw);
@@ -364,6 +389,19 @@ impl Drop for SledStore {
             let _ = generation::remove(&self.root, number);
         }
     }
+}
+
+/// Syncs a finished copy's files and their directories (sled syncs none
+/// of them itself, and its `conf` and `blobs/` come with the tree), so
+/// that the generation file never names a tree a power loss could take.
+fn sync_tree_files(dir: &Path) -> Result<()> {
+    fs::File::open(dir.join("db"))?.sync_all()?;
+    fs::File::open(dir.join("conf"))?.sync_all()?;
+    if dir.join("blobs").is_dir() {
+        fs::File::open(dir.join("blobs"))?.sync_all()?;
+    }
+    fs::File::open(dir)?.sync_all()?;
+    Ok(())
 }
 
 /// Gives the heap's free memory back to the system. A replaced tree
