@@ -136,12 +136,18 @@ pub(crate) fn remove_others(root: &Path, keep: u64) -> Result<()> {
                 fs::remove_dir_all(&path)?;
             }
         } else if keep != 0 && is_sled_file(&name) {
-            if entry.file_type()?.is_dir() {
-                fs::remove_dir_all(&path)?;
-            } else {
-                fs::remove_file(&path)?;
-            }
+            remove_entry(&entry)?;
         }
+    }
+    Ok(())
+}
+
+/// Removes a directory entry, a file or a directory with its contents.
+fn remove_entry(entry: &fs::DirEntry) -> Result<()> {
+    if entry.file_type()?.is_dir() {
+        fs::remove_dir_all(entry.path())?;
+    } else {
+        fs::remove_file(entry.path())?;
     }
     Ok(())
 }
@@ -160,11 +166,7 @@ pub(crate) fn remove(root: &Path, number: u64) -> Result<()> {
     for entry in fs::read_dir(root)? {
         let entry = entry?;
         if is_sled_file(&entry.file_name().to_string_lossy()) {
-            if entry.file_type()?.is_dir() {
-                fs::remove_dir_all(entry.path())?;
-            } else {
-                fs::remove_file(entry.path())?;
-            }
+            remove_entry(&entry)?;
         }
     }
     Ok(())

@@ -299,9 +299,7 @@ impl SledStore {
             match generation::read(&self.root) {
                 Ok(g) if g == copy.tree.generation => {}
                 Ok(_) => {
-                    let number = copy.tree.generation.number;
-                    drop(copy);
-                    let _ = generation::remove(&self.root, number);
+                    discard(&self.root, copy.tree);
                     return Err(e);
                 }
                 // Which tree the file names is not known: keep both
@@ -317,14 +315,10 @@ impl SledStore {
 
     /// Removes the retired tree's files once nobody reads it.
     fn release_retired(&self, rw: &mut Rewrite) {
-        if rw.retired.as_ref().is_some_and(|t| Arc::strong_count(t) == 1) {
-            if let Some(t) = rw.retired.take() {
-                let number = t.generation.number;
-                drop(t);
-                return_freed_memory();
-                // Best effort: what is left is removed at the next open.
-                let _ = generation::remove(&self.root, number);
-            }
+        // No new reader can take the retired tree, so one holder is this.
+        if let Some(t) = rw.retired.take_if(|t| Arc::strong_count(t) == 1).and_then(|t| Arc::try_unwrap(t).ok()) {
+            discard(&self.root, t);
+            return_freed_memory();
         }
     }
 
@@ -361,9 +355,7 @@ impl SledStore {
                     Err(e) => {
                         // Abandon the copy; the tree in use is untouched.
                         if let Some(c) = rw.copy.take() {
-                            let number = c.tree.generation.number;
-                            drop(c);
-                            let _ = generation::remove(&self.root, number);
+                            discard(&self.root, c.tree);
                         }
                         return Err(e);
                     }
@@ -382,13 +374,20 @@ impl Drop for SledStore {
     /// at the next open (as do a retired tree's, whose readers are gone).
     fn drop(&mut self) {
         let rw = self.rewrite.get_mut();
-        for number in [rw.copy.take().map(|c| c.tree.generation.number), rw.retired.take().map(|t| t.generation.number)]
-            .into_iter()
-            .flatten()
-        {
-            let _ = generation::remove(&self.root, number);
+        let copy = rw.copy.take().map(|c| c.tree);
+        let retired = rw.retired.take().and_then(|t| Arc::try_unwrap(t).ok());
+        for tree in copy.into_iter().chain(retired) {
+            discard(&self.root, tree);
         }
     }
+}
+
+/// Closes `tree` (its last handle) and removes its files. Best effort:
+/// what is left is removed at the next open.
+fn discard(root: &Path, tree: Tree) {
+    let number = tree.generation.number;
+    drop(tree);
+    let _ = generation::remove(root, number);
 }
 
 /// Syncs a finished copy's files and their directories (sled syncs none
@@ -564,7 +563,9 @@ fn scan_of(iter: sled::Iter, tree: Arc<Tree>) -> Scan {
 
 impl Store for SledStore {
     fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        Ok(self.tree().db.get(key)?)
+        // A point read under the read guard needs no hold on the tree: a
+        // swap waits for it.
+        Ok(self.live.read().db.get(key)?)
     }
 
     fn scan(&self, from: &[u8], to: &[u8]) -> Scan {
@@ -580,7 +581,7 @@ impl Store for SledStore {
     }
 
     fn last_at_or_before(&self, key: &[u8]) -> Result<Option<(Bytes, Bytes)>> {
-        Ok(self.tree().db.range(..=key.to_vec()).next_back().transpose()?)
+        Ok(self.live.read().db.range(..=key.to_vec()).next_back().transpose()?)
     }
 
     fn apply(&self, writes: Vec<Write>) -> Result<()> {
@@ -594,9 +595,7 @@ impl Store for SledStore {
                 if let Err(_e) = copy.tree.db.apply_batch(batch_of(part)) {
                     // The copy can no longer be made whole: abandon it.
                     if let Some(c) = rw.copy.take() {
-                        let number = c.tree.generation.number;
-                        drop(c);
-                        let _ = generation::remove(&self.root, number);
+                        discard(&self.root, c.tree);
                     }
                 }
             }
@@ -636,7 +635,7 @@ impl Store for SledStore {
     }
 
     fn is_empty(&self) -> bool {
-        self.tree().db.is_empty()
+        self.live.read().db.is_empty()
     }
 
     fn available_bytes(&self) -> Result<Option<u64>> {
