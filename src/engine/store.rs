@@ -818,15 +818,17 @@ mod tests {
         // Bulk to copy, so rewrites take several steps.
         s.apply((0..400u32).map(|i| (format!("fill{i:04}").into_bytes(), Some(vec![1; 500]))).collect()).unwrap();
         let published = AtomicU64::new(0);
+        let rounds = AtomicU64::new(0);
         let done = AtomicBool::new(false);
-        let rewrites = std::thread::scope(|t| {
+        // The writer goes on until the rewriter has finished three rounds
+        // (and at least 300 batches), so the test does not depend on how
+        // fast either thread runs.
+        let last = std::thread::scope(|t| {
             let rewriter = t.spawn(|| {
-                let mut n = 0;
                 while !done.load(Ordering::SeqCst) {
                     s.maintain_with(0, 0, 16 << 10, Instant::now() + Duration::from_secs(60), || ()).unwrap();
-                    n += 1;
+                    rounds.fetch_add(1, Ordering::SeqCst);
                 }
-                n
             });
             t.spawn(|| {
                 while !done.load(Ordering::SeqCst) {
@@ -837,7 +839,10 @@ mod tests {
                     }
                 }
             });
-            for v in 1..=300u64 {
+            let mut v = 0u64;
+            while v < 300 || rounds.load(Ordering::SeqCst) < 3 {
+                assert!(!rewriter.is_finished(), "the rewriter stopped");
+                v += 1;
                 let value = v.to_le_bytes().to_vec();
                 s.apply(vec![
                     (b"a".to_vec(), Some(value.clone())),
@@ -848,10 +853,11 @@ mod tests {
                 published.store(v, Ordering::SeqCst);
             }
             done.store(true, Ordering::SeqCst);
-            rewriter.join().unwrap()
+            rewriter.join().unwrap();
+            v
         });
-        assert!(s.generation().number >= 2, "{rewrites} rounds, generation {}", s.generation().number);
-        assert_eq!(s.get(b"m").unwrap().unwrap().to_vec(), 300u64.to_le_bytes().to_vec());
+        assert!(s.generation().number >= 2, "generation {}", s.generation().number);
+        assert_eq!(s.get(b"m").unwrap().unwrap().to_vec(), last.to_le_bytes().to_vec());
     }
 
     /// A scan begun before a rewrite finished reads the replaced tree,
