@@ -29,6 +29,7 @@ mod engine;
 pub mod error;
 mod geometry;
 pub mod glob;
+mod heap;
 
 /// A function told of each key deleted because it expired: (database
 /// index, key name). See [`Db::set_expired_listener`].
@@ -58,6 +59,7 @@ pub use db::{Db, IndexHint, Watch};
 pub use engine::{DbCounts, DiskShortage, KeyStats, MemoryStats, Problem, Sweep, VerifyReport};
 pub use error::{Error, Result};
 pub use geometry::MAX_OFFSET;
+pub use heap::{heap_stats, resident_bytes, HeapStats};
 #[cfg(feature = "roaring")]
 pub use ops::roaring::RoaringFormat;
 pub use ops::CompactReport;

@@ -536,6 +536,7 @@ impl Engine {
 fn background_flush(weak: &Weak<Engine>, signal: &(Mutex<Signal>, Condvar)) {
     let mut last_flush = Instant::now();
     let mut next_sweep = Instant::now() + SWEEP_INTERVAL;
+    let mut trimmer = crate::heap::Trimmer::default();
     loop {
         // The policy can change while open (`Engine::set_durability`
         // wakes this thread): its interval is read each round.
@@ -568,6 +569,7 @@ fn background_flush(weak: &Weak<Engine>, signal: &(Mutex<Signal>, Condvar)) {
         }
         // A failed step abandons the rewrite; the next trigger starts over.
         let _ = engine.store.maintain();
+        trimmer.round();
     }
 }
 

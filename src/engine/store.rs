@@ -318,7 +318,10 @@ impl SledStore {
         // No new reader can take the retired tree, so one holder is this.
         if let Some(t) = rw.retired.take_if(|t| Arc::strong_count(t) == 1).and_then(|t| Arc::try_unwrap(t).ok()) {
             discard(&self.root, t);
-            return_freed_memory();
+            // A replaced tree frees what sled held for it (about 0.4
+            // bytes of every byte it wrote or read: section 12 of
+            // DESIGN.md) in one go.
+            crate::heap::return_freed_memory();
         }
     }
 
@@ -401,21 +404,6 @@ fn sync_tree_files(dir: &Path) -> Result<()> {
     }
     fs::File::open(dir)?.sync_all()?;
     Ok(())
-}
-
-/// Gives the heap's free memory back to the system. A replaced tree
-/// frees what sled held for it (about 0.4 bytes of every byte it wrote or
-/// read: section 12 of DESIGN.md) in one go, and glibc's heaps keep up to
-/// their trim threshold of free memory each; `malloc_trim` returns the
-/// free pages inside the heaps as well.
-#[allow(unsafe_code)]
-fn return_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free memory of glibc's own heaps;
-    // it takes no pointers and touches no memory in use.
-    unsafe {
-        libc::malloc_trim(0);
-    }
 }
 
 /// The writes of `writes` a copy that has reached `copied_to` must apply.

@@ -148,6 +148,10 @@ struct Sample {
     at: u64,
     rss: u64,
     used: u64,
+    /// The allocator's bytes allocated and held (INFO `allocator_allocated`,
+    /// `allocator_active`); 0 where the server does not say.
+    heap: u64,
+    held: u64,
     disk: u64,
     /// Bytes the server wrote to storage since the last sample.
     written: u64,
@@ -209,6 +213,8 @@ fn main() -> Res<()> {
             at: start.elapsed().as_secs(),
             rss,
             used: info_field(&mut con, "memory", "used_memory")?.unwrap_or(0),
+            heap: info_field(&mut con, "memory", "allocator_allocated")?.unwrap_or(0),
+            held: info_field(&mut con, "memory", "allocator_active")?.unwrap_or(0),
             disk: dir_bytes(&dir),
             written: written - last_written.min(written),
             keys: redis::cmd("DBSIZE").query(&mut con)?,
@@ -251,19 +257,21 @@ fn report(o: &Opts, budget: u64, samples: &[Sample], peak: u64, stored: u64, sto
         return Err("the run ended before two samples".into());
     }
     let mut text = format!(
-        "# Soak: {} s, `bitsled serve --maxmemory {}`, clients: {}\n\n| s | ops/s | p99 | RSS | used_memory | on disk | written/s | keys |\n|---|---|---|---|---|---|---|---|\n",
+        "# Soak: {} s, `bitsled serve --maxmemory {}`, clients: {}\n\n| s | ops/s | p99 | RSS | used_memory | heap allocated / held | on disk | written/s | keys |\n|---|---|---|---|---|---|---|---|---|\n",
         o.secs,
         o.maxmemory,
         o.clients.iter().map(|&c| WORKLOADS[c]).collect::<Vec<_>>().join(", ")
     );
     for s in samples {
         text.push_str(&format!(
-            "| {} | {:.0} | {:.2} ms | {} | {} | {} | {:.1} MiB | {} |\n",
+            "| {} | {:.0} | {:.2} ms | {} | {} | {} / {} | {} | {:.1} MiB | {} |\n",
             s.at,
             s.ops as f64 / o.every as f64,
             f64::from(s.p99) / 1000.0,
             mib(s.rss),
             mib(s.used),
+            mib(s.heap),
+            mib(s.held),
             mib(s.disk),
             s.written as f64 / o.every as f64 / f64::from(1 << 20),
             s.keys

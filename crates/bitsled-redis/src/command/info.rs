@@ -71,6 +71,23 @@ pub(crate) fn used_memory(m: &bitsled::MemoryStats, clients_bytes: u64) -> u64 {
     m.page_cache_bytes + m.metadata_cache_bytes + clients_bytes
 }
 
+/// Redis's `allocator_*` fields from glibc's figures: bytes allocated,
+/// bytes the heap holds from the system, and the free bytes between (what
+/// the allocator keeps, not the process uses). Empty where unknown.
+fn allocator_fields() -> String {
+    let Some(h) = bitsled::heap_stats() else { return String::new() };
+    let free = h.held.saturating_sub(h.allocated);
+    let ratio = if h.allocated == 0 { 1.0 } else { h.held as f64 / h.allocated as f64 };
+    format!(
+        "allocator_allocated:{}\r\nallocator_active:{}\r\nallocator_frag_bytes:{free}\r\nallocator_frag_ratio:{ratio:.2}\r\n\
+         bitsled_heap_trims:{}\r\nbitsled_heap_trim_ms:{}\r\n",
+        h.allocated,
+        h.held,
+        h.trims,
+        h.trim_micros / 1000
+    )
+}
+
 /// The text of section `name`; `None` for a server section without a
 /// server.
 fn section(db: &Db, host: Option<&dyn Host>, name: &str) -> Result<Option<String>, Fail> {
@@ -78,7 +95,7 @@ fn section(db: &Db, host: Option<&dyn Host>, name: &str) -> Result<Option<String
     // Writing to a String cannot fail.
     let _ = match name {
         "memory" => {
-            let rss = rss_bytes().unwrap_or(0);
+            let rss = bitsled::resident_bytes().unwrap_or(0);
             let m = db.memory_stats();
             let server = host.map(Host::memory).unwrap_or_default();
             let used = used_memory(&m, server.clients_bytes);
@@ -88,7 +105,7 @@ fn section(db: &Db, host: Option<&dyn Host>, name: &str) -> Result<Option<String
                  used_memory_rss_human:{}\r\nused_memory_dataset:{used}\r\nbitsled_page_cache:{}\r\n\
                  bitsled_dirty_pages:{}\r\nbitsled_metadata_cache:{}\r\nbitsled_clients:{}\r\n\
                  bitsled_budget:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\n\
-                 maxmemory_policy:{}\r\nmem_allocator:libc\r\n",
+                 maxmemory_policy:{}\r\nmem_allocator:libc\r\n{}",
                 human(used),
                 human(rss),
                 m.page_cache_bytes,
@@ -99,6 +116,7 @@ fn section(db: &Db, host: Option<&dyn Host>, name: &str) -> Result<Option<String
                 server.maxmemory,
                 human(server.maxmemory),
                 server.policy,
+                allocator_fields(),
             )
         }
         "keyspace" => {
@@ -162,13 +180,6 @@ fn cpu_seconds() -> Option<(f64, f64)> {
 }
 
 /// Resident memory of this process, from `/proc/self/status` (Linux).
-fn rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
 fn human(bytes: u64) -> String {
     let b = bytes as f64;
     if b >= (1u64 << 30) as f64 {
@@ -193,7 +204,7 @@ pub(crate) fn memory_stats(s: &mut super::Session, _a: &[Vec<u8>]) -> CmdResult 
     let m = db.memory_stats();
     let server = s.host.as_deref().map(Host::memory).unwrap_or_default();
     let used = used_memory(&m, server.clients_bytes);
-    let rss = rss_bytes().unwrap_or(0);
+    let rss = bitsled::resident_bytes().unwrap_or(0);
     let mut dbs = Vec::new();
     let mut keys = 0u64;
     for i in 0..db.databases() {
