@@ -69,56 +69,55 @@ pub fn resident_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// Resident bytes beyond what is allocated (free heap memory the
-/// allocator keeps resident, plus the code and stacks, which stay) that
-/// [`Trimmer`] lets grow before it trims.
+/// Growth of the resident bytes beyond the accounted ones (see
+/// [`Trimmer::round`]) since the last trim that lets [`Trimmer`] trim
+/// again.
 const TRIM_GROWTH_BYTES: u64 = 32 << 20;
 
-/// The least time between two trims: a trim walks every free block under
-/// its arena's lock (12-36 ms with a few hundred MiB of heap), stalling
-/// allocations in that arena meanwhile.
+/// The least time between two trims: a trim walks the free blocks under
+/// their arena's lock (15-79 ms with a few hundred MiB of heap in the
+/// soak), stalling allocations in that arena meanwhile.
 const TRIM_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Returns free heap memory to the system when the process keeps much of
-/// it resident. glibc gives memory back on its own only from the top of
-/// a heap, past a threshold that grows with the largest block freed, so a
-/// process whose blocks come and go (cached pages, write-back batches,
-/// sled's buffers) keeps its peak heap resident. The background thread
-/// calls [`Trimmer::round`] each round.
+/// Returns free heap memory to the system when the resident set grows
+/// past what the caller accounts for. glibc gives memory back on its own
+/// only from the top of a heap, past a threshold that grows with the
+/// largest block freed, so a process whose blocks come and go (cached
+/// pages, write-back batches, sled's buffers) keeps its peak heap
+/// resident. The background thread calls [`Trimmer::round`] each round.
+/// It reads only `VmRSS`: the allocator's own figures ([`heap_stats`])
+/// walk the heap under its locks.
 #[derive(Debug, Default)]
 pub(crate) struct Trimmer {
     last: Option<std::time::Instant>,
-    /// Resident bytes beyond the allocated ones right after the last trim:
-    /// what a trim could not return.
+    /// The resident bytes beyond the accounted ones right after the last
+    /// trim.
     floor: u64,
 }
 
 impl Trimmer {
-    /// Trims when the resident bytes beyond the allocated ones have grown
+    /// Trims when the resident set is past `budget` (the memory budgets:
+    /// below it a trim's pause buys nothing the budgets promise) and the
+    /// resident bytes beyond `accounted` (the bytes the caches hold:
+    /// growth there is live data, which a trim cannot return) have grown
     /// [`TRIM_GROWTH_BYTES`] past what the last trim left, at most once
     /// per [`TRIM_INTERVAL`]. True when it trimmed.
-    pub(crate) fn round(&mut self) -> bool {
+    pub(crate) fn round(&mut self, accounted: u64, budget: u64) -> bool {
         if self.last.is_some_and(|t| t.elapsed() < TRIM_INTERVAL) {
             return false;
         }
-        let Some(extra) = resident_extra() else { return false };
-        if extra <= self.floor + TRIM_GROWTH_BYTES {
+        let Some(rss) = resident_bytes() else { return false };
+        if rss <= budget || rss.saturating_sub(accounted) <= self.floor + TRIM_GROWTH_BYTES {
             return false;
         }
         let start = std::time::Instant::now();
         return_freed_memory();
         self.last = Some(std::time::Instant::now());
-        self.floor = resident_extra().unwrap_or(0);
+        self.floor = resident_bytes().unwrap_or(rss).saturating_sub(accounted);
         TRIMS.fetch_add(1, Ordering::Relaxed);
         TRIM_MICROS.fetch_add(u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
         true
     }
-}
-
-/// Resident bytes beyond the allocated ones.
-fn resident_extra() -> Option<u64> {
-    let heap = heap_stats()?;
-    Some(resident_bytes()?.saturating_sub(heap.allocated))
 }
 
 #[cfg(test)]
@@ -139,10 +138,16 @@ mod tests {
         return_freed_memory();
     }
 
+    /// Resident bytes beyond the allocated ones.
+    fn resident_extra() -> Option<u64> {
+        Some(resident_bytes()?.saturating_sub(heap_stats()?.allocated))
+    }
+
     /// Invariant: when freed blocks in the middle of the heap keep far
     /// more than [`TRIM_GROWTH_BYTES`] resident, a round trims and the
     /// resident bytes beyond the allocated ones fall; a second round within
     /// [`TRIM_INTERVAL`] does nothing.
+
     #[test]
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     fn a_round_returns_free_blocks_between_live_ones() {
@@ -154,10 +159,13 @@ mod tests {
         let before = resident_extra().unwrap();
         let mut trimmer = Trimmer::default();
         assert!(before > TRIM_GROWTH_BYTES, "{} MiB free and resident", before >> 20);
-        assert!(trimmer.round(), "no trim with {} MiB free and resident", before >> 20);
+        // Growth the caller accounts for (live data) is not trimmed.
+        assert!(!trimmer.round(resident_bytes().unwrap(), 0), "a trim of accounted bytes");
+        assert!(!trimmer.round(0, u64::MAX), "a trim within the budget");
+        assert!(trimmer.round(0, 0), "no trim with {} MiB free and resident", before >> 20);
         let after = resident_extra().unwrap();
         assert!(after + (48 << 20) < before, "{} -> {} MiB", before >> 20, after >> 20);
-        assert!(!trimmer.round(), "a second trim within the interval");
+        assert!(!trimmer.round(0, 0), "a second trim within the interval");
         assert!(kept.iter().all(|b| b[0] & 1 == 1));
     }
 }

@@ -569,7 +569,8 @@ fn background_flush(weak: &Weak<Engine>, signal: &(Mutex<Signal>, Condvar)) {
         }
         // A failed step abandons the rewrite; the next trigger starts over.
         let _ = engine.store.maintain();
-        trimmer.round();
+        let m = engine.memory_stats();
+        trimmer.round(m.page_cache_bytes + m.metadata_cache_bytes, m.budget_bytes);
     }
 }
 

@@ -26,7 +26,9 @@ const DEFAULT_SECTIONS: &[&str] = &[
 ];
 
 /// The INFO text for the requested sections (none: the default ones;
-/// `all`/`everything`: also commandstats). Unknown sections are left out,
+/// `all`/`everything`: also commandstats; `allocator` only when named, as
+/// its figures walk the heap under the allocator's locks: milliseconds on
+/// a large heap). Unknown sections are left out,
 /// and so are the server's sections when there is no server (the CLI).
 pub(crate) fn info(db: &Db, host: Option<&dyn Host>, args: &[Vec<u8>]) -> Result<String, Fail> {
     let mut wanted: Vec<&str> = Vec::new();
@@ -42,7 +44,7 @@ pub(crate) fn info(db: &Db, host: Option<&dyn Host>, args: &[Vec<u8>]) -> Result
                 wanted.push("commandstats");
             }
             other => {
-                if let Some(s) = DEFAULT_SECTIONS.iter().chain(&["commandstats"]).find(|s| **s == other) {
+                if let Some(s) = DEFAULT_SECTIONS.iter().chain(&["commandstats", "allocator"]).find(|s| **s == other) {
                     wanted.push(s);
                 }
             }
@@ -105,7 +107,7 @@ fn section(db: &Db, host: Option<&dyn Host>, name: &str) -> Result<Option<String
                  used_memory_rss_human:{}\r\nused_memory_dataset:{used}\r\nbitsled_page_cache:{}\r\n\
                  bitsled_dirty_pages:{}\r\nbitsled_metadata_cache:{}\r\nbitsled_clients:{}\r\n\
                  bitsled_budget:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\n\
-                 maxmemory_policy:{}\r\nmem_allocator:libc\r\n{}",
+                 maxmemory_policy:{}\r\nmem_allocator:libc\r\n",
                 human(used),
                 human(rss),
                 m.page_cache_bytes,
@@ -116,8 +118,12 @@ fn section(db: &Db, host: Option<&dyn Host>, name: &str) -> Result<Option<String
                 server.maxmemory,
                 human(server.maxmemory),
                 server.policy,
-                allocator_fields(),
             )
+        }
+        "allocator" => {
+            out.push_str("# Allocator\r\n");
+            out.push_str(&allocator_fields());
+            Ok(())
         }
         "keyspace" => {
             out.push_str("# Keyspace\r\n");
@@ -268,4 +274,29 @@ pub(crate) fn memory_stats(s: &mut super::Session, _a: &[Vec<u8>]) -> CmdResult 
         ),
     ]);
     Ok(Reply::Map(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Invariant: the allocator's figures (which walk the heap under its
+    /// locks) come only with `INFO allocator`, never with the default
+    /// sections or `all`; where glibc says, the section names them.
+    #[test]
+    fn the_allocator_section_comes_only_when_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path()).unwrap();
+        for args in [vec![], vec![b"all".to_vec()], vec![b"memory".to_vec()]] {
+            let text = info(&db, None, &args).unwrap();
+            assert!(!text.contains("allocator_allocated"), "{args:?}: {text}");
+        }
+        let text = info(&db, None, &[b"allocator".to_vec()]).unwrap();
+        assert!(text.starts_with("# Allocator\r\n"), "{text}");
+        if bitsled::heap_stats().is_some() {
+            for field in ["allocator_allocated:", "allocator_active:", "allocator_frag_bytes:", "bitsled_heap_trims:"] {
+                assert!(text.contains(field), "{field} missing: {text}");
+            }
+        }
+    }
 }
