@@ -185,7 +185,7 @@ fn cpu_seconds() -> Option<(f64, f64)> {
     Some((ticks(11)? as f64 / 100.0, ticks(12)? as f64 / 100.0))
 }
 
-/// Resident memory of this process, from `/proc/self/status` (Linux).
+/// `bytes` as Redis's `*_human` fields write it (K, M, G).
 fn human(bytes: u64) -> String {
     let b = bytes as f64;
     if b >= (1u64 << 30) as f64 {
