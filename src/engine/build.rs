@@ -126,12 +126,10 @@ impl Build<'_> {
         (self.pages == 1).then_some(self.first_page)
     }
 
-    /// Notes that a transaction published the value.
+    /// Notes that a transaction published the value (the transaction took
+    /// the id out of `building`, under the gate, after the journal marker).
     fn published(&mut self) {
         self.published = true;
-        // Order matters: publishing removed the journal marker (under the
-        // gate) before the id leaves `building`.
-        self.engine.building.lock().remove(&self.id);
     }
 }
 

@@ -184,6 +184,12 @@ impl Engine {
         Some(encode_frame(self.follow.ids_high.load(Ordering::SeqCst), writes.iter().filter(|(k, _)| *k != local)))
     }
 
+    /// Whether a change feed is kept (it starts and stops under the
+    /// write-back lock).
+    pub(super) fn feeding(&self) -> bool {
+        self.follow.feed_on.load(Ordering::SeqCst)
+    }
+
     /// Publishes a batch's frame (see [`Engine::frame_of`]). Called with the
     /// write-back lock held, after the batch is in the store: frames go
     /// out in the order their batches were applied.

@@ -171,7 +171,9 @@ pub(crate) struct Engine {
     side_sequence: Mutex<u64>,
     /// The page delta records in the store (changed only by write-backs).
     page_log: Mutex<pagedelta::PageLog>,
-    /// Bitmap ids being built by a running operation (not yet published).
+    /// Bitmap ids being built by a running operation (not yet published):
+    /// added when a build begins, removed by the transaction that
+    /// publishes it (under the gate) or when the build is dropped.
     building: Mutex<HashSet<u64>>,
     /// Set after a failed store write; every later write is refused.
     poisoned: Mutex<Option<String>>,

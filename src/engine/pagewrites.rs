@@ -106,6 +106,11 @@ pub(super) fn plan_pages(
     plan
 }
 
+/// Whether two pages lie in the same page group of the same bitmap.
+pub(super) fn same_group(a: &DirtyPage, b: &DirtyPage) -> bool {
+    a.id.0 == b.id.0 && group_of(a.id.1).0 == group_of(b.id.1).0
+}
+
 /// Appends the writes that store `pages` (dirty pages sorted by bitmap id
 /// and page number) to `writes`.
 ///
@@ -113,7 +118,6 @@ pub(super) fn plan_pages(
 /// [`crate::Error::Corrupted`] if a stored group record does not decode
 /// (its members that are not dirty could not be kept); a store error.
 pub(super) fn page_writes(store: &dyn Store, pages: &[DirtyPage], writes: &mut Vec<Write>) -> Result<()> {
-    let same_group = |a: &DirtyPage, b: &DirtyPage| a.id.0 == b.id.0 && group_of(a.id.1).0 == group_of(b.id.1).0;
     for dirty in pages.chunk_by(same_group) {
         let id = dirty[0].id.0;
         let group = group_of(dirty[0].id.1).0;

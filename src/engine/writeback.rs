@@ -16,7 +16,7 @@ use super::layout;
 use super::metas::Fold;
 use super::pagedelta::{self, Folding, PageLog};
 use super::pages::{DirtyPage, PageId};
-use super::pagewrites::{page_writes, plan_pages};
+use super::pagewrites::{page_writes, plan_pages, same_group};
 use super::record::{
     self, Catalog, Kind, Meta, FORMAT_V1, FORMAT_V10, FORMAT_V2, FORMAT_V3, FORMAT_V4, FORMAT_V5, FORMAT_V6, FORMAT_V7,
     FORMAT_V8, FORMAT_V9,
@@ -49,6 +49,13 @@ const PAGE_FOLD_FLOOR: usize = 256 << 10;
 /// the deletion of every record it retires, left a step in resident
 /// memory.
 const PAGE_FOLD_STEP: usize = 4 << 20;
+
+/// Bytes of records per sled batch for the pages of values still being
+/// built, which a write-back stores after its atomic batch: sled holds
+/// what a batch touches until the batch ends, so loading a large value in
+/// write-backs of one batch each held about 0.7 GiB for 32 MiB batches
+/// (BENCHMARKS.md, "Large values in small batches").
+const BUILD_BATCH_BYTES: usize = 1 << 20;
 
 /// How a write-back folds the logged pages.
 enum PageFold {
@@ -346,7 +353,7 @@ impl Engine {
         // grow afterwards (more bits; the copy a change keeps beside it),
         // and a fold only when they pass the whole limit keeps folds rare.
         let room = (self.logged_limit() / 2).saturating_sub(self.pages.logged_bytes());
-        let plan = plan_pages(pages, fold_pages, &step, &dead, room);
+        let mut plan = plan_pages(pages, fold_pages, &step, &dead, room);
         let mut writes: Vec<Write> = Vec::with_capacity(
             plan.whole.len() + metas.deltas.len() + metas.folds.len() + metas.retired.len() + journal.len() + 4,
         );
@@ -356,7 +363,25 @@ impl Engine {
         // and logs: a failure before they are stored poisons the handle, as
         // a failed batch does (later writes would otherwise build on a
         // state the store never got).
-        page_writes(&*self.store, &plan.whole, &mut writes).inspect_err(|e| self.poison(e))?;
+        // Pages of values still being built (no key names their id, and
+        // their reclaim marker is in this batch or an earlier one) follow
+        // the atomic batch in batches of their own: a crash between them
+        // leaves an id that the reclaimer removes. Not with a page fold,
+        // whose reset entries must not precede the pages they reset, nor
+        // while a change feed wants the write-back as one frame (the feed
+        // starts and stops under the write-back lock, so this holds for the
+        // whole write-back). A built value's pages are new, so never
+        // logged; the split is by id, which keeps each id's pages together
+        // and in order.
+        let whole = std::mem::take(&mut plan.whole);
+        let defer = dry.is_none() && !fold_pages && step.is_empty() && !self.feeding();
+        let (now, built): (Vec<DirtyPage>, Vec<DirtyPage>) =
+            if defer { whole.into_iter().partition(|p| !building.contains(&p.id.0)) } else { (whole, Vec::new()) };
+        let stored = page_writes(&*self.store, &now, &mut writes);
+        plan.whole = now;
+        let deferred = plan.whole.len();
+        plan.whole.extend(built);
+        stored.inspect_err(|e| self.poison(e))?;
         let mut log = self.page_log.lock();
         let logged_keys: Vec<[u8; layout::PAGE_DELTA_KEY_LEN]> = (0..plan.records.len())
             .map(|part| layout::page_delta_key(seq, u32::try_from(part).unwrap_or(u32::MAX)))
@@ -394,6 +419,7 @@ impl Engine {
         }
         let frame = self.frame_of(&writes);
         self.store.apply(writes).inspect_err(|e| self.poison(e))?;
+        self.store_built_pages(&plan.whole[deferred..]).inspect_err(|e| self.poison(e))?;
         self.publish(frame);
         self.sequence.store(seq, Ordering::SeqCst);
         let gone: usize = log.keys.drain(..retired).map(|(_, n)| n).sum();
@@ -424,6 +450,26 @@ impl Engine {
         self.journal.mark_clean(&journal);
         self.reclaim_step(flush_lock, RECLAIM_BUDGET).inspect_err(|e| self.poison(e))?;
         self.balance_caches();
+        Ok(())
+    }
+
+    /// Stores the pages of values still being built that a write-back
+    /// left out of its atomic batch, a group of pages at a time, in
+    /// batches of about [`BUILD_BATCH_BYTES`] of records each.
+    fn store_built_pages(&self, pages: &[DirtyPage]) -> Result<()> {
+        let (mut batch, mut bytes): (Vec<Write>, usize) = (Vec::new(), 0);
+        for group in pages.chunk_by(same_group) {
+            let from = batch.len();
+            page_writes(&*self.store, group, &mut batch)?;
+            bytes += batch[from..].iter().map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len)).sum::<usize>();
+            if bytes >= BUILD_BATCH_BYTES {
+                self.store.apply(std::mem::take(&mut batch))?;
+                bytes = 0;
+            }
+        }
+        if !batch.is_empty() {
+            self.store.apply(batch)?;
+        }
         Ok(())
     }
 

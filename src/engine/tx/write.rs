@@ -453,6 +453,10 @@ impl WriteTx<'_> {
         // on) the build's first marker while pages put since are dirty.
         let live = meta.is_some_and(|m| m.id() == Some(id));
         self.engine.journal.set(layout::reclaim_key(id), if live { None } else { Some(Vec::new()) });
+        // Under the gate, after the journal: a write-back's cut sees the id
+        // in `building` exactly while no key names it, so it may store the
+        // id's pages after its atomic batch (Engine::write_back_into).
+        self.engine.building.lock().remove(&id);
         Ok(())
     }
 }
