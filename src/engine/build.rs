@@ -185,12 +185,16 @@ impl Engine {
 
 impl Drop for Build<'_> {
     fn drop(&mut self) {
-        if !self.published {
+        // Only a build no transaction published: a transaction that
+        // published the id and then failed (no rollback: a key may name the
+        // id now) took it out of `building` itself.
+        let mut building = self.engine.building.lock();
+        if !self.published && building.contains(&self.id) {
             // Marked again first: a write-back may already have written (and
             // cleaned) the first marker and the pages put so far; the pages
             // put since need a marker of their own.
             self.engine.journal.set(layout::reclaim_key(self.id), Some(Vec::new()));
-            self.engine.building.lock().remove(&self.id);
+            building.remove(&self.id);
         }
     }
 }

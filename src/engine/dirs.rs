@@ -59,8 +59,8 @@ impl Directories {
         self.entries.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// Records an applied write-back: `written` holds (id, page, stored?)
-    /// sorted by id and page.
+    /// Records an applied write-back: `written` holds (id, page, stored?),
+    /// each id's pages together and in page order.
     pub(crate) fn apply(&self, written: &[(u64, u64, bool)]) {
         let mut m = self.map.lock();
         m.0 += 1;

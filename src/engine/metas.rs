@@ -171,7 +171,7 @@ const FOLD_FLOOR: usize = 64 << 10;
 /// until the batch ends, and keys hash evenly over the shards, so their
 /// folds fall due together: one batch folding them all left a step of
 /// ~10 bytes of heap per byte of buckets written.
-pub(super) const FOLD_BATCH: usize = 4 << 20;
+pub(super) const FOLD_BATCH: usize = 1 << 20;
 
 /// Bytes below their budget that a fold under pressure brings the pinned
 /// buckets to. sled holds every leaf a batch touches until the batch

@@ -11,6 +11,7 @@
 //!                  Directories (dirs.rs), Journal (journal.rs),
 //!                  Claims (claims.rs), expiry regions (due.rs), pins, builds
 //!                                   │ write-back: one atomic batch   writeback.rs
+//!                                   │ (then built pages in batches)
 //!                                   ▼
 //!       Store trait (store.rs) ── sled, one tree; key layout layout.rs,
 //!                                  record formats record.rs

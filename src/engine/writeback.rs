@@ -1,4 +1,5 @@
-//! The write-back of dirty state to the store as one atomic batch, the
+//! The write-back of dirty state to the store as one atomic batch (then
+//! the pages of values still being built, in batches of their own), the
 //! durability barrier, the durable write-back number in the side file, and
 //! the reclamation of dead bitmaps and flushed keyspaces.
 
@@ -48,13 +49,13 @@ const PAGE_FOLD_FLOOR: usize = 256 << 10;
 /// until the batch ends, so a fold of every logged page in one batch, or
 /// the deletion of every record it retires, left a step in resident
 /// memory.
-const PAGE_FOLD_STEP: usize = 4 << 20;
+const PAGE_FOLD_STEP: usize = 1 << 20;
 
 /// Bytes of records per sled batch for the pages of values still being
 /// built, which a write-back stores after its atomic batch: sled holds
-/// what a batch touches until the batch ends, so loading a large value in
-/// write-backs of one batch each held about 0.7 GiB for 32 MiB batches
-/// (BENCHMARKS.md, "Large values in small batches").
+/// what a batch touches until the batch ends (a plain sled tree given
+/// 32 MiB batches of 4 KiB values kept about 0.7 GiB; BENCHMARKS.md,
+/// "Large values in small batches").
 const BUILD_BATCH_BYTES: usize = 1 << 20;
 
 /// How a write-back folds the logged pages.
@@ -258,7 +259,9 @@ impl Engine {
     }
 
     /// Writes every dirty page, bucket and journal record and the catalog
-    /// to the store in one atomic batch, then does a step of reclamation.
+    /// to the store in one atomic batch (the pages of values still being
+    /// built follow it in batches of their own), then does a step of
+    /// reclamation.
     pub(crate) fn write_back(&self) -> Result<()> {
         let f = self.flush_lock.lock();
         self.write_back_locked(&f, Fold::Auto)
@@ -363,20 +366,29 @@ impl Engine {
         // and logs: a failure before they are stored poisons the handle, as
         // a failed batch does (later writes would otherwise build on a
         // state the store never got).
-        // Pages of values still being built (no key names their id, and
-        // their reclaim marker is in this batch or an earlier one) follow
-        // the atomic batch in batches of their own: a crash between them
-        // leaves an id that the reclaimer removes. Not with a page fold,
-        // whose reset entries must not precede the pages they reset, nor
-        // while a change feed wants the write-back as one frame (the feed
-        // starts and stops under the write-back lock, so this holds for the
-        // whole write-back). A built value's pages are new, so never
-        // logged; the split is by id, which keeps each id's pages together
-        // and in order.
+        // Pages of values still being built (no key names their id) follow
+        // the atomic batch in batches of their own, and the atomic batch
+        // stores each such id's reclaim marker (again: a build that began
+        // while this write-back captured may have put a page whose marker
+        // the journal's capture missed), so a crash between the batches
+        // leaves ids the reclaimer removes. Not while a change feed wants
+        // the write-back as one frame (the feed starts and stops under the
+        // write-back lock, so this holds for the whole write-back). A built
+        // value's pages are new, so never logged (no page delta record or
+        // fold refers to them); the split is by id, which keeps each id's
+        // pages together and in order.
         let whole = std::mem::take(&mut plan.whole);
-        let defer = dry.is_none() && !fold_pages && step.is_empty() && !self.feeding();
-        let (now, built): (Vec<DirtyPage>, Vec<DirtyPage>) =
-            if defer { whole.into_iter().partition(|p| !building.contains(&p.id.0)) } else { (whole, Vec::new()) };
+        let (now, built): (Vec<DirtyPage>, Vec<DirtyPage>) = if dry.is_none() && !self.feeding() {
+            whole.into_iter().partition(|p| !building.contains(&p.id.0))
+        } else {
+            (whole, Vec::new())
+        };
+        let mut marked = HashSet::new();
+        for p in &built {
+            if marked.insert(p.id.0) {
+                writes.push((layout::reclaim_key(p.id.0), Some(Vec::new())));
+            }
+        }
         let stored = page_writes(&*self.store, &now, &mut writes);
         plan.whole = now;
         let deferred = plan.whole.len();
