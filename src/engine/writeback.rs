@@ -383,11 +383,8 @@ impl Engine {
         } else {
             (whole, Vec::new())
         };
-        let mut marked = HashSet::new();
-        for p in &built {
-            if marked.insert(p.id.0) {
-                writes.push((layout::reclaim_key(p.id.0), Some(Vec::new())));
-            }
+        for pages in built.chunk_by(|a, b| a.id.0 == b.id.0) {
+            writes.push((layout::reclaim_key(pages[0].id.0), Some(Vec::new())));
         }
         let stored = page_writes(&*self.store, &now, &mut writes);
         plan.whole = now;
