@@ -171,11 +171,6 @@ impl PageCache {
         self.seq.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    /// The eviction epoch: changes whenever a cached page is dropped.
-    pub(crate) fn epoch(&self) -> u64 {
-        self.epoch.load(Ordering::SeqCst)
-    }
-
     /// Bytes of dirty pages waiting for a write-back.
     pub(crate) fn dirty_bytes(&self) -> usize {
         self.dirty_bytes.load(Ordering::Relaxed)

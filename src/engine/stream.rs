@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use std::iter::Peekable;
 use std::sync::Arc;
 
+use super::dirs::{Directories, Watch};
 use super::layout;
 use super::pages::{Fetched, RUN};
 use super::stored::{corrupted, Held, StoredPages};
@@ -110,8 +111,10 @@ impl Paged {
     /// caller must hold the key's lock (so `bitmap` is live); the stream pins
     /// the bitmap, so it stays readable after the lock is released.
     ///
-    /// Uses the bitmap's cached directory of stored pages; a stream from page
-    /// 0 builds that directory if it is missing, other streams scan the store.
+    /// Uses the bitmap's cached directory of stored pages. Without one, a
+    /// stream of the whole value scans the store and leaves the directory
+    /// when it reaches the end; another stream from page 0 builds the
+    /// directory first; any other stream scans the store.
     ///
     /// # Errors
     /// [`Error::Corrupted`] if the metadata counts `ones` set bits but the
@@ -126,36 +129,49 @@ impl Paged {
         // A whole-value stream has the bitmap's dirty pages already.
         let none_dirty =
             ones > 0 && if (from, to) == (0, u64::MAX) { dirty.is_empty() } else { !engine.pages.has_dirty(bitmap) };
+        let whole = (from, to) == (0, u64::MAX);
         let dir = match engine.dirs.get(bitmap) {
             Some(d) => Some(d),
-            // A damaged group record fails the directory; the stream then
-            // scans its own range, which fails only if the damage is in it.
-            None if from == 0 => match build_directory(engine, name, bitmap) {
+            // A whole-value stream reads every stored page anyway: its scan
+            // leaves the directory (`Stored::end`), so the store is read
+            // once, not once for the directory and again for the pages.
+            None if from == 0 && !whole => match build_directory(engine, name, bitmap) {
                 Ok(dir) => Some(dir),
+                // A damaged group record fails the directory; the stream
+                // then scans its own range, which fails only if the damage
+                // is in it.
                 Err(Error::Corrupted { .. }) => None,
                 Err(e) => return Err(e),
             },
             None => None,
         };
-        if none_dirty && dir.as_ref().is_some_and(|d| d.is_empty()) {
+        let mut stored = if let Some(pages) = dir {
+            let next = pages.partition_point(|&p| p < from);
+            let end = pages.partition_point(|&p| p <= to);
+            Stored::Directory { pages, next, end }
+        } else {
+            // Registered before the scan starts: what the scan yields is
+            // current as long as no write-back changes the bitmap's stored
+            // pages meanwhile (see `take`).
+            let watch = Some(engine.dirs.watch(bitmap));
+            let scan = Box::new(StoredPages::of_bitmap(&*engine.store, bitmap, from, to).peekable());
+            Stored::Scan { scan, watch, found: whole.then(Vec::new) }
+        };
+        let no_page = match &mut stored {
+            Stored::Directory { pages, .. } => Ok(pages.is_empty()),
+            Stored::Scan { found: Some(_), .. } => stored.peek(name).map(|p| p.is_none()),
+            Stored::Scan { found: None, .. } => Ok(false),
+        };
+        if no_page.as_ref().map_or(true, |&none| none_dirty && none) {
+            stored.end(&engine.dirs, false);
+            no_page?;
+            stored.end(&engine.dirs, false);
             return Err(Error::Corrupted {
                 key: String::from_utf8_lossy(name).into_owned(),
                 page: None,
                 reason: format!("metadata counts {ones} set bits, but no page of bitmap {bitmap} is stored"),
             });
         }
-        let stored = if let Some(pages) = dir {
-            let next = pages.partition_point(|&p| p < from);
-            let end = pages.partition_point(|&p| p <= to);
-            Stored::Directory { pages, next, end }
-        } else {
-            // Sampled before the scan starts: bytes the scan yields are
-            // at least this recent, so they may be used as long as no
-            // cached page has been dropped since (see `take`).
-            let epoch = engine.pages.epoch();
-            let scan = Box::new(StoredPages::of_bitmap(&*engine.store, bitmap, from, to).peekable());
-            Stored::Scan { scan, epoch }
-        };
         engine.pin(bitmap);
         Ok(Paged {
             engine: Arc::clone(engine),
@@ -194,15 +210,13 @@ impl Paged {
         }
         let engine = &self.engine;
         let (name, bitmap) = (&self.name, self.bitmap);
-        let scan_epoch = match &self.stored {
-            Stored::Scan { epoch, .. } => Some(*epoch),
-            Stored::Directory { .. } => None,
-        };
+        let stored = &self.stored;
         let got = engine.pages.get((bitmap, page), |retry| match (held.take(), retry) {
-            // What the scan read is current only if no cached page was
-            // dropped since the scan began (a dropped page may have been
-            // written back after the scan read its leaf).
-            (Some(h), false) if scan_epoch == Some(engine.pages.epoch()) => {
+            // What the scan read is current only if no write-back changed
+            // the bitmap's stored pages since the scan began (the page
+            // may have been written back and dropped from the cache after
+            // the scan read its leaf).
+            (Some(h), false) if stored.current(&engine.dirs) => {
                 Ok(Fetched { page: Some(h.into_page(Some(name), bitmap, page)?), siblings: Vec::new() })
             }
             _ => engine.fetch_page(name, bitmap, page),
@@ -247,6 +261,9 @@ impl Paged {
     /// The next candidate from the merge of the stored pages and the dirty list.
     fn pull(&mut self) -> Result<Option<(u64, Option<Held>)>> {
         let stored = self.stored.peek(&self.name)?;
+        if stored.is_none() {
+            self.stored.end(&self.engine.dirs, true);
+        }
         let dirty = self.dirty.get(self.next_dirty).copied();
         let page = match (stored, dirty) {
             (None, None) => return Ok(None),
@@ -264,6 +281,7 @@ impl Paged {
 
 impl Drop for Paged {
     fn drop(&mut self) {
+        self.stored.end(&self.engine.dirs, false);
         self.engine.unpin(self.bitmap);
     }
 }
@@ -272,9 +290,10 @@ impl Drop for Paged {
 enum Stored {
     /// A cached directory; `next .. end` are the pages still to visit.
     Directory { pages: Arc<Vec<u64>>, next: usize, end: usize },
-    /// A range scan of the store (which also yields the pages), and the
-    /// cache epoch when it began.
-    Scan { scan: Box<Peekable<StoredPages>>, epoch: u64 },
+    /// A range scan of the store (which also yields the pages), registered
+    /// with the directories until it ends (`watch`), and for a scan of the
+    /// whole range the pages it found so far, to leave as the directory.
+    Scan { scan: Box<Peekable<StoredPages>>, watch: Option<Watch>, found: Option<Vec<u64>> },
 }
 
 impl Stored {
@@ -301,10 +320,35 @@ impl Stored {
                 *next += 1;
                 None
             }
-            Stored::Scan { scan, .. } => match scan.next() {
-                Some(Ok(stored)) => Some(stored.held),
+            Stored::Scan { scan, found, .. } => match scan.next() {
+                Some(Ok(stored)) => {
+                    // A page stored both ways comes out twice.
+                    if let Some(found) = found.as_mut().filter(|f| f.last() != Some(&stored.page)) {
+                        found.push(stored.page);
+                    }
+                    Some(stored.held)
+                }
                 _ => None,
             },
+        }
+    }
+
+    /// Whether what a scan read is still current (the bitmap's stored
+    /// pages did not change since it began); `false` for a directory,
+    /// which reads nothing.
+    fn current(&self, dirs: &Directories) -> bool {
+        matches!(self, Stored::Scan { watch: Some(w), .. } if dirs.unchanged(w))
+    }
+
+    /// Ends a scan's registration (once; later calls do nothing). If
+    /// `complete` (the scan ran to its end) and it scanned the whole range,
+    /// the pages it found become the bitmap's directory, unless a
+    /// write-back changed them meanwhile.
+    fn end(&mut self, dirs: &Directories, complete: bool) {
+        if let Stored::Scan { watch, found, .. } = self {
+            if let Some(w) = watch.take() {
+                dirs.finish(w, found.take().filter(|_| complete));
+            }
         }
     }
 }
@@ -341,4 +385,99 @@ fn build_directory(engine: &Engine, name: &[u8], bitmap: u64) -> Result<Arc<Vec<
     let pages = Arc::new(records);
     engine.dirs.insert(bitmap, Arc::clone(&pages), version);
     Ok(pages)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Config, Db};
+
+    fn open(dir: &std::path::Path) -> Db {
+        Config::new(dir).flush_interval(None).open().unwrap()
+    }
+
+    /// The bitmap id of `key` and the (page, set bits) of a whole-value
+    /// stream of it.
+    fn stream_all(db: &Db, key: &[u8], between: impl FnOnce()) -> (u64, Vec<(u64, Vec<u64>)>) {
+        let (id, mut stream) = db
+            .engine
+            .read(db.index, &[key], |tx| {
+                let meta = tx.string(key)?.unwrap();
+                Ok((meta.id().unwrap(), tx.stream(key, &meta, 0, u64::MAX)?))
+            })
+            .unwrap();
+        let mut pages = Vec::new();
+        let mut between = Some(between);
+        while let Some((page, p)) = stream.next_page().unwrap() {
+            pages.push((page, p.offsets(page).collect()));
+            if let Some(f) = between.take() {
+                f();
+            }
+        }
+        (id, pages)
+    }
+
+    /// Invariant: a whole-value stream of a bitmap with no directory (a
+    /// cold store) yields the bitmap's pages and leaves behind exactly the
+    /// directory a scan for it would build; a stream during which a
+    /// write-back changed the bitmap's stored pages leaves none (and still
+    /// yields every page with its bits as of when it was read).
+    #[test]
+    fn a_whole_value_stream_leaves_the_directory_it_scanned() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        // Sparse pages (group members) and a dense one (a page record).
+        let mut bits: Vec<u64> = [5, 3 * 32_768 + 1, 70 * 32_768 + 9, 200 * 32_768].to_vec();
+        bits.extend((10 * 32_768..11 * 32_768).step_by(3));
+        bits.sort_unstable();
+        db.set_bits(b"k", &bits, true).unwrap();
+        db.flush().unwrap();
+        drop(db);
+
+        let db = open(dir.path());
+        let (id, pages) = stream_all(&db, b"k", || {});
+        let got: Vec<u64> = pages.iter().flat_map(|(_, b)| b.iter().copied()).collect();
+        assert_eq!(got, bits);
+        let left = db.engine.dirs.get(id).expect("the stream left a directory");
+        db.engine.dirs.remove(id);
+        let built = super::build_directory(&db.engine, b"k", id).unwrap();
+        assert_eq!(*left, *built);
+        assert_eq!(*left, vec![0, 3, 10, 70, 200]);
+        drop(db);
+
+        let db = open(dir.path());
+        let (id, pages) = stream_all(&db, b"k", || {
+            db.setbit(b"k", 150 * 32_768, true).unwrap();
+            db.flush().unwrap();
+        });
+        assert!(db.engine.dirs.get(id).is_none(), "a write-back ran during the stream");
+        assert_eq!(pages.first().map(|(p, _)| *p), Some(0));
+        assert_eq!(db.bitcount(b"k", None).unwrap(), bits.len() as u64 + 1);
+    }
+
+    /// Invariant: what a store scan read is used only while no write-back
+    /// has changed the bitmap's stored pages since the scan began. Pages 0
+    /// and 5 share a group record, so the scan reads page 5 with page 0;
+    /// page 5 then gains 3,000 bits (too many to log as a page delta: the
+    /// write-back writes it whole) and is dropped from the cache, and the
+    /// stream must yield page 5 as the store now holds it, not the version
+    /// it read first.
+    #[test]
+    fn a_stream_does_not_use_what_its_scan_read_before_a_write_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        db.set_bits(b"k", &[3, 5 * 32_768 + 1], true).unwrap();
+        db.flush().unwrap();
+        drop(db);
+
+        let db = open(dir.path());
+        let new_bits: Vec<u64> = (5 * 32_768 + 100..).step_by(3).take(3_000).collect();
+        let (id, pages) = stream_all(&db, b"k", || {
+            db.set_bits(b"k", &new_bits, true).unwrap();
+            db.flush().unwrap();
+            let id = db.engine.read(db.index, &[b"k"], |tx| Ok(tx.string(b"k")?.unwrap().id().unwrap())).unwrap();
+            db.engine.pages.forget_clean(&[(id, 5)]);
+        });
+        let page5: Vec<u64> = std::iter::once(5 * 32_768 + 1).chain(new_bits).collect();
+        assert_eq!(pages, vec![(0, vec![3]), (5, page5)], "bitmap {id}");
+    }
 }
