@@ -55,6 +55,12 @@ impl Directories {
         Directories { map: Mutex::new(Inner::default()), entries: AtomicUsize::new(0), budget: budget_entries }
     }
 
+    /// The most page numbers all directories may hold together: a directory
+    /// longer than this is never kept.
+    pub(crate) fn budget(&self) -> usize {
+        self.budget
+    }
+
     /// The directory of `bitmap`, if cached.
     pub(crate) fn get(&self, bitmap: u64) -> Option<Arc<Vec<u64>>> {
         self.map.lock().dirs.get(&bitmap).cloned()

@@ -729,7 +729,8 @@ mod tests {
         assert_eq!(got(s.scan(&[0], &[0xFF, 0xFF, 0xFF, 0xFF, 0xFF])), expect(&[0], &[0xFF; 5]));
         assert_eq!(got(s.scan(&[1, 0, 0, 0, 40], &[0x7F, 0, 0, 1, 0])), expect(&[1, 0, 0, 0, 40], &[0x7F, 0, 0, 1, 0]));
         for prefix in [1u8, 0x7F, 0xFF] {
-            let want: Vec<_> = model.iter().filter(|(k, _)| k[0] == prefix).map(|(k, v)| (k.clone(), v.clone())).collect();
+            let want: Vec<_> =
+                model.iter().filter(|(k, _)| k[0] == prefix).map(|(k, v)| (k.clone(), v.clone())).collect();
             assert_eq!(got(s.scan_prefix(&[prefix])), want);
             assert_eq!(want.len(), 200);
         }

@@ -155,7 +155,7 @@ impl Paged {
             // pages meanwhile (see `take`).
             let watch = Some(engine.dirs.watch(bitmap));
             let scan = Box::new(StoredPages::of_bitmap(&*engine.store, bitmap, from, to).peekable());
-            Stored::Scan { scan, watch, found: whole.then(Vec::new) }
+            Stored::Scan { scan, watch, found: whole.then(Vec::new), room: engine.dirs.budget() }
         };
         let no_page = match &mut stored {
             Stored::Directory { pages, .. } => Ok(pages.is_empty()),
@@ -292,8 +292,9 @@ enum Stored {
     Directory { pages: Arc<Vec<u64>>, next: usize, end: usize },
     /// A range scan of the store (which also yields the pages), registered
     /// with the directories until it ends (`watch`), and for a scan of the
-    /// whole range the pages it found so far, to leave as the directory.
-    Scan { scan: Box<Peekable<StoredPages>>, watch: Option<Watch>, found: Option<Vec<u64>> },
+    /// whole range the pages it found so far, to leave as the directory
+    /// (dropped once longer than `room`, the most the directories keep).
+    Scan { scan: Box<Peekable<StoredPages>>, watch: Option<Watch>, found: Option<Vec<u64>>, room: usize },
 }
 
 impl Stored {
@@ -320,11 +321,14 @@ impl Stored {
                 *next += 1;
                 None
             }
-            Stored::Scan { scan, found, .. } => match scan.next() {
+            Stored::Scan { scan, found, room, .. } => match scan.next() {
                 Some(Ok(stored)) => {
                     // A page stored both ways comes out twice.
-                    if let Some(found) = found.as_mut().filter(|f| f.last() != Some(&stored.page)) {
-                        found.push(stored.page);
+                    if let Some(pages) = found.as_mut().filter(|f| f.last() != Some(&stored.page)) {
+                        pages.push(stored.page);
+                        if pages.len() > *room {
+                            *found = None;
+                        }
                     }
                     Some(stored.held)
                 }
@@ -479,5 +483,26 @@ mod tests {
         });
         let page5: Vec<u64> = std::iter::once(5 * 32_768 + 1).chain(new_bits).collect();
         assert_eq!(pages, vec![(0, vec![3]), (5, page5)], "bitmap {id}");
+    }
+
+    /// Invariant: a whole-value stream leaves no directory longer than the
+    /// directories' budget (here 4 page numbers: a 256-byte cache), and
+    /// still yields every page.
+    #[test]
+    fn a_stream_keeps_no_directory_past_the_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let bits: Vec<u64> = (0..6).map(|p| p * 32_768 + 1).collect();
+        let small = |dir: &std::path::Path| Config::new(dir).flush_interval(None).cache_bytes(256).open().unwrap();
+        let db = small(dir.path());
+        db.set_bits(b"four", &bits[..4], true).unwrap();
+        db.set_bits(b"six", &bits, true).unwrap();
+        db.flush().unwrap();
+        drop(db);
+        let db = small(dir.path());
+        for (key, n) in [(&b"four"[..], 4), (&b"six"[..], 6)] {
+            let (id, pages) = stream_all(&db, key, || {});
+            assert_eq!(pages.len(), n);
+            assert_eq!(db.engine.dirs.get(id).is_some(), n <= 4, "{}", String::from_utf8_lossy(key));
+        }
     }
 }
