@@ -448,6 +448,14 @@ mod tests {
         assert_eq!(*left, vec![0, 3, 10, 70, 200]);
         drop(db);
 
+        // A GET streams pages 0 to the value's last page: the whole value.
+        let db = open(dir.path());
+        let value = db.get(b"k").unwrap().unwrap();
+        assert_eq!(value.len() as u64, 200 * 4_096 + 1);
+        let id = db.engine.read(db.index, &[b"k"], |tx| Ok(tx.string(b"k")?.unwrap().id().unwrap())).unwrap();
+        assert_eq!(db.engine.dirs.get(id).as_deref(), Some(&vec![0, 3, 10, 70, 200]));
+        drop(db);
+
         let db = open(dir.path());
         let (id, pages) = stream_all(&db, b"k", || {
             db.setbit(b"k", 150 * 32_768, true).unwrap();

@@ -494,7 +494,16 @@ impl<'e> ReadTx<'e> {
     /// A store error while listing the pages.
     pub(crate) fn stream(&self, key: &[u8], meta: &Meta, from: u64, to: u64) -> Result<PageStream> {
         match meta.body {
-            Body::Paged(id) => PageStream::new(self.engine, key, (id, meta.ones), from, to),
+            Body::Paged(id) => {
+                // No page lies past the value's last one: a range that
+                // reaches it is the whole value (a GET's, say), which the
+                // stream reads with one scan when it has no directory.
+                let to = match crate::geometry::value_pages(meta.len) {
+                    Some((_, last)) if to >= last => u64::MAX,
+                    _ => to,
+                };
+                PageStream::new(self.engine, key, (id, meta.ones), from, to)
+            }
             Body::Inline => {
                 Ok(PageStream::inline(inline_page(meta, 0).filter(|_| from == 0).map(|p| (0, Arc::new(p)))))
             }
