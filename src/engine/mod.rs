@@ -86,7 +86,7 @@ pub use expiry::Sweep;
 pub(crate) use record::{Kind, Meta, INLINE_MAX};
 pub use space::DiskShortage;
 pub use stats::{KeyStats, MemoryStats};
-pub(crate) use stream::PageStream;
+pub(crate) use stream::{PageStream, Reading};
 pub(crate) use tx::{ReadTx, WriteTx};
 pub use verify::{Problem, VerifyReport};
 

@@ -151,7 +151,7 @@ impl Engine {
         let found = self.read_untouched(db, &[key], |tx| {
             let Some(meta) = tx.meta(key)? else { return Ok(None) };
             let stream = match meta.id() {
-                Some(_) => Some(tx.stream(key, &meta, 0, u64::MAX)?),
+                Some(_) => Some(tx.stream(key, &meta, (0, u64::MAX), super::Reading::ToTheEnd)?),
                 None => None,
             };
             Ok(Some((meta, stream)))

@@ -550,21 +550,21 @@ const SCAN_RESTART_BYTES: usize = 4096;
 /// iterators of [`SCAN_RESTART_BYTES`] each; ends after its first error
 /// (sled 0.34 would fail on the same record again on every call).
 ///
-/// It holds `tree` for its whole life, so a rewrite knows the tree it
-/// replaced still has a reader.
+/// It holds `tree` until it ends, so a rewrite knows the tree it replaced
+/// still has a reader.
 struct Records {
-    tree: Arc<Tree>,
+    /// `None` once the scan has ended.
+    tree: Option<Arc<Tree>>,
     lo: Bound<IVec>,
     hi: Bound<IVec>,
     iter: Option<sled::Iter>,
     /// Bytes read through `iter`.
     read: usize,
-    done: bool,
 }
 
 impl Records {
     fn new(tree: Arc<Tree>, lo: Bound<IVec>, hi: Bound<IVec>) -> Records {
-        Records { tree, lo, hi, iter: None, read: 0, done: false }
+        Records { tree: Some(tree), lo, hi, iter: None, read: 0 }
     }
 }
 
@@ -572,11 +572,8 @@ impl Iterator for Records {
     type Item = sled::Result<(IVec, IVec)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        let (db, lo, hi) = (&self.tree.db, &self.lo, &self.hi);
-        let r = self.iter.get_or_insert_with(|| db.range((lo.clone(), hi.clone()))).next();
+        let (tree, lo, hi) = (self.tree.as_ref()?, &self.lo, &self.hi);
+        let r = self.iter.get_or_insert_with(|| tree.db.range((lo.clone(), hi.clone()))).next();
         if let Some(Ok((k, v))) = &r {
             self.read += k.len() + v.len();
             if self.read >= SCAN_RESTART_BYTES {
@@ -585,8 +582,8 @@ impl Iterator for Records {
             }
             self.lo = Bound::Excluded(k.clone());
         } else {
-            self.done = true;
             self.iter = None;
+            self.tree = None;
         }
         r
     }

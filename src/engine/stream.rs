@@ -17,6 +17,20 @@ use crate::page::{split_group, Page};
 /// a time; pages that turn out all-zero are skipped.
 pub(crate) struct PageStream(Source);
 
+/// How far the reader of a stream goes, which decides how a stream of a
+/// whole value with no directory learns its pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reading {
+    /// It may stop early (an AND, BITPOS, a rank): the directory is built
+    /// first with one scan, so this and later streams read only the pages
+    /// they reach.
+    Partly,
+    /// It reads every page (GET, an OR, COPY): its own scan yields the
+    /// pages and, once at the end, leaves the directory, so the store is
+    /// read once.
+    ToTheEnd,
+}
+
 enum Source {
     Paged(Box<Paged>),
     /// A value kept in its entry: its one page and its number, until taken.
@@ -30,10 +44,10 @@ impl PageStream {
         engine: &Arc<Engine>,
         name: &[u8],
         (bitmap, ones): (u64, u64),
-        from: u64,
-        to: u64,
+        (from, to): (u64, u64),
+        reading: Reading,
     ) -> Result<PageStream> {
-        Ok(PageStream(Source::Paged(Box::new(Paged::new(engine, name, (bitmap, ones), from, to)?))))
+        Ok(PageStream(Source::Paged(Box::new(Paged::new(engine, name, (bitmap, ones), (from, to), reading)?))))
     }
 
     /// The one page of a value kept in its entry (a copy: nothing to pin)
@@ -112,15 +126,22 @@ impl Paged {
     /// the bitmap, so it stays readable after the lock is released.
     ///
     /// Uses the bitmap's cached directory of stored pages. Without one, a
-    /// stream of the whole value scans the store and leaves the directory
-    /// when it reaches the end; another stream from page 0 builds the
-    /// directory first; any other stream scans the store.
+    /// stream of the whole value read to the end ([`Reading::ToTheEnd`])
+    /// scans the store and leaves the directory when it reaches the end;
+    /// another stream from page 0 builds the directory first; any other
+    /// stream scans the store.
     ///
     /// # Errors
     /// [`Error::Corrupted`] if the metadata counts `ones` set bits but the
     /// bitmap has no page at all, stored or in memory (its records were lost
     /// from the store): an error for the key, never a value of zeros.
-    fn new(engine: &Arc<Engine>, name: &[u8], (bitmap, ones): (u64, u64), from: u64, to: u64) -> Result<Paged> {
+    fn new(
+        engine: &Arc<Engine>,
+        name: &[u8],
+        (bitmap, ones): (u64, u64),
+        (from, to): (u64, u64),
+        reading: Reading,
+    ) -> Result<Paged> {
         // The dirty pages first: a page leaves the dirty index only after a
         // write-back has added it to the store and to the directories.
         let dirty = engine.pages.dirty_pages_of(bitmap, from, to);
@@ -129,13 +150,13 @@ impl Paged {
         // A whole-value stream has the bitmap's dirty pages already.
         let none_dirty =
             ones > 0 && if (from, to) == (0, u64::MAX) { dirty.is_empty() } else { !engine.pages.has_dirty(bitmap) };
-        let whole = (from, to) == (0, u64::MAX);
+        // A whole value read to the end: its scan leaves the directory
+        // (`Stored::end`), so the store is read once, not once for the
+        // directory and again for the pages.
+        let record = (from, to) == (0, u64::MAX) && reading == Reading::ToTheEnd;
         let dir = match engine.dirs.get(bitmap) {
             Some(d) => Some(d),
-            // A whole-value stream reads every stored page anyway: its scan
-            // leaves the directory (`Stored::end`), so the store is read
-            // once, not once for the directory and again for the pages.
-            None if from == 0 && !whole => match build_directory(engine, name, bitmap) {
+            None if from == 0 && !record => match build_directory(engine, name, bitmap) {
                 Ok(dir) => Some(dir),
                 // A damaged group record fails the directory; the stream
                 // then scans its own range, which fails only if the damage
@@ -155,7 +176,7 @@ impl Paged {
             // pages meanwhile (see `take`).
             let watch = Some(engine.dirs.watch(bitmap));
             let scan = Box::new(StoredPages::of_bitmap(&*engine.store, bitmap, from, to).peekable());
-            Stored::Scan { scan, watch, found: whole.then(Vec::new), room: engine.dirs.budget() }
+            Stored::Scan { scan, watch, found: record.then(Vec::new), room: engine.dirs.budget() }
         };
         let no_page = match &mut stored {
             Stored::Directory { pages, .. } => Ok(pages.is_empty()),
@@ -302,12 +323,17 @@ impl Stored {
     fn peek(&mut self, name: &[u8]) -> Result<Option<u64>> {
         match self {
             Stored::Directory { pages, next, end } => Ok((*next < *end).then(|| pages[*next])),
-            Stored::Scan { scan, .. } => match scan.peek() {
+            Stored::Scan { scan, found, .. } => match scan.peek() {
                 Some(Ok(stored)) => Ok(Some(stored.page)),
-                Some(Err(_)) => match scan.next() {
-                    Some(Err(e)) => Err(e.into_error(Some(name))),
-                    _ => Ok(None),
-                },
+                Some(Err(_)) => {
+                    // The scan may go on past a damaged record: what it
+                    // finds is no longer a whole directory.
+                    *found = None;
+                    match scan.next() {
+                        Some(Err(e)) => Err(e.into_error(Some(name))),
+                        _ => Ok(None),
+                    }
+                }
                 None => Ok(None),
             },
         }
@@ -323,8 +349,13 @@ impl Stored {
             }
             Stored::Scan { scan, found, room, .. } => match scan.next() {
                 Some(Ok(stored)) => {
-                    // A page stored both ways comes out twice.
-                    if let Some(pages) = found.as_mut().filter(|f| f.last() != Some(&stored.page)) {
+                    // A page stored both ways (which verify reports) comes
+                    // out twice, its page record first: the stream takes
+                    // that one, as a page read does.
+                    while scan.peek().is_some_and(|next| next.as_ref().is_ok_and(|n| n.page == stored.page)) {
+                        scan.next();
+                    }
+                    if let Some(pages) = found.as_mut() {
                         pages.push(stored.page);
                         if pages.len() > *room {
                             *found = None;
@@ -393,6 +424,7 @@ fn build_directory(engine: &Engine, name: &[u8], bitmap: u64) -> Result<Arc<Vec<
 
 #[cfg(test)]
 mod tests {
+    use super::Reading;
     use crate::{Config, Db};
 
     fn open(dir: &std::path::Path) -> Db {
@@ -406,7 +438,7 @@ mod tests {
             .engine
             .read(db.index, &[key], |tx| {
                 let meta = tx.string(key)?.unwrap();
-                Ok((meta.id().unwrap(), tx.stream(key, &meta, 0, u64::MAX)?))
+                Ok((meta.id().unwrap(), tx.stream(key, &meta, (0, u64::MAX), Reading::ToTheEnd)?))
             })
             .unwrap();
         let mut pages = Vec::new();
@@ -512,5 +544,41 @@ mod tests {
             assert_eq!(pages.len(), n);
             assert_eq!(db.engine.dirs.get(id).is_some(), n <= 4, "{}", String::from_utf8_lossy(key));
         }
+    }
+
+    /// Invariant: a stream of a value with no directory that may stop early
+    /// ([`Reading::Partly`]) builds the directory first; and a page stored
+    /// both as a page record and as a group member (damage `verify`
+    /// reports) comes out of a scanning stream once, as its page record,
+    /// as a point read of the page gives it.
+    #[test]
+    fn partial_readers_build_the_directory_and_a_doubly_stored_page_comes_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        db.set_bits(b"k", &[3, 4, 2 * 32_768 + 5], true).unwrap();
+        db.flush().unwrap();
+        let id = db.engine.read(db.index, &[b"k"], |tx| Ok(tx.string(b"k")?.unwrap().id().unwrap())).unwrap();
+        drop(db);
+        {
+            // Page 0 also as a record of its own, with one more bit.
+            let store = super::super::store::SledStore::open(dir.path(), 1 << 20).unwrap();
+            let page = crate::page::Page::from_positions(&[3, 4, 9]);
+            let key = super::layout::page_key(id, 0).to_vec();
+            super::super::store::Store::apply(&store, vec![(key, Some(page.encode()))]).unwrap();
+        }
+        let db = open(dir.path());
+        let partly = db
+            .engine
+            .read(db.index, &[b"k"], |tx| {
+                let meta = tx.string(b"k")?.unwrap();
+                tx.stream(b"k", &meta, (0, u64::MAX), Reading::Partly)
+            })
+            .unwrap();
+        assert_eq!(db.engine.dirs.get(id).as_deref(), Some(&vec![0, 2]));
+        drop(partly);
+        db.engine.dirs.remove(id);
+        let (_, pages) = stream_all(&db, b"k", || {});
+        assert_eq!(pages, vec![(0, vec![3, 4, 9]), (2, vec![2 * 32_768 + 5])]);
+        assert_eq!(db.engine.dirs.get(id).as_deref(), Some(&vec![0, 2]));
     }
 }

@@ -34,7 +34,7 @@ use super::keyspaces::Counts;
 use super::layout;
 use super::metas::{shard_of, MetaGuard};
 use super::record::{Body, InlineBytes, Kind, Meta, INLINE_BYTES, INLINE_MAX};
-use super::stream::PageStream;
+use super::stream::{PageStream, Reading};
 use super::Engine;
 use crate::error::{Error, Result};
 use crate::geometry::{locate, PAGE_LEN};
@@ -487,22 +487,28 @@ impl<'e> ReadTx<'e> {
     }
 
     /// A stream over pages `from ..= to` of the value `meta` describes, the
-    /// value of `key`. The stream keeps reading that value after the
-    /// transaction ends, even if the key is replaced or deleted meanwhile.
+    /// value of `key`, for a reader that goes as far as `reading` says. The
+    /// stream keeps reading that value after the transaction ends, even if
+    /// the key is replaced or deleted meanwhile.
     ///
     /// # Errors
     /// A store error while listing the pages.
-    pub(crate) fn stream(&self, key: &[u8], meta: &Meta, from: u64, to: u64) -> Result<PageStream> {
+    pub(crate) fn stream(
+        &self,
+        key: &[u8],
+        meta: &Meta,
+        (from, to): (u64, u64),
+        reading: Reading,
+    ) -> Result<PageStream> {
         match meta.body {
             Body::Paged(id) => {
                 // No page lies past the value's last one: a range that
-                // reaches it is the whole value (a GET's, say), which the
-                // stream reads with one scan when it has no directory.
+                // reaches it is the whole value (a GET's, say).
                 let to = match crate::geometry::value_pages(meta.len) {
                     Some((_, last)) if to >= last => u64::MAX,
                     _ => to,
                 };
-                PageStream::new(self.engine, key, (id, meta.ones), from, to)
+                PageStream::new(self.engine, key, (id, meta.ones), (from, to), reading)
             }
             Body::Inline => {
                 Ok(PageStream::inline(inline_page(meta, 0).filter(|_| from == 0).map(|p| (0, Arc::new(p)))))
@@ -530,7 +536,7 @@ impl<'e> ReadTx<'e> {
         if let Some(list) = self.engine.pages.flat.get(id) {
             return Ok(Some(list));
         }
-        let mut stream = self.stream(key, meta, 0, u64::MAX)?;
+        let mut stream = self.stream(key, meta, (0, u64::MAX), Reading::ToTheEnd)?;
         let mut out = Vec::with_capacity(usize::try_from(meta.ones).unwrap_or(0));
         while let Some((page, p)) = stream.next_page()? {
             out.extend(p.offsets(page));

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use crate::db::Db;
-use crate::engine::{Kind, PageStream};
+use crate::engine::{Kind, PageStream, Reading};
 use crate::error::{Error, Result};
 use crate::geometry::{page_bit, PAGE_BITS, PAGE_WORDS};
 use crate::page::{self, Census, Fold, Page};
@@ -147,10 +147,17 @@ impl Db {
         let mut len = 0;
         let mut streams = Vec::with_capacity(sources.len());
         let mut flats = matches!(op, BitOp::And | BitOp::Or | BitOp::Xor).then(Vec::new);
+        // These read every source to its end; the others may leave a source
+        // early (an AND stops at the end of its shortest source).
+        let reading = if matches!(op, BitOp::Or | BitOp::Xor | BitOp::Not | BitOp::One) {
+            Reading::ToTheEnd
+        } else {
+            Reading::Partly
+        };
         for name in sources {
             let (meta, stream, list) = self.engine.read(self.index, &[name], |tx| {
                 let Some(meta) = tx.string(name)? else { return Ok((None, None, None)) };
-                let stream = tx.stream(name, &meta, 0, u64::MAX)?;
+                let stream = tx.stream(name, &meta, (0, u64::MAX), reading)?;
                 let list = if flats.is_some() { tx.flat_positions(name, &meta)? } else { None };
                 Ok((Some(meta), Some(stream), list))
             })?;

@@ -1,7 +1,7 @@
 //! Whole keys: RENAME, COPY, FLUSHALL, TYPE.
 
 use crate::db::Db;
-use crate::engine::{Kind, Meta, PageStream};
+use crate::engine::{Kind, Meta, PageStream, Reading};
 use crate::error::{Error, Result};
 
 impl Db {
@@ -11,7 +11,7 @@ impl Db {
     pub(crate) fn meta_and_all_pages(&self, name: &[u8]) -> Result<Option<(Meta, PageStream)>> {
         self.engine.read(self.index, &[name], |tx| {
             let Some(meta) = tx.meta(name)? else { return Ok(None) };
-            let stream = tx.stream(name, &meta, 0, u64::MAX)?;
+            let stream = tx.stream(name, &meta, (0, u64::MAX), Reading::ToTheEnd)?;
             Ok(Some((meta, stream)))
         })
     }

@@ -12,6 +12,7 @@
 use std::sync::Arc;
 
 use crate::db::Db;
+use crate::engine::Reading;
 use crate::error::Result;
 use crate::geometry::{value_pages, PAGE_WORDS};
 use crate::page::{fold_pages, Fold, Page, SPARSE_MAX};
@@ -53,7 +54,7 @@ impl Db {
     /// # Ok(()) }
     /// ```
     pub fn bitmap(&self, key: &[u8]) -> Result<Bitmap> {
-        let (meta, stream) = self.string_and_stream(key, |m| value_pages(m.len))?;
+        let (meta, stream) = self.string_and_stream(key, |m| value_pages(m.len), Reading::ToTheEnd)?;
         let len = meta.map_or(0, |m| m.len);
         let mut pages = Vec::new();
         if let Some(mut stream) = stream {

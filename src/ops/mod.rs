@@ -34,7 +34,7 @@ pub use range::{Span, Unit};
 pub use set::{parse_integer, Current, GetExpiry, SetCondition, SetOptions, SetOutcome};
 
 use crate::db::Db;
-use crate::engine::{Meta, PageStream};
+use crate::engine::{Meta, PageStream, Reading};
 use crate::error::Result;
 
 impl Db {
@@ -48,11 +48,12 @@ impl Db {
         &self,
         key: &[u8],
         pages: impl FnOnce(&Meta) -> Option<(u64, u64)>,
+        reading: Reading,
     ) -> Result<(Option<Meta>, Option<PageStream>)> {
         self.engine.read(self.index, &[key], |tx| {
             let Some(meta) = tx.string(key)? else { return Ok((None, None)) };
             let stream = match pages(&meta) {
-                Some((from, to)) => Some(tx.stream(key, &meta, from, to)?),
+                Some(range) => Some(tx.stream(key, &meta, range, reading)?),
                 None => None,
             };
             Ok((Some(meta), stream))

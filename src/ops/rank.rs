@@ -3,6 +3,7 @@
 use std::ops::RangeBounds;
 
 use crate::db::Db;
+use crate::engine::Reading;
 use crate::error::Result;
 use crate::geometry::{page_bit, value_pages, PAGE_BITS};
 use crate::ops::count::count_pages;
@@ -38,8 +39,11 @@ impl Db {
             let whole = first == 0 && last.saturating_add(1) >= len.saturating_mul(8);
             (!whole).then_some((first, last))
         };
-        let (meta, stream) =
-            self.string_and_stream(key, |m| partial(m.len).map(|(f, l)| (f / PAGE_BITS, l / PAGE_BITS)))?;
+        let (meta, stream) = self.string_and_stream(
+            key,
+            |m| partial(m.len).map(|(f, l)| (f / PAGE_BITS, l / PAGE_BITS)),
+            Reading::ToTheEnd,
+        )?;
         let Some(meta) = meta else { return Ok(0) };
         let (Some((first, last)), Some(mut stream)) = (partial(meta.len), stream) else {
             return Ok(if bit_range(&range, meta.len).is_some() { meta.ones() } else { 0 });
@@ -92,7 +96,8 @@ impl Db {
     /// # Ok(()) }
     /// ```
     pub fn select_bit(&self, key: &[u8], n: u64) -> Result<Option<u64>> {
-        let (meta, stream) = self.string_and_stream(key, |m| (n < m.ones()).then(|| value_pages(m.len)).flatten())?;
+        let (meta, stream) =
+            self.string_and_stream(key, |m| (n < m.ones()).then(|| value_pages(m.len)).flatten(), Reading::Partly)?;
         let (Some(_), Some(mut stream)) = (meta, stream) else { return Ok(None) };
         let mut before = n;
         while let Some((page, p)) = stream.next_page()? {

@@ -7,7 +7,7 @@
 //! transaction (see the engine's builds).
 
 use crate::db::Db;
-use crate::engine::{Build, Kind, Meta, NewValue, PageStream, WriteTx, INLINE_MAX};
+use crate::engine::{Build, Kind, Meta, NewValue, PageStream, Reading, WriteTx, INLINE_MAX};
 use crate::error::{Error, Result};
 use crate::geometry::{PAGE_BITS, PAGE_LEN};
 use crate::ops::SetExpiry;
@@ -148,7 +148,8 @@ impl Db {
             if opts.get {
                 if let Some(m) = &current {
                     tx.value_len(key, m)?;
-                    let stream = last_page(m.len).map(|last| tx.stream(key, m, 0, last)).transpose()?;
+                    let stream =
+                        last_page(m.len).map(|last| tx.stream(key, m, (0, last), Reading::ToTheEnd)).transpose()?;
                     *old = Some((m.clone(), stream));
                 }
             }
@@ -236,7 +237,8 @@ impl Db {
         let found = self.engine.write(self.index, &[key], |tx| {
             let Some(mut meta) = tx.string(key)? else { return Ok(None) };
             tx.value_len(key, &meta)?;
-            let stream = last_page(meta.len).map(|last| tx.stream(key, &meta, 0, last)).transpose()?;
+            let stream =
+                last_page(meta.len).map(|last| tx.stream(key, &meta, (0, last), Reading::ToTheEnd)).transpose()?;
             match expiry {
                 GetExpiry::Keep => {}
                 GetExpiry::Persist if meta.expire_at_ms == 0 => {}
@@ -271,7 +273,8 @@ impl Db {
             let Some(meta) = tx.string(key)? else { return Ok(None) };
             tx.value_len(key, &meta)?;
             // The stream keeps the value readable after the delete.
-            let stream = last_page(meta.len).map(|last| tx.stream(key, &meta, 0, last)).transpose()?;
+            let stream =
+                last_page(meta.len).map(|last| tx.stream(key, &meta, (0, last), Reading::ToTheEnd)).transpose()?;
             tx.delete(key)?;
             Ok(Some((meta, stream)))
         })?;

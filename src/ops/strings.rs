@@ -1,7 +1,7 @@
 //! Byte ranges of string values: GETRANGE, SETRANGE, APPEND.
 
 use crate::db::Db;
-use crate::engine::{Kind, Meta};
+use crate::engine::{Kind, Meta, Reading};
 use crate::error::{Error, Result};
 use crate::geometry::{PAGE_BITS, PAGE_BYTES, PAGE_LEN};
 use crate::ops::range::clamp_nonreversed;
@@ -35,7 +35,7 @@ impl Db {
             let (first, last) = bytes(m)?;
             (last - first < max).then_some(((first * 8) / PAGE_BITS, (last * 8) / PAGE_BITS))
         };
-        let (meta, stream) = self.string_and_stream(key, pages)?;
+        let (meta, stream) = self.string_and_stream(key, pages, Reading::ToTheEnd)?;
         let Some((first, last)) = meta.as_ref().and_then(bytes) else { return Ok(Vec::new()) };
         let len = last - first + 1;
         let too_large = || Error::TooLarge { key: String::from_utf8_lossy(key).into_owned(), len, limit: max };

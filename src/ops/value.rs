@@ -1,7 +1,7 @@
 //! Whole values and keys: GET, SET, STRLEN, DEL, EXISTS.
 
 use crate::db::Db;
-use crate::engine::Meta;
+use crate::engine::{Meta, Reading};
 use crate::error::Result;
 use crate::geometry::value_pages;
 
@@ -21,7 +21,7 @@ impl Db {
         let max = self.engine.config().max_value_bytes;
         // A value kept in its entry is copied from there, without a page.
         let pages = |m: &Meta| (!m.is_inline() && m.len <= max).then(|| value_pages(m.len)).flatten();
-        let (meta, stream) = self.string_and_stream(key, pages)?;
+        let (meta, stream) = self.string_and_stream(key, pages, Reading::ToTheEnd)?;
         let Some(meta) = meta else { return Ok(None) };
         if meta.is_inline() && meta.len <= max {
             return Ok(Some(meta.inline_value().to_vec()));
