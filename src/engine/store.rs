@@ -940,7 +940,8 @@ mod tests {
 
     /// A scan begun before a rewrite finished reads the replaced tree,
     /// and still sees what batches applied after the swap wrote; the
-    /// replaced tree's files go once the scan is dropped.
+    /// replaced tree's files stay while the scan reads and go once it has
+    /// ended.
     #[test]
     fn a_scan_across_a_rewrite_sees_later_batches() {
         let dir = tempfile::tempdir().unwrap();
@@ -952,15 +953,17 @@ mod tests {
         s.maintain_with(0, 0, 1 << 20, Instant::now() + Duration::from_secs(600), || ()).unwrap();
         assert_eq!(s.generation().number, 1);
         s.apply(vec![(vec![b'a', 90], Some(vec![7, 7])), (vec![b'a', 91], None)]).unwrap();
+        s.maintain().unwrap();
+        assert!(dir.path().join("db").exists(), "kept while the scan reads it");
         let rest: Vec<(Vec<u8>, Vec<u8>)> =
             scan.by_ref().map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap()).collect();
         assert_eq!(rest.len(), 98);
         assert!(rest.contains(&(vec![b'a', 90], vec![7, 7])));
         assert!(!rest.iter().any(|(k, _)| k == &vec![b'a', 91]));
-        assert!(dir.path().join("db").exists(), "kept while the scan reads it");
-        drop(scan);
+        // The scan has ended: it holds the tree no longer.
         s.maintain().unwrap();
         assert!(!dir.path().join("db").exists());
+        drop(scan);
     }
 
     /// What a crash leaves of a rewrite is removed at the next open: a

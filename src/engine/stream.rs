@@ -21,7 +21,7 @@ pub(crate) struct PageStream(Source);
 /// whole value with no directory learns its pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Reading {
-    /// It may stop early (an AND, BITPOS, a rank): the directory is built
+    /// It may stop early (an AND, BITPOS, a select): the directory is built
     /// first with one scan, so this and later streams read only the pages
     /// they reach.
     Partly,
@@ -580,5 +580,33 @@ mod tests {
         let (_, pages) = stream_all(&db, b"k", || {});
         assert_eq!(pages, vec![(0, vec![3, 4, 9]), (2, vec![2 * 32_768 + 5])]);
         assert_eq!(db.engine.dirs.get(id).as_deref(), Some(&vec![0, 2]));
+    }
+
+    /// Invariant: a BITOP OR over values with no directory (a cold store)
+    /// leaves each source's directory, the pages it stores, even when a
+    /// source has a page on the result's last page (its stream is polled
+    /// past it); an AND, which may leave a source early, builds them first.
+    #[test]
+    fn a_bitop_leaves_its_sources_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        let a: Vec<u64> = (0..100_000).collect();
+        let b: Vec<u64> = (0..100_000).step_by(2).collect();
+        db.set_bits(b"a", &a, true).unwrap();
+        db.set_bits(b"b", &b, true).unwrap();
+        db.flush().unwrap();
+        drop(db);
+        for (op, ones) in [(crate::BitOp::Or, 100_000), (crate::BitOp::And, 50_000)] {
+            let db = open(dir.path());
+            let id = |k: &[u8]| db.engine.read(db.index, &[k], |tx| Ok(tx.string(k)?.unwrap().id().unwrap())).unwrap();
+            let (ia, ib) = (id(b"a"), id(b"b"));
+            assert!(db.engine.dirs.get(ia).is_none());
+            db.bitop(op, b"d", &[b"a", b"b"]).unwrap();
+            assert_eq!(db.bitcount(b"d", None).unwrap(), ones);
+            for i in [ia, ib] {
+                assert_eq!(db.engine.dirs.get(i).as_deref(), Some(&vec![0, 1, 2, 3]), "{op:?}");
+            }
+            drop(db);
+        }
     }
 }

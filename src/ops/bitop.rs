@@ -147,13 +147,7 @@ impl Db {
         let mut len = 0;
         let mut streams = Vec::with_capacity(sources.len());
         let mut flats = matches!(op, BitOp::And | BitOp::Or | BitOp::Xor).then(Vec::new);
-        // These read every source to its end; the others may leave a source
-        // early (an AND stops at the end of its shortest source).
-        let reading = if matches!(op, BitOp::Or | BitOp::Xor | BitOp::Not | BitOp::One) {
-            Reading::ToTheEnd
-        } else {
-            Reading::Partly
-        };
+        let reading = reading_of(op);
         for name in sources {
             let (meta, stream, list) = self.engine.read(self.index, &[name], |tx| {
                 let Some(meta) = tx.string(name)? else { return Ok((None, None, None)) };
@@ -269,7 +263,25 @@ fn each_result_page(
         next = page + 1;
     }
     scratch.give_back();
+    if reading_of(op) == Reading::ToTheEnd {
+        // Past the last page each source's stream sees its scan end, which
+        // leaves the source's directory.
+        for s in streams.iter_mut().flatten() {
+            s.peek()?;
+        }
+    }
     Ok(())
+}
+
+/// How far a BITOP `op` reads its sources: OR, XOR, NOT and ONE read each to
+/// its end; the others may leave a source early (an AND stops at the end of
+/// its shortest source).
+fn reading_of(op: BitOp) -> Reading {
+    if matches!(op, BitOp::Or | BitOp::Xor | BitOp::Not | BitOp::One) {
+        Reading::ToTheEnd
+    } else {
+        Reading::Partly
+    }
 }
 
 /// One non-zero page of a result. Counting it never encodes it.
