@@ -166,7 +166,7 @@ impl Paged {
             },
             None => None,
         };
-        let mut stored = if let Some(pages) = dir {
+        let stored = if let Some(pages) = dir {
             let next = pages.partition_point(|&p| p < from);
             let end = pages.partition_point(|&p| p <= to);
             Stored::Directory { pages, next, end }
@@ -178,23 +178,9 @@ impl Paged {
             let scan = Box::new(StoredPages::of_bitmap(&*engine.store, bitmap, from, to).peekable());
             Stored::Scan { scan, watch, found: record.then(Vec::new), room: engine.dirs.budget() }
         };
-        let no_page = match &mut stored {
-            Stored::Directory { pages, .. } => Ok(pages.is_empty()),
-            Stored::Scan { found: Some(_), .. } => stored.peek(name).map(|p| p.is_none()),
-            Stored::Scan { found: None, .. } => Ok(false),
-        };
-        if no_page.as_ref().map_or(true, |&none| none_dirty && none) {
-            stored.end(&engine.dirs, false);
-            no_page?;
-            stored.end(&engine.dirs, false);
-            return Err(Error::Corrupted {
-                key: String::from_utf8_lossy(name).into_owned(),
-                page: None,
-                reason: format!("metadata counts {ones} set bits, but no page of bitmap {bitmap} is stored"),
-            });
-        }
+        // From here on, dropping the stream ends the scan's watch and the pin.
         engine.pin(bitmap);
-        Ok(Paged {
+        let mut paged = Paged {
             engine: Arc::clone(engine),
             name: name.to_vec(),
             bitmap,
@@ -203,7 +189,20 @@ impl Paged {
             next_dirty: 0,
             head: None,
             ahead: VecDeque::new(),
-        })
+        };
+        let no_page = match &mut paged.stored {
+            Stored::Directory { pages, .. } => pages.is_empty(),
+            stored @ Stored::Scan { found: Some(_), .. } => stored.peek(name)?.is_none(),
+            Stored::Scan { found: None, .. } => false,
+        };
+        if none_dirty && no_page {
+            return Err(Error::Corrupted {
+                key: String::from_utf8_lossy(name).into_owned(),
+                page: None,
+                reason: format!("metadata counts {ones} set bits, but no page of bitmap {bitmap} is stored"),
+            });
+        }
+        Ok(paged)
     }
 
     /// The page number of the next candidate page, without reading it.

@@ -9,7 +9,7 @@
 use crate::db::Db;
 use crate::engine::{Build, Kind, Meta, NewValue, PageStream, Reading, WriteTx, INLINE_MAX};
 use crate::error::{Error, Result};
-use crate::geometry::{PAGE_BITS, PAGE_LEN};
+use crate::geometry::{value_pages, PAGE_LEN};
 use crate::ops::SetExpiry;
 use crate::page::Page;
 
@@ -72,11 +72,6 @@ pub enum Current<'a> {
     Value(&'a [u8]),
     /// It is longer than the limit the caller gave.
     TooLong,
-}
-
-/// The last page a value of `len` bytes can have pages in, if any.
-fn last_page(len: u64) -> Option<u64> {
-    (len > 0).then(|| (len * 8 - 1) / PAGE_BITS)
 }
 
 /// The error Redis gives for a value that is not a 64-bit integer.
@@ -149,7 +144,7 @@ impl Db {
                 if let Some(m) = &current {
                     tx.value_len(key, m)?;
                     let stream =
-                        last_page(m.len).map(|last| tx.stream(key, m, (0, last), Reading::ToTheEnd)).transpose()?;
+                        value_pages(m.len).map(|pages| tx.stream(key, m, pages, Reading::ToTheEnd)).transpose()?;
                     *old = Some((m.clone(), stream));
                 }
             }
@@ -238,7 +233,7 @@ impl Db {
             let Some(mut meta) = tx.string(key)? else { return Ok(None) };
             tx.value_len(key, &meta)?;
             let stream =
-                last_page(meta.len).map(|last| tx.stream(key, &meta, (0, last), Reading::ToTheEnd)).transpose()?;
+                value_pages(meta.len).map(|pages| tx.stream(key, &meta, pages, Reading::ToTheEnd)).transpose()?;
             match expiry {
                 GetExpiry::Keep => {}
                 GetExpiry::Persist if meta.expire_at_ms == 0 => {}
@@ -274,7 +269,7 @@ impl Db {
             tx.value_len(key, &meta)?;
             // The stream keeps the value readable after the delete.
             let stream =
-                last_page(meta.len).map(|last| tx.stream(key, &meta, (0, last), Reading::ToTheEnd)).transpose()?;
+                value_pages(meta.len).map(|pages| tx.stream(key, &meta, pages, Reading::ToTheEnd)).transpose()?;
             tx.delete(key)?;
             Ok(Some((meta, stream)))
         })?;
