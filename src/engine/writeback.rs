@@ -86,6 +86,14 @@ fn dead_ids(journal: &[JournalEntry]) -> HashSet<u64> {
     journal.iter().filter(|(_, _, v)| v.is_some()).filter_map(|(k, _, _)| layout::parse_reclaim_key(k)).collect()
 }
 
+/// The bitmap ids whose reclaim marker a captured journal removes: built
+/// values a transaction published (and no later one dropped) since the
+/// last write-back's capture. Until the write-back's atomic batch is
+/// stored, no key in the store names them.
+fn published_ids(journal: &[JournalEntry]) -> HashSet<u64> {
+    journal.iter().filter(|(_, _, v)| v.is_none()).filter_map(|(k, _, _)| layout::parse_reclaim_key(k)).collect()
+}
+
 /// The side file recording the last write-back a flush made durable.
 const SEQUENCE_FILE: &str = "bitsled.seq";
 
@@ -366,29 +374,46 @@ impl Engine {
         // and logs: a failure before they are stored poisons the handle, as
         // a failed batch does (later writes would otherwise build on a
         // state the store never got).
-        // Pages of values still being built (no key names their id) follow
-        // the atomic batch in batches of their own, and the atomic batch
-        // stores each such id's reclaim marker (again: a build that began
-        // while this write-back captured may have put a page whose marker
-        // the journal's capture missed), so a crash between the batches
-        // leaves ids the reclaimer removes. Not while a change feed wants
-        // the write-back as one frame (the feed starts and stops under the
-        // write-back lock, so this holds for the whole write-back). A built
-        // value's pages are new, so never logged (no page delta record or
-        // fold refers to them); the split is by id, which keeps each id's
-        // pages together and in order.
+        // Pages of values no key in the store names yet leave the atomic
+        // batch for batches of their own, so a large value never makes one
+        // large batch (sled holds what a batch touches until it ends):
+        // - values still being built follow the atomic batch, which stores
+        //   each such id's reclaim marker (again: a build that began while
+        //   this write-back captured may have put a page whose marker the
+        //   journal's capture missed);
+        // - values published since the last capture (the atomic batch
+        //   removes their markers and names them) precede it, each id's
+        //   marker stored again in its first batch.
+        // A crash between the batches leaves ids no key names and whose
+        // marker is stored, which the reclaimer removes. Not while a
+        // change feed wants the write-back as one frame (the feed starts
+        // and stops under the write-back lock, so this holds for the whole
+        // write-back). The split is by id, which keeps each id's pages
+        // together and in order; a page of a published value that a later
+        // change logged stays in the atomic batch as a page delta.
         let whole = std::mem::take(&mut plan.whole);
-        let (now, built): (Vec<DirtyPage>, Vec<DirtyPage>) = if dry.is_none() && !self.feeding() {
-            whole.into_iter().partition(|p| !building.contains(&p.id.0))
+        let (mut now, mut early, mut built) = (Vec::new(), Vec::new(), Vec::new());
+        if dry.is_none() && !self.feeding() {
+            let published = published_ids(&journal);
+            for p in whole {
+                if building.contains(&p.id.0) {
+                    built.push(p);
+                } else if published.contains(&p.id.0) {
+                    early.push(p);
+                } else {
+                    now.push(p);
+                }
+            }
         } else {
-            (whole, Vec::new())
-        };
+            now = whole;
+        }
         for pages in built.chunk_by(|a, b| a.id.0 == b.id.0) {
             writes.push((layout::reclaim_key(pages[0].id.0), Some(Vec::new())));
         }
         let stored = page_writes(&*self.store, &now, &mut writes);
         plan.whole = now;
-        let deferred = plan.whole.len();
+        let (early_from, deferred) = (plan.whole.len(), plan.whole.len() + early.len());
+        plan.whole.extend(early);
         plan.whole.extend(built);
         stored.inspect_err(|e| self.poison(e))?;
         let mut log = self.page_log.lock();
@@ -427,8 +452,9 @@ impl Engine {
             return Ok(());
         }
         let frame = self.frame_of(&writes);
+        self.store_built_pages(&plan.whole[early_from..deferred], true).inspect_err(|e| self.poison(e))?;
         self.store.apply(writes).inspect_err(|e| self.poison(e))?;
-        self.store_built_pages(&plan.whole[deferred..]).inspect_err(|e| self.poison(e))?;
+        self.store_built_pages(&plan.whole[deferred..], false).inspect_err(|e| self.poison(e))?;
         self.publish(frame);
         self.sequence.store(seq, Ordering::SeqCst);
         let gone: usize = log.keys.drain(..retired).map(|(_, n)| n).sum();
@@ -462,13 +488,21 @@ impl Engine {
         Ok(())
     }
 
-    /// Stores the pages of values still being built that a write-back
-    /// left out of its atomic batch, a group of pages at a time, in
-    /// batches of about [`BUILD_BATCH_BYTES`] of records each.
-    fn store_built_pages(&self, pages: &[DirtyPage]) -> Result<()> {
+    /// Stores the pages of values no key in the store names that a
+    /// write-back left out of its atomic batch, a group of pages at a
+    /// time, in batches of about [`BUILD_BATCH_BYTES`] of records each;
+    /// with `mark`, each id's reclaim marker in the batch of its first
+    /// pages.
+    fn store_built_pages(&self, pages: &[DirtyPage], mark: bool) -> Result<()> {
         let (mut batch, mut bytes): (Vec<Write>, usize) = (Vec::new(), 0);
+        let mut marked = None;
         for group in pages.chunk_by(same_group) {
             let from = batch.len();
+            let id = group[0].id.0;
+            if mark && marked != Some(id) {
+                batch.push((layout::reclaim_key(id), Some(Vec::new())));
+                marked = Some(id);
+            }
             page_writes(&*self.store, group, &mut batch)?;
             bytes += batch[from..].iter().map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len)).sum::<usize>();
             if bytes >= BUILD_BATCH_BYTES {
