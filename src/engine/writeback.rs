@@ -1,5 +1,6 @@
-//! The write-back of dirty state to the store as one atomic batch (then
-//! the pages of values still being built, in batches of their own), the
+//! The write-back of dirty state to the store as one atomic batch (the
+//! pages of values no key in the store names yet before and after it, in
+//! batches of their own), the
 //! durability barrier, the durable write-back number in the side file, and
 //! the reclamation of dead bitmaps and flushed keyspaces.
 
@@ -51,8 +52,9 @@ const PAGE_FOLD_FLOOR: usize = 256 << 10;
 /// memory.
 const PAGE_FOLD_STEP: usize = 1 << 20;
 
-/// Bytes of records per sled batch for the pages of values still being
-/// built, which a write-back stores after its atomic batch: sled holds
+/// Bytes of records per sled batch for the pages of values no key in the
+/// store names yet (still being built, or published since the last
+/// write-back), which a write-back stores outside its atomic batch: sled holds
 /// what a batch touches until the batch ends (a plain sled tree given
 /// 32 MiB batches of 4 KiB values kept about 0.7 GiB; BENCHMARKS.md,
 /// "Large values in small batches").
@@ -267,9 +269,9 @@ impl Engine {
     }
 
     /// Writes every dirty page, bucket and journal record and the catalog
-    /// to the store in one atomic batch (the pages of values still being
-    /// built follow it in batches of their own), then does a step of
-    /// reclamation.
+    /// to the store in one atomic batch (the pages of values no key in the
+    /// store names yet go before and after it in batches of their own),
+    /// then does a step of reclamation.
     pub(crate) fn write_back(&self) -> Result<()> {
         let f = self.flush_lock.lock();
         self.write_back_locked(&f, Fold::Auto)
