@@ -224,6 +224,18 @@ mod tests {
         assert_eq!(db.get(b"k2").unwrap().as_deref(), Some(&b"w"[..]));
     }
 
+    /// Reopens the store in `dir` after a write of `big` whose batch number
+    /// `n` failed: `kept` is there, `big` is not, and `verify` finds no
+    /// problem. Returns its report.
+    fn reopened_without_big(dir: &Path, n: i64) -> crate::VerifyReport {
+        let db = config(dir).open().unwrap();
+        assert!(db.getbit(b"kept", 7).unwrap());
+        assert!(!db.exists(b"big").unwrap(), "batch {n}");
+        let report = db.verify().unwrap();
+        assert!(report.is_ok(), "batch {n}: {:?}", report.problems);
+        report
+    }
+
     /// Invariant: the pages of a value still being built, which a
     /// write-back stores in batches after its atomic one, never leave the
     /// store unsound: failing any one of a large SET's batches (write-backs
@@ -245,11 +257,7 @@ mod tests {
             let r = db.set(b"big", &value);
             assert!(matches!(r, Err(Error::Io(_))), "batch {fail_after}: {r:?}");
             drop(db);
-            let db = config(dir.path()).open().unwrap();
-            assert!(db.getbit(b"kept", 7).unwrap());
-            assert!(!db.exists(b"big").unwrap(), "batch {fail_after}");
-            let report = db.verify().unwrap();
-            assert!(report.is_ok(), "batch {fail_after}: {:?}", report.problems);
+            reopened_without_big(dir.path(), fail_after);
         }
         let dir = tempfile::tempdir().unwrap();
         let db = small(dir.path()).open().unwrap();
@@ -282,11 +290,7 @@ mod tests {
             let r = db.flush();
             assert!(matches!(r, Err(Error::Io(_))), "batch {fail_after}: {r:?}");
             drop(db);
-            let db = config(dir.path()).open().unwrap();
-            assert!(db.getbit(b"kept", 7).unwrap());
-            assert!(!db.exists(b"big").unwrap(), "batch {fail_after}");
-            let report = db.verify().unwrap();
-            assert!(report.is_ok(), "batch {fail_after}: {:?}", report.problems);
+            let report = reopened_without_big(dir.path(), fail_after);
             assert_eq!(report.pages, 0, "batch {fail_after}: kept is inline, and no page of big is left");
         }
         let dir = tempfile::tempdir().unwrap();
