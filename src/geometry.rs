@@ -55,6 +55,12 @@ pub const fn value_pages(len: u64) -> Option<(u64, u64)> {
     }
 }
 
+/// The pages holding bits `first ..= last`, first and last.
+#[must_use]
+pub const fn bit_pages((first, last): (u64, u64)) -> (u64, u64) {
+    (locate(first).page, locate(last).page)
+}
+
 /// A page-relative bit (`< PAGE_BITS`) as a `u32`.
 #[must_use]
 #[expect(clippy::cast_possible_truncation, reason = "the bit is below PAGE_BITS = 32,768")]

@@ -426,6 +426,11 @@ mod tests {
     use super::Reading;
     use crate::{Config, Db};
 
+    /// The bitmap id of paged string `key`.
+    fn id_of(db: &Db, key: &[u8]) -> u64 {
+        db.engine.read(db.index, &[key], |tx| Ok(tx.string(key)?.unwrap().id().unwrap())).unwrap()
+    }
+
     fn open(dir: &std::path::Path) -> Db {
         Config::new(dir).flush_interval(None).open().unwrap()
     }
@@ -483,7 +488,7 @@ mod tests {
         let db = open(dir.path());
         let value = db.get(b"k").unwrap().unwrap();
         assert_eq!(value.len() as u64, 200 * 4_096 + 1);
-        let id = db.engine.read(db.index, &[b"k"], |tx| Ok(tx.string(b"k")?.unwrap().id().unwrap())).unwrap();
+        let id = id_of(&db, b"k");
         assert_eq!(db.engine.dirs.get(id).as_deref(), Some(&vec![0, 3, 10, 70, 200]));
         drop(db);
 
@@ -517,7 +522,7 @@ mod tests {
         let (id, pages) = stream_all(&db, b"k", || {
             db.set_bits(b"k", &new_bits, true).unwrap();
             db.flush().unwrap();
-            let id = db.engine.read(db.index, &[b"k"], |tx| Ok(tx.string(b"k")?.unwrap().id().unwrap())).unwrap();
+            let id = id_of(&db, b"k");
             db.engine.pages.forget_clean(&[(id, 5)]);
         });
         let page5: Vec<u64> = std::iter::once(5 * 32_768 + 1).chain(new_bits).collect();
@@ -556,7 +561,7 @@ mod tests {
         let db = open(dir.path());
         db.set_bits(b"k", &[3, 4, 2 * 32_768 + 5], true).unwrap();
         db.flush().unwrap();
-        let id = db.engine.read(db.index, &[b"k"], |tx| Ok(tx.string(b"k")?.unwrap().id().unwrap())).unwrap();
+        let id = id_of(&db, b"k");
         drop(db);
         {
             // Page 0 also as a record of its own, with one more bit.
@@ -597,8 +602,7 @@ mod tests {
         drop(db);
         for (op, ones) in [(crate::BitOp::Or, 100_000), (crate::BitOp::And, 50_000)] {
             let db = open(dir.path());
-            let id = |k: &[u8]| db.engine.read(db.index, &[k], |tx| Ok(tx.string(k)?.unwrap().id().unwrap())).unwrap();
-            let (ia, ib) = (id(b"a"), id(b"b"));
+            let (ia, ib) = (id_of(&db, b"a"), id_of(&db, b"b"));
             assert!(db.engine.dirs.get(ia).is_none());
             db.bitop(op, b"d", &[b"a", b"b"]).unwrap();
             assert_eq!(db.bitcount(b"d", None).unwrap(), ones);

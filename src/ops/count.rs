@@ -4,7 +4,7 @@ use crate::db::Db;
 use crate::engine::PageStream;
 use crate::engine::{Meta, Reading};
 use crate::error::{Error, Result};
-use crate::geometry::{page_bound, PAGE_BITS};
+use crate::geometry::{bit_pages, page_bound, PAGE_BITS};
 use crate::ops::range::{clamp, span_bits, to_bits, total_units, Span, Unit};
 
 /// The page-relative bounds `[lo, hi)` of the inclusive bit range
@@ -56,11 +56,7 @@ impl Db {
             let whole = first == 0 && last.saturating_add(1) >= meta.len.saturating_mul(8);
             (!whole).then_some((first, last))
         };
-        let (meta, stream) = self.string_and_stream(
-            key,
-            |m| partial(m).map(|(f, l)| (f / PAGE_BITS, l / PAGE_BITS)),
-            Reading::ToTheEnd,
-        )?;
+        let (meta, stream) = self.string_and_stream(key, |m| partial(m).map(bit_pages), Reading::ToTheEnd)?;
         let Some(meta) = meta else { return Ok(0) };
         let (Some((first, last)), Some(mut stream)) = (partial(&meta), stream) else {
             return Ok(if span.is_some_and(|s| span_bits(s, meta.len).is_none()) { 0 } else { meta.ones() });
@@ -94,8 +90,7 @@ impl Db {
                 clamp(start, end.unwrap_or(-1), total_units(meta.len, unit)).map(|(a, b)| to_bits(a, b, unit))
             }
         };
-        let (meta, stream) =
-            self.string_and_stream(key, |m| range(m).map(|(f, l)| (f / PAGE_BITS, l / PAGE_BITS)), Reading::Partly)?;
+        let (meta, stream) = self.string_and_stream(key, |m| range(m).map(bit_pages), Reading::Partly)?;
         let Some(meta) = meta else { return Ok(if bit { -1 } else { 0 }) };
         let (Some((first, last)), Some(stream)) = (range(&meta), stream) else { return Ok(-1) };
         let found = find(stream, bit, first, last)?;

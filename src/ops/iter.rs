@@ -7,7 +7,7 @@ use crate::db::Db;
 use crate::engine::PageStream;
 use crate::engine::{Meta, Reading};
 use crate::error::Result;
-use crate::geometry::{page_bound, PAGE_BITS};
+use crate::geometry::{bit_pages, page_bound, PAGE_BITS};
 use crate::ops::range::bit_range;
 use crate::page::Page;
 
@@ -52,8 +52,7 @@ impl Db {
     pub fn ones(&self, key: &[u8], range: impl RangeBounds<u64>) -> Result<Ones> {
         // The inclusive bit range listed, clipped to the key's length.
         let bounds = |m: &Meta| bit_range(&range, m.len);
-        let (meta, stream) =
-            self.string_and_stream(key, |m| bounds(m).map(|(f, l)| (f / PAGE_BITS, l / PAGE_BITS)), Reading::Partly)?;
+        let (meta, stream) = self.string_and_stream(key, |m| bounds(m).map(bit_pages), Reading::Partly)?;
         let (Some((first, last)), Some(stream)) = (meta.as_ref().and_then(bounds), stream) else {
             return Ok(Ones { stream: None, current: None, next_bit: 0, first: 0, last: 0 });
         };

@@ -5,7 +5,7 @@ use std::ops::RangeBounds;
 use crate::db::Db;
 use crate::engine::Reading;
 use crate::error::Result;
-use crate::geometry::{page_bit, value_pages, PAGE_BITS};
+use crate::geometry::{bit_pages, page_bit, value_pages, PAGE_BITS};
 use crate::ops::count::count_pages;
 use crate::ops::range::bit_range;
 
@@ -39,11 +39,7 @@ impl Db {
             let whole = first == 0 && last.saturating_add(1) >= len.saturating_mul(8);
             (!whole).then_some((first, last))
         };
-        let (meta, stream) = self.string_and_stream(
-            key,
-            |m| partial(m.len).map(|(f, l)| (f / PAGE_BITS, l / PAGE_BITS)),
-            Reading::ToTheEnd,
-        )?;
+        let (meta, stream) = self.string_and_stream(key, |m| partial(m.len).map(bit_pages), Reading::ToTheEnd)?;
         let Some(meta) = meta else { return Ok(0) };
         let (Some((first, last)), Some(mut stream)) = (partial(meta.len), stream) else {
             return Ok(if bit_range(&range, meta.len).is_some() { meta.ones() } else { 0 });
