@@ -486,6 +486,16 @@ impl<'e> ReadTx<'e> {
         Ok(self.page(key, meta, at.page)?.is_some_and(|p| p.get(at.bit)))
     }
 
+    /// A stream over every page of the value `meta` describes, the value
+    /// of `key`, read to the end; `None` for an empty value. As
+    /// [`ReadTx::stream`], it outlives the transaction.
+    ///
+    /// # Errors
+    /// A store error while listing the pages.
+    pub(crate) fn whole_stream(&self, key: &[u8], meta: &Meta) -> Result<Option<PageStream>> {
+        crate::geometry::value_pages(meta.len).map(|pages| self.stream(key, meta, pages, Reading::ToTheEnd)).transpose()
+    }
+
     /// A stream over pages `from ..= to` of the value `meta` describes, the
     /// value of `key`, for a reader that goes as far as `reading` says. The
     /// stream keeps reading that value after the transaction ends, even if

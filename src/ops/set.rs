@@ -7,9 +7,9 @@
 //! transaction (see the engine's builds).
 
 use crate::db::Db;
-use crate::engine::{Build, Kind, Meta, NewValue, PageStream, Reading, WriteTx, INLINE_MAX};
+use crate::engine::{Build, Kind, Meta, NewValue, PageStream, WriteTx, INLINE_MAX};
 use crate::error::{Error, Result};
-use crate::geometry::{value_pages, PAGE_LEN};
+use crate::geometry::PAGE_LEN;
 use crate::ops::SetExpiry;
 use crate::page::Page;
 
@@ -143,8 +143,7 @@ impl Db {
             if opts.get {
                 if let Some(m) = &current {
                     tx.value_len(key, m)?;
-                    let stream =
-                        value_pages(m.len).map(|pages| tx.stream(key, m, pages, Reading::ToTheEnd)).transpose()?;
+                    let stream = tx.whole_stream(key, m)?;
                     *old = Some((m.clone(), stream));
                 }
             }
@@ -232,8 +231,7 @@ impl Db {
         let found = self.engine.write(self.index, &[key], |tx| {
             let Some(mut meta) = tx.string(key)? else { return Ok(None) };
             tx.value_len(key, &meta)?;
-            let stream =
-                value_pages(meta.len).map(|pages| tx.stream(key, &meta, pages, Reading::ToTheEnd)).transpose()?;
+            let stream = tx.whole_stream(key, &meta)?;
             match expiry {
                 GetExpiry::Keep => {}
                 GetExpiry::Persist if meta.expire_at_ms == 0 => {}
@@ -268,8 +266,7 @@ impl Db {
             let Some(meta) = tx.string(key)? else { return Ok(None) };
             tx.value_len(key, &meta)?;
             // The stream keeps the value readable after the delete.
-            let stream =
-                value_pages(meta.len).map(|pages| tx.stream(key, &meta, pages, Reading::ToTheEnd)).transpose()?;
+            let stream = tx.whole_stream(key, &meta)?;
             tx.delete(key)?;
             Ok(Some((meta, stream)))
         })?;
