@@ -22,6 +22,10 @@ pub(crate) struct Build<'e> {
     /// The non-empty pages put, and the number of the first.
     pages: u64,
     first_page: u64,
+    /// The bytes of the pages put so far.
+    bytes: u64,
+    /// Those bytes made the value bulk: its pages pass through the cache.
+    passing: bool,
     published: bool,
 }
 
@@ -37,14 +41,17 @@ impl Engine {
         let id = self.new_id()?;
         self.building.lock().insert(id);
         self.journal.set(layout::reclaim_key(id), Some(Vec::new()));
-        Ok(Build { engine: self, db, id, ones: 0, pages: 0, first_page: 0, published: false })
+        Ok(Build { engine: self, db, id, ones: 0, pages: 0, first_page: 0, bytes: 0, passing: false, published: false })
     }
 }
 
 impl Build<'_> {
     /// Stores page `page` of the new value (an empty page is skipped) and
     /// adds its set bits to the value's count. Each page is put at most
-    /// once (a page put again would be counted twice).
+    /// once (a page put again would be counted twice). Once the pages put
+    /// make the value bulk ([`super::pages::PageCache::is_bulk`]), they
+    /// pass through the cache: each leaves it once written back, so a
+    /// value larger than the cache does not evict every other page.
     ///
     /// # Errors
     /// As a write-back forced by the dirty budget; [`Error::Internal`] if
@@ -60,7 +67,13 @@ impl Build<'_> {
                 self.first_page = page;
             }
             self.pages += 1;
-            self.engine.pages.put((self.id, page), Some(p));
+            self.bytes = self.bytes.saturating_add(p.heap_bytes() as u64);
+            let turned = !self.passing && self.engine.pages.is_bulk(self.bytes);
+            self.passing |= turned;
+            self.engine.pages.put((self.id, page), Some(p), self.passing);
+            if turned {
+                self.engine.pages.pass_bitmap(self.id);
+            }
             self.engine.after_change()?;
         }
         Ok(())
@@ -204,6 +217,70 @@ mod tests {
     use crate::engine::record::{Kind, Meta};
     use crate::page::Page;
     use crate::Config;
+
+    /// Invariant: values of more than a quarter of the page cache pass
+    /// through it: once written back, neither the pages of a SET nor
+    /// those of a BITOP result over them stay cached, and nor do the pages
+    /// a GET or the BITOP read; every value reads back as written. A small
+    /// value's pages stay cached.
+    #[test]
+    fn bulk_values_pass_through_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Config::new(dir.path()).cache_bytes(1 << 20).flush_interval(None).open().unwrap();
+        let quarter = 1 << 18;
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let value: Vec<u8> = (0..(2 << 20))
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x.to_le_bytes()[0]
+            })
+            .collect();
+        db.set(b"big", &value).unwrap();
+        db.flush().unwrap();
+        let cached = || db.memory_stats().page_cache_bytes;
+        assert!(cached() < quarter, "after SET: {} bytes cached", cached());
+        assert_eq!(db.get(b"big").unwrap().as_deref(), Some(&value[..]));
+        assert!(cached() < quarter, "after GET: {} bytes cached", cached());
+        db.bitop(crate::BitOp::Not, b"not", &[b"big"]).unwrap();
+        db.flush().unwrap();
+        assert!(cached() < quarter, "after BITOP: {} bytes cached", cached());
+        let not: Vec<u8> = value.iter().map(|b| !b).collect();
+        assert_eq!(db.get(b"not").unwrap().as_deref(), Some(&not[..]));
+        let before = cached();
+        db.set(b"small", &value[..32 << 10]).unwrap();
+        db.flush().unwrap();
+        assert_eq!(db.get(b"small").unwrap().as_deref(), Some(&value[..32 << 10]));
+        assert!(cached() >= before + (32 << 10), "a small value stays cached");
+    }
+
+    /// Invariant: a BITOP whose sources together hold more than the page
+    /// cache (each of them less than a quarter of it) reads them without
+    /// caching them, from a cold cache, and gives the OR of them all.
+    #[test]
+    fn a_bitop_over_more_than_the_cache_reads_past_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || Config::new(dir.path()).cache_bytes(1 << 20).flush_interval(None).open().unwrap();
+        let len: usize = 240 << 10;
+        let values: Vec<Vec<u8>> = (0..6u8)
+            .map(|i| (0..len).map(|j| (j.to_le_bytes()[0] ^ i).wrapping_mul(37) & (1 << i)).collect())
+            .collect();
+        let db = open();
+        for (i, v) in values.iter().enumerate() {
+            db.set(format!("day:{i}").as_bytes(), v).unwrap();
+        }
+        drop(db);
+        let db = open();
+        let names: Vec<String> = (0..values.len()).map(|i| format!("day:{i}")).collect();
+        let sources: Vec<&[u8]> = names.iter().map(String::as_bytes).collect();
+        db.bitop(crate::BitOp::Or, b"any", &sources).unwrap();
+        db.flush().unwrap();
+        let cached = db.memory_stats().page_cache_bytes;
+        assert!(cached < 1 << 19, "{cached} bytes cached after reading {} bytes", len * values.len());
+        let or: Vec<u8> = (0..len).map(|j| values.iter().fold(0, |a, v| a | v[j])).collect();
+        assert_eq!(db.get(b"any").unwrap().as_deref(), Some(&or[..]));
+    }
 
     /// Invariant: a build published as an inline value leaves no pages
     /// behind, even when a write-back stored its first reclaim marker and

@@ -87,7 +87,7 @@ pub(crate) use record::{Kind, Meta, INLINE_MAX};
 pub use space::DiskShortage;
 pub use stats::{KeyStats, MemoryStats};
 pub(crate) use stream::{PageStream, Reading};
-pub(crate) use tx::{ReadTx, WriteTx};
+pub(crate) use tx::{read_bytes, ReadTx, WriteTx};
 pub use verify::{Problem, VerifyReport};
 
 use crate::config::Config;
@@ -463,6 +463,13 @@ impl Engine {
         }
         self.balance_caches();
         Ok(())
+    }
+
+    /// Whether one operation reading about `bytes` bytes of pages reads
+    /// more than the page cache holds (then its streams should pass
+    /// through it: [`PageStream::pass`]).
+    pub(crate) fn reads_past_cache(&self, bytes: u64) -> bool {
+        self.pages.exceeds(bytes)
     }
 
     /// Asks the background thread (if there is one) for a write-back now.

@@ -13,6 +13,8 @@
 //! - A dirty page keeps `base`, the version the store and the page delta
 //!   records give (all zero: `Some(None)`), so the write-back can log the
 //!   bits that differ instead of the page.
+//! - A passing page (one of a bulk value, see [`PageCache::is_bulk`]) leaves
+//!   the cache as soon as it is clean, unless a reader took it meanwhile.
 //! - Every removal of a page slot bumps `epoch` first. A reader that loaded a
 //!   page from the store without holding the shard lock inserts it only if
 //!   the epoch did not move meanwhile; otherwise the store may have been
@@ -65,6 +67,8 @@ struct PageSlot {
     /// Page delta records hold changes of this page beyond its store record.
     logged: bool,
     hot: bool,
+    /// Written by a bulk build and read by no one since: dropped once clean.
+    passing: bool,
     bytes: usize,
 }
 
@@ -87,7 +91,7 @@ fn slot_bytes(page: Option<&Arc<Page>>) -> usize {
 impl PageSlot {
     fn clean(page: Option<Arc<Page>>, hot: bool) -> PageSlot {
         let bytes = slot_bytes(page.as_ref());
-        PageSlot { page, base: None, dirty: 0, logged: false, hot, bytes }
+        PageSlot { page, base: None, dirty: 0, logged: false, hot, passing: false, bytes }
     }
 
     /// The bytes the slot holds: its page, and its base where that is a
@@ -201,10 +205,44 @@ impl PageCache {
     /// `load` runs without any lock held and may run more than once; it gets
     /// `true` on a retry (when a value it produced earlier may be stale).
     pub(crate) fn get(&self, id: PageId, load: impl FnMut(bool) -> Result<Fetched>) -> Result<Option<Arc<Page>>> {
-        self.with_slot(id, load, |slot| {
+        self.with_slot(id, true, load, |slot| {
             slot.hot = true;
+            slot.passing = false;
             slot.page.clone()
         })
+    }
+
+    /// As [`PageCache::get`], for a bulk read: a page found in the cache is
+    /// left as it was (not marked used), and a page loaded from the store
+    /// is not cached, so a read of more than the cache holds does not push
+    /// out what other readers use.
+    pub(crate) fn get_passing(
+        &self,
+        id: PageId,
+        load: impl FnMut(bool) -> Result<Fetched>,
+    ) -> Result<Option<Arc<Page>>> {
+        self.with_slot(id, false, load, |slot| slot.page.clone())
+    }
+
+    /// Whether a value of about `bytes` bytes of pages is bulk: more than a
+    /// quarter of the capacity. Its pages pass through the cache (read with
+    /// [`PageCache::get_passing`], built with `passing` puts) instead of
+    /// filling it: a scan larger than the cache would find none of its
+    /// pages still cached when it comes round again, and would evict every
+    /// other reader's pages on the way.
+    pub(crate) fn is_bulk(&self, bytes: u64) -> bool {
+        bytes > self.capacity_u64() / 4
+    }
+
+    /// Whether one operation reading about `bytes` bytes of pages (of
+    /// several values, each maybe not bulk) reads more than the cache
+    /// holds: then its streams pass through the cache too.
+    pub(crate) fn exceeds(&self, bytes: u64) -> bool {
+        bytes > self.capacity_u64()
+    }
+
+    fn capacity_u64(&self) -> u64 {
+        u64::try_from(self.capacity.load(Ordering::Relaxed)).unwrap_or(u64::MAX)
     }
 
     /// The cached slots of `pages` of `bitmap`, which must all lie in one
@@ -246,19 +284,24 @@ impl PageCache {
         load: impl FnMut(bool) -> Result<Fetched>,
         f: impl FnOnce(&mut Page) -> R,
     ) -> Result<R> {
-        self.with_slot(id, load, |slot| self.apply(id, slot, f))
+        self.with_slot(id, true, load, |slot| {
+            slot.passing = false;
+            self.apply(id, slot, f)
+        })
     }
 
     /// Runs `f` on the slot of page `id` under its shard lock, loading the
     /// page with `load` (without any lock held) if it is not cached. The one
-    /// place of the epoch protocol: a loaded page is inserted only if no slot
+    /// place of the epoch protocol: a loaded page is used only if no slot
     /// was removed since before the load, else it is loaded again (`load`
-    /// gets `true` on such a retry). The siblings that came with it are
-    /// inserted by the same rule, each where no slot exists, not marked as
-    /// used.
+    /// gets `true` on such a retry). With `keep`, the loaded page is
+    /// inserted, and the siblings that came with it by the same rule, each
+    /// where no slot exists, not marked as used; without, `f` runs on a
+    /// slot of its own that is then dropped.
     fn with_slot<R>(
         &self,
         id: PageId,
+        keep: bool,
         mut load: impl FnMut(bool) -> Result<Fetched>,
         f: impl FnOnce(&mut PageSlot) -> R,
     ) -> Result<R> {
@@ -273,6 +316,9 @@ impl PageCache {
             let mut shard = self.shard(id);
             if let Some(slot) = shard.get_mut(&id) {
                 return Ok(f(slot));
+            }
+            if self.epoch.load(Ordering::SeqCst) == epoch && !keep {
+                return Ok(f(&mut PageSlot::clean(loaded, false)));
             }
             if self.epoch.load(Ordering::SeqCst) == epoch {
                 let slot = PageSlot::clean(loaded, true);
@@ -353,8 +399,10 @@ impl PageCache {
         slot.bytes = new;
     }
 
-    /// Replaces the page `id` with `page` (`None`: all zero) and marks it dirty.
-    pub(crate) fn put(&self, id: PageId, page: Option<Page>) {
+    /// Replaces the page `id` with `page` (`None`: all zero) and marks it
+    /// dirty; with `passing` (a page of a bulk build), it leaves the cache
+    /// once written back.
+    pub(crate) fn put(&self, id: PageId, page: Option<Page>, passing: bool) {
         self.flat.changed(id.0);
         let mut shard = self.shard(id);
         let slot = shard.entry(id).or_insert_with(|| {
@@ -364,7 +412,28 @@ impl PageCache {
         });
         slot.base.get_or_insert_with(|| slot.page.clone());
         slot.page = page.filter(|p| !p.is_empty()).map(Arc::new);
+        slot.passing = passing;
         self.mark_dirty(id, slot);
+    }
+
+    /// Makes every cached page of `bitmap` passing (a build that turned out
+    /// bulk): the clean ones go now, the dirty ones once written back.
+    pub(crate) fn pass_bitmap(&self, bitmap: u64) {
+        for shard in &*self.shards {
+            let mut shard = shard.lock();
+            self.epoch.fetch_add(1, Ordering::SeqCst);
+            shard.retain(|id, slot| {
+                if id.0 != bitmap {
+                    return true;
+                }
+                if slot.dirty != 0 || slot.logged {
+                    slot.passing = true;
+                    return true;
+                }
+                self.bytes.fetch_sub(slot.bytes, Ordering::Relaxed);
+                false
+            });
+        }
     }
 
     /// Whether bitmap `bitmap` has a dirty (or logged) page.
@@ -406,7 +475,8 @@ impl PageCache {
     /// page delta record) now have delta records, the others were written
     /// whole (with `folded`, every logged page was, and the delta records
     /// are gone). A page becomes clean unless it changed again since it was
-    /// captured. All-zero clean slots that nothing logs are dropped.
+    /// captured. All-zero and passing clean slots that nothing logs are
+    /// dropped.
     pub(crate) fn mark_clean(&self, written: &[DirtyPage], logged: bool, folded: bool) {
         for w in written {
             let mut shard = self.shard(w.id);
@@ -432,7 +502,7 @@ impl PageCache {
                 continue;
             }
             self.dirty.lock().remove(&w.id);
-            if slot.page.is_none() {
+            if slot.page.is_none() || slot.passing {
                 self.epoch.fetch_add(1, Ordering::SeqCst);
                 let bytes = slot.bytes;
                 shard.remove(&w.id);
@@ -578,10 +648,10 @@ mod tests {
     fn run_lookup_matches_single_lookups() {
         let cache = PageCache::new(1 << 20);
         let bitmap = 7;
-        cache.put((bitmap, 16), Some(page_with(3)));
-        cache.put((bitmap, 18), None);
-        cache.put((bitmap, 20), Some(page_with(9)));
-        cache.put((bitmap + 1, 17), Some(page_with(1)));
+        cache.put((bitmap, 16), Some(page_with(3)), false);
+        cache.put((bitmap, 18), None, false);
+        cache.put((bitmap, 20), Some(page_with(9)), false);
+        cache.put((bitmap + 1, 17), Some(page_with(1)), false);
         let pages = [16, 17, 18, 19, 20];
         let run = cache.get_cached_run(bitmap, &pages);
         assert_eq!(run.len(), pages.len());
@@ -632,6 +702,43 @@ mod tests {
         assert!(cache.dirty_pages_of(4, 0, 10).is_empty());
         cache.evict_if_needed();
         assert_eq!(cache.bytes(), 0, "evictable once folded");
+    }
+
+    /// Invariants of passing pages: a passing put stays while dirty and
+    /// leaves once written back; a bulk read of a page not cached caches
+    /// nothing, and of a cached one changes nothing; a page a reader took
+    /// while dirty stays once clean; turning a bitmap passing drops its
+    /// clean pages at once and marks its dirty ones; the byte counter
+    /// returns to what the cache still holds.
+    #[test]
+    fn passing_pages_leave_once_written() {
+        let cache = PageCache::new(1 << 20);
+        let stored = |_| Ok(Fetched { page: Some(page_with(4)), siblings: Vec::new() });
+        cache.put((1, 0), Some(page_with(1)), true);
+        cache.put((1, 1), Some(page_with(2)), true);
+        // A reader takes page 1 before the write-back: it stays.
+        assert!(cache.get((1, 1), |_| unreachable!()).unwrap().is_some());
+        let captured = cache.dirty_snapshot(false, &HashSet::new());
+        assert_eq!(captured.len(), 2);
+        assert!(cache.get_passing((1, 0), |_| panic!("cached while dirty")).unwrap().is_some());
+        cache.mark_clean(&captured, false, false);
+        let kept = cache.bytes();
+        assert!(cache.get((1, 1), |_| panic!("page 1 was read, so it stays")).unwrap().is_some());
+        let loaded = cache.get_passing((1, 0), stored).unwrap();
+        assert!(loaded.is_some_and(|p| p.get(4)), "page 0 left: read from the store");
+        assert_eq!(cache.bytes(), kept, "a bulk read caches nothing");
+        // A bitmap turned passing: its clean page goes, its dirty one stays
+        // until written back.
+        cache.put((2, 0), Some(page_with(5)), false);
+        cache.mark_clean(&cache.dirty_snapshot(false, &HashSet::new()), false, false);
+        cache.put((2, 1), Some(page_with(6)), false);
+        cache.pass_bitmap(2);
+        assert!(cache.get_passing((2, 0), stored).unwrap().is_some_and(|p| p.get(4)), "clean page 0 dropped");
+        assert!(cache.get_passing((2, 1), |_| panic!("dirty page 1 stays")).unwrap().is_some_and(|p| p.get(6)));
+        cache.mark_clean(&cache.dirty_snapshot(false, &HashSet::new()), false, false);
+        assert_eq!(cache.bytes(), kept, "only the page a reader took is left");
+        assert!(cache.is_bulk(1 << 18 | 1) && !cache.is_bulk(1 << 18), "bulk: over a quarter of the capacity");
+        assert!(cache.exceeds(1 << 20 | 1) && !cache.exceeds(1 << 20));
     }
 
     /// Pages of one run share a shard; other runs spread over the shards.

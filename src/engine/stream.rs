@@ -56,6 +56,15 @@ impl PageStream {
         PageStream(Source::Inline(page))
     }
 
+    /// Makes this a bulk read from here on: pages not cached are read
+    /// without being cached (DESIGN.md section 5, "Bulk values pass
+    /// through the page cache").
+    pub(crate) fn pass(&mut self) {
+        if let Source::Paged(p) = &mut self.0 {
+            p.passing = true;
+        }
+    }
+
     /// The page number of the next candidate page, without reading it.
     /// A candidate may still turn out all-zero when fetched.
     pub(crate) fn peek(&mut self) -> Result<Option<u64>> {
@@ -118,6 +127,8 @@ struct Paged {
     /// Cached pages of the directory taken ahead, a run at a time, in page
     /// order (see `take_ahead`).
     ahead: VecDeque<(u64, Option<Arc<Page>>)>,
+    /// A bulk read: pages fetched from the store are not cached.
+    passing: bool,
 }
 
 impl Paged {
@@ -189,6 +200,7 @@ impl Paged {
             next_dirty: 0,
             head: None,
             ahead: VecDeque::new(),
+            passing: false,
         };
         let no_page = match &mut paged.stored {
             Stored::Directory { pages, .. } => pages.is_empty(),
@@ -231,7 +243,7 @@ impl Paged {
         let engine = &self.engine;
         let (name, bitmap) = (&self.name, self.bitmap);
         let stored = &self.stored;
-        let got = engine.pages.get((bitmap, page), |retry| match (held.take(), retry) {
+        let load = |retry| match (held.take(), retry) {
             // What the scan read is current only if no write-back changed
             // the bitmap's stored pages since the scan began (the page
             // may have been written back and dropped from the cache after
@@ -240,7 +252,12 @@ impl Paged {
                 Ok(Fetched { page: Some(h.into_page(Some(name), bitmap, page)?), siblings: Vec::new() })
             }
             _ => engine.fetch_page(name, bitmap, page),
-        })?;
+        };
+        let got = if self.passing {
+            engine.pages.get_passing((bitmap, page), load)?
+        } else {
+            engine.pages.get((bitmap, page), load)?
+        };
         Ok(got.map(|p| (page, p)))
     }
 

@@ -37,7 +37,7 @@ use super::record::{Body, InlineBytes, Kind, Meta, INLINE_BYTES, INLINE_MAX};
 use super::stream::{PageStream, Reading};
 use super::Engine;
 use crate::error::{Error, Result};
-use crate::geometry::{locate, PAGE_LEN};
+use crate::geometry::{locate, PAGE_BYTES, PAGE_LEN};
 use crate::page::Page;
 
 mod write;
@@ -518,7 +518,11 @@ impl<'e> ReadTx<'e> {
                     Some((_, last)) if to >= last => u64::MAX,
                     _ => to,
                 };
-                PageStream::new(self.engine, key, (id, meta.ones), (from, to), reading)
+                let mut stream = PageStream::new(self.engine, key, (id, meta.ones), (from, to), reading)?;
+                if self.engine.pages.is_bulk(read_bytes(meta, (from, to))) {
+                    stream.pass();
+                }
+                Ok(stream)
             }
             Body::Inline => {
                 Ok(PageStream::inline(inline_page(meta, 0).filter(|_| from == 0).map(|p| (0, Arc::new(p)))))
@@ -602,7 +606,7 @@ impl<'e> ReadTx<'e> {
         };
         let id = self.engine.new_id()?;
         if let Some((at, p)) = page.filter(|(_, p)| !p.is_empty()) {
-            self.engine.pages.put((id, at), Some(p));
+            self.engine.pages.put((id, at), Some(p), false);
         }
         meta.body = Body::Paged(id);
         meta.inline = InlineBytes::zeroed();
@@ -769,6 +773,16 @@ fn change_note(old_changed: Option<bool>, bloom: Option<(u64, &[u64])>) -> BitsN
 fn inline_bit(offset: u64) -> Option<(usize, u8)> {
     let i = usize::try_from(offset / 8).ok().filter(|&i| (i as u64) < INLINE_MAX)?;
     Some((i, 0x80 >> (offset % 8)))
+}
+
+/// About the bytes the cache would hold for pages `from ..= to` of the
+/// paged value `meta` describes: the pages' dense size, or two bytes per
+/// set bit (a sparse page's positions) where that is less. What decides
+/// whether a stream is a bulk read.
+pub(crate) fn read_bytes(meta: &Meta, (from, to): (u64, u64)) -> u64 {
+    let last = crate::geometry::value_pages(meta.len).map_or(0, |(_, last)| last);
+    let pages = last.min(to).saturating_sub(from).saturating_add(1);
+    pages.saturating_mul(PAGE_BYTES).min(meta.ones.saturating_mul(2))
 }
 
 /// Page `page` of an inline value: page 0 holds it all. All its bytes

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use crate::db::Db;
-use crate::engine::{Kind, PageStream, Reading};
+use crate::engine::{read_bytes, Kind, PageStream, Reading};
 use crate::error::{Error, Result};
 use crate::geometry::{page_bit, PAGE_BITS, PAGE_WORDS};
 use crate::page::{self, Census, Fold, Page};
@@ -148,6 +148,8 @@ impl Db {
         let mut streams = Vec::with_capacity(sources.len());
         let mut flats = matches!(op, BitOp::And | BitOp::Or | BitOp::Xor).then(Vec::new);
         let reading = reading_of(op);
+        // The bytes of pages the streams read, about.
+        let mut read = 0u64;
         for name in sources {
             let (meta, stream, list) = self.engine.read(self.index, &[name], |tx| {
                 let Some(meta) = tx.string(name)? else { return Ok((None, None, None)) };
@@ -162,8 +164,16 @@ impl Db {
                     (Some(_), None) => flats = None,
                 }
             }
-            len = meta.map_or(len, |m| m.len.max(len));
+            if let Some(m) = &meta {
+                read = read.saturating_add(read_bytes(m, (0, u64::MAX)));
+                len = len.max(m.len);
+            }
             streams.push(stream);
+        }
+        // More than the cache holds: caching the pages would only evict
+        // them (and every other reader's) before they are read again.
+        if self.engine.reads_past_cache(read) {
+            streams.iter_mut().flatten().for_each(PageStream::pass);
         }
         Ok((len, streams, flats))
     }
