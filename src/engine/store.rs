@@ -105,6 +105,8 @@ pub(crate) struct SledStore {
     /// The rewrite's state. Every write takes this lock, so a copy step
     /// and a batch never interleave.
     rewrite: Mutex<Rewrite>,
+    /// When the store was opened.
+    opened: Instant,
 }
 
 /// One generation's sled tree.
@@ -142,6 +144,11 @@ struct Copy {
 const REWRITE_GROWTH: u64 = 2;
 /// Stores below this size on disk are never rewritten.
 const REWRITE_FLOOR_BYTES: u64 = 64 << 20;
+/// The bytes of sled's files a rewrite is taken to copy per second, on
+/// the low side (BENCHMARKS.md, "Rewrites that a short process would
+/// abandon"): a rewrite starts only once the store has been open as long
+/// as copying it would take at this pace.
+const COPY_PACE: u64 = 64 << 20;
 /// One copy step copies at most this many bytes of records in one batch
 /// (a batch holds up the store's writes while it is applied).
 const COPY_STEP_BYTES: u64 = 1 << 20;
@@ -199,6 +206,7 @@ impl SledStore {
             cache_bytes,
             live: RwLock::new(Arc::new(Tree { db, dir: tree_dir, generation: g })),
             rewrite: Mutex::new(Rewrite::default()),
+            opened: Instant::now(),
         })
     }
 
@@ -213,14 +221,20 @@ impl SledStore {
         self.tree().generation
     }
 
-    /// Starts a rewrite if the tree in use has grown past its trigger
-    /// (and the disk has room for a copy of the live bytes).
-    fn start_rewrite(&self, rw: &mut Rewrite, floor: u64, growth: u64) -> Result<()> {
+    /// Starts a rewrite if the tree in use has grown past its trigger, the
+    /// store has been open as long as copying it would take at `pace`
+    /// bytes a second, and the disk has room for a copy of the live bytes.
+    /// A copy not finished when the store closes is thrown away, and a
+    /// process that has been running for some time is likely to run about
+    /// as long again: so a short process (a command-line call, a batch
+    /// job's query) never starts a copy of a large store that it would
+    /// abandon, each time, at the cost of its own reads and writes.
+    fn start_rewrite(&self, rw: &mut Rewrite, floor: u64, growth: u64, pace: u64) -> Result<()> {
         let tree = self.tree();
         let size = tree.db.size_on_disk()?;
         let base = tree.generation.base_bytes;
         let trigger = floor.max(base.saturating_mul(growth));
-        if size < trigger {
+        if size < trigger || self.opened.elapsed() < Duration::from_millis(size / (pace / 1000).max(1)) {
             return Ok(());
         }
         // The copy takes about what the last one took, with room for
@@ -326,13 +340,13 @@ impl SledStore {
     }
 
     /// Runs the rewrite as [`Store::maintain`] does until `deadline`, with
-    /// `floor`, `growth` and `step` in place of [`REWRITE_FLOOR_BYTES`],
-    /// [`REWRITE_GROWTH`] and [`COPY_STEP_BYTES`], calling `between`
-    /// between steps (tests write there).
+    /// `floor`, `growth`, `pace` and `step` in place of
+    /// [`REWRITE_FLOOR_BYTES`], [`REWRITE_GROWTH`], [`COPY_PACE`] and
+    /// [`COPY_STEP_BYTES`], calling `between` between steps (tests write
+    /// there).
     fn maintain_with(
         &self,
-        floor: u64,
-        growth: u64,
+        (floor, growth, pace): (u64, u64, u64),
         step: u64,
         deadline: Instant,
         mut between: impl FnMut(),
@@ -345,7 +359,7 @@ impl SledStore {
                     if !rw.written || rw.retired.is_some() {
                         return Ok(());
                     }
-                    self.start_rewrite(&mut rw, floor, growth)?;
+                    self.start_rewrite(&mut rw, floor, growth, pace)?;
                     if rw.copy.is_none() {
                         return Ok(());
                     }
@@ -689,7 +703,12 @@ impl Store for SledStore {
     }
 
     fn maintain(&self) -> Result<()> {
-        self.maintain_with(REWRITE_FLOOR_BYTES, REWRITE_GROWTH, COPY_STEP_BYTES, Instant::now() + COPY_TIME, || ())
+        self.maintain_with(
+            (REWRITE_FLOOR_BYTES, REWRITE_GROWTH, COPY_PACE),
+            COPY_STEP_BYTES,
+            Instant::now() + COPY_TIME,
+            || (),
+        )
     }
 }
 
@@ -863,7 +882,7 @@ mod tests {
             id_before = s.next_id().unwrap();
             let mut round = 50;
             let far = Instant::now() + Duration::from_secs(600);
-            s.maintain_with(0, 0, 4 << 10, far, || {
+            s.maintain_with((0, 0, u64::MAX), 4 << 10, far, || {
                 write(&s, &mut model, mixed_batch(round));
                 round += 1;
             })
@@ -904,7 +923,8 @@ mod tests {
         let last = std::thread::scope(|t| {
             let rewriter = t.spawn(|| {
                 while !done.load(Ordering::SeqCst) {
-                    s.maintain_with(0, 0, 16 << 10, Instant::now() + Duration::from_secs(60), || ()).unwrap();
+                    s.maintain_with((0, 0, u64::MAX), 16 << 10, Instant::now() + Duration::from_secs(60), || ())
+                        .unwrap();
                     rounds.fetch_add(1, Ordering::SeqCst);
                 }
             });
@@ -950,7 +970,7 @@ mod tests {
         write(&s, &mut model, (0..100u8).map(|i| (vec![b'a', i], Some(vec![i]))).collect());
         let mut scan = s.scan(b"a", b"b");
         assert_eq!(scan.next().unwrap().unwrap().0.to_vec(), vec![b'a', 0]);
-        s.maintain_with(0, 0, 1 << 20, Instant::now() + Duration::from_secs(600), || ()).unwrap();
+        s.maintain_with((0, 0, u64::MAX), 1 << 20, Instant::now() + Duration::from_secs(600), || ()).unwrap();
         assert_eq!(s.generation().number, 1);
         s.apply(vec![(vec![b'a', 90], Some(vec![7, 7])), (vec![b'a', 91], None)]).unwrap();
         s.maintain().unwrap();
@@ -981,7 +1001,7 @@ mod tests {
             assert!(!unfinished.exists());
             assert_eq!(s.get(&[1]).unwrap().unwrap().to_vec(), vec![1; 100]);
             s.apply(vec![(vec![2], Some(vec![2]))]).unwrap();
-            s.maintain_with(0, 0, 1 << 20, Instant::now() + Duration::from_secs(600), || ()).unwrap();
+            s.maintain_with((0, 0, u64::MAX), 1 << 20, Instant::now() + Duration::from_secs(600), || ()).unwrap();
             // A crash before the replaced tree's files went: put some back.
             fs::write(dir.path().join("db"), b"old log").unwrap();
         }
@@ -1000,7 +1020,7 @@ mod tests {
         {
             let s = SledStore::open(dir.path(), 1 << 20).unwrap();
             s.apply((0..200u32).map(|i| (i.to_be_bytes().to_vec(), Some(vec![3; 200]))).collect()).unwrap();
-            s.maintain_with(0, 0, 1 << 10, Instant::now(), || ()).unwrap();
+            s.maintain_with((0, 0, u64::MAX), 1 << 10, Instant::now(), || ()).unwrap();
             assert!(generation::sled_dir(dir.path(), 1).exists(), "a copy is under way");
             assert_eq!(s.generation().number, 0);
         }
@@ -1017,11 +1037,31 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         closed_store(dir.path());
         let s = SledStore::open(dir.path(), 1 << 20).unwrap();
-        s.maintain_with(0, 0, 1 << 20, Instant::now() + Duration::from_secs(600), || ()).unwrap();
+        s.maintain_with((0, 0, u64::MAX), 1 << 20, Instant::now() + Duration::from_secs(600), || ()).unwrap();
         assert_eq!(s.generation().number, 0);
         s.apply(vec![(vec![2], Some(vec![2]))]).unwrap();
         s.maintain().unwrap();
         assert_eq!(s.generation().number, 0);
+    }
+
+    /// A store open for less time than copying it would take at the
+    /// pace starts no rewrite; once that long has passed, it does.
+    #[test]
+    fn a_rewrite_waits_until_the_store_has_been_open_as_long_as_the_copy_takes() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+        s.apply((0..200u32).map(|i| (i.to_be_bytes().to_vec(), Some(vec![3; 200]))).collect()).unwrap();
+        let size = s.tree().db.size_on_disk().unwrap();
+        // A pace at which the copy would take 200 ms.
+        let pace = size * 5;
+        let far = Instant::now() + Duration::from_secs(600);
+        s.maintain_with((0, 0, pace), 1 << 20, far, || ()).unwrap();
+        assert_eq!(s.generation().number, 0, "open for less than the copy would take");
+        assert!(!generation::sled_dir(dir.path(), 1).exists());
+        std::thread::sleep(Duration::from_millis(250));
+        s.maintain_with((0, 0, pace), 1 << 20, far, || ()).unwrap();
+        assert_eq!(s.generation().number, 1);
+        assert_eq!(contents(&s).len(), 200);
     }
 
     /// A generation file naming a tree whose log is missing is damage,
