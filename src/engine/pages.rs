@@ -16,8 +16,8 @@
 //! - A passing page (one of a bulk value, see [`PageCache::is_bulk`]) leaves
 //!   the cache as soon as it is clean, unless a reader took it meanwhile.
 //! - Every removal of a page slot bumps `epoch` first. A reader that loaded a
-//!   page from the store without holding the shard lock inserts it only if
-//!   the epoch did not move meanwhile; otherwise the store may have been
+//!   page from the store without holding the shard lock uses or inserts it
+//!   only if the epoch did not move meanwhile; otherwise the store may have been
 //!   rewritten from a slot that has since gone, and it reloads.
 
 use std::collections::{BTreeSet, HashSet};
@@ -67,7 +67,8 @@ struct PageSlot {
     /// Page delta records hold changes of this page beyond its store record.
     logged: bool,
     hot: bool,
-    /// Written by a bulk build and read by no one since: dropped once clean.
+    /// Written by a bulk build and not taken since by an ordinary read or
+    /// a write: dropped once clean.
     passing: bool,
     bytes: usize,
 }
@@ -214,8 +215,9 @@ impl PageCache {
 
     /// As [`PageCache::get`], for a bulk read: a page found in the cache is
     /// left as it was (not marked used), and a page loaded from the store
-    /// is not cached, so a read of more than the cache holds does not push
-    /// out what other readers use.
+    /// is not cached (the other members of its group record are, unused:
+    /// see [`PageCache::with_slot`]), so a read of more than the cache
+    /// holds does not push out what other readers use.
     pub(crate) fn get_passing(
         &self,
         id: PageId,
@@ -253,7 +255,10 @@ impl PageCache {
     /// read, with no atomic operation in between, so their cache misses
     /// overlap instead of waiting one for another; the reference counts are
     /// then taken on lines already in the CPU cache.
-    pub(crate) fn get_cached_run(&self, bitmap: u64, pages: &[u64]) -> Vec<Option<Option<Arc<Page>>>> {
+    ///
+    /// With `passing` (a bulk read) the slots found are left as they were;
+    /// otherwise each is marked used, and an ordinary page if passing.
+    pub(crate) fn get_cached_run(&self, bitmap: u64, pages: &[u64], passing: bool) -> Vec<Option<Option<Arc<Page>>>> {
         let Some(&first) = pages.first() else { return Vec::new() };
         debug_assert!(pages.iter().all(|p| p / RUN == first / RUN), "pages of one run");
         let mut shard = self.shard((bitmap, first));
@@ -267,7 +272,10 @@ impl PageCache {
             .iter()
             .map(|&p| {
                 shard.get_mut(&(bitmap, p)).map(|slot| {
-                    slot.hot = true;
+                    if !passing {
+                        slot.hot = true;
+                        slot.passing = false;
+                    }
                     slot.page.clone()
                 })
             })
@@ -295,9 +303,12 @@ impl PageCache {
     /// place of the epoch protocol: a loaded page is used only if no slot
     /// was removed since before the load, else it is loaded again (`load`
     /// gets `true` on such a retry). With `keep`, the loaded page is
-    /// inserted, and the siblings that came with it by the same rule, each
-    /// where no slot exists, not marked as used; without, `f` runs on a
-    /// slot of its own that is then dropped.
+    /// inserted; without, `f` runs on a slot of its own that is then
+    /// dropped. Either way the siblings that came with it (the other
+    /// members of its group record: small pages) are inserted by the same
+    /// rule, each where no slot exists, not marked as used, so a stream
+    /// reading the group's next pages finds them instead of reading the
+    /// record again, and eviction takes them first.
     fn with_slot<R>(
         &self,
         id: PageId,
@@ -317,16 +328,16 @@ impl PageCache {
             if let Some(slot) = shard.get_mut(&id) {
                 return Ok(f(slot));
             }
-            if self.epoch.load(Ordering::SeqCst) == epoch && !keep {
-                return Ok(f(&mut PageSlot::clean(loaded, false)));
-            }
             if self.epoch.load(Ordering::SeqCst) == epoch {
-                let slot = PageSlot::clean(loaded, true);
-                self.bytes.fetch_add(slot.bytes, Ordering::Relaxed);
-                // Inserted and used in one critical section, so eviction
-                // cannot drop it in between.
-                let slot = shard.entry(id).or_insert(slot);
-                let r = f(slot);
+                let r = if keep {
+                    let slot = PageSlot::clean(loaded, true);
+                    self.bytes.fetch_add(slot.bytes, Ordering::Relaxed);
+                    // Inserted and used in one critical section, so eviction
+                    // cannot drop it in between.
+                    f(shard.entry(id).or_insert(slot))
+                } else {
+                    f(&mut PageSlot::clean(loaded, false))
+                };
                 drop(shard);
                 for (page, p) in siblings {
                     self.insert_clean((id.0, page), p, epoch);
@@ -653,7 +664,7 @@ mod tests {
         cache.put((bitmap, 20), Some(page_with(9)), false);
         cache.put((bitmap + 1, 17), Some(page_with(1)), false);
         let pages = [16, 17, 18, 19, 20];
-        let run = cache.get_cached_run(bitmap, &pages);
+        let run = cache.get_cached_run(bitmap, &pages, false);
         assert_eq!(run.len(), pages.len());
         for (&p, hit) in pages.iter().zip(&run) {
             let single = match p {
@@ -664,7 +675,7 @@ mod tests {
         }
         assert_eq!(run[0].as_ref().unwrap().as_ref().unwrap().count_ones(), 1);
         assert!(run[2] == Some(None), "a cached all-zero page");
-        assert!(cache.get_cached_run(bitmap, &[]).is_empty());
+        assert!(cache.get_cached_run(bitmap, &[], false).is_empty());
     }
 
     /// Invariants of logging: a captured dirty page carries the version
@@ -737,6 +748,16 @@ mod tests {
         assert!(cache.get_passing((2, 1), |_| panic!("dirty page 1 stays")).unwrap().is_some_and(|p| p.get(6)));
         cache.mark_clean(&cache.dirty_snapshot(false, &HashSet::new()), false, false);
         assert_eq!(cache.bytes(), kept, "only the page a reader took is left");
+        assert_eq!((cache.dirty_pages(), cache.dirty_bytes()), (0, 0));
+        assert!(cache.dirty_pages_of(1, 0, 9).is_empty() && cache.dirty_pages_of(2, 0, 9).is_empty());
+        // A passing page that a write-back logged stays until a fold.
+        cache.put((3, 0), Some(page_with(7)), true);
+        cache.mark_clean(&cache.dirty_snapshot(false, &HashSet::new()), true, false);
+        assert!(cache.get_passing((3, 0), |_| panic!("a logged page stays")).unwrap().is_some());
+        cache.mark_clean(&cache.dirty_snapshot(true, &HashSet::new()), false, true);
+        assert_eq!(cache.bytes(), kept, "gone once folded");
+        assert_eq!((cache.logged_pages(), cache.logged_bytes()), (0, 0));
+        assert!(cache.dirty_pages_of(3, 0, 9).is_empty());
         assert!(cache.is_bulk(1 << 18 | 1) && !cache.is_bulk(1 << 18), "bulk: over a quarter of the capacity");
         assert!(cache.exceeds(1 << 20 | 1) && !cache.exceeds(1 << 20));
     }

@@ -234,7 +234,7 @@ impl SledStore {
         let size = tree.db.size_on_disk()?;
         let base = tree.generation.base_bytes;
         let trigger = floor.max(base.saturating_mul(growth));
-        if size < trigger || self.opened.elapsed() < Duration::from_millis(size / (pace / 1000).max(1)) {
+        if size < trigger || self.opened.elapsed() < Duration::from_millis(size.saturating_mul(1000) / pace.max(1)) {
             return Ok(());
         }
         // The copy takes about what the last one took, with room for
@@ -1049,16 +1049,18 @@ mod tests {
     #[test]
     fn a_rewrite_waits_until_the_store_has_been_open_as_long_as_the_copy_takes() {
         let dir = tempfile::tempdir().unwrap();
-        let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+        let mut s = SledStore::open(dir.path(), 1 << 20).unwrap();
         s.apply((0..200u32).map(|i| (i.to_be_bytes().to_vec(), Some(vec![3; 200]))).collect()).unwrap();
-        let size = s.tree().db.size_on_disk().unwrap();
-        // A pace at which the copy would take 200 ms.
-        let pace = size * 5;
+        let size = || s.tree().db.size_on_disk().unwrap();
+        // A pace at which the copy takes 50 s or more.
+        let pace = (size() / 50).max(1);
         let far = Instant::now() + Duration::from_secs(600);
         s.maintain_with((0, 0, pace), 1 << 20, far, || ()).unwrap();
         assert_eq!(s.generation().number, 0, "open for less than the copy would take");
         assert!(!generation::sled_dir(dir.path(), 1).exists());
-        std::thread::sleep(Duration::from_millis(250));
+        // As if opened as long ago as the copy takes, and a second more.
+        let copy = Duration::from_millis(size() * 1000 / pace) + Duration::from_secs(1);
+        s.opened = s.opened.checked_sub(copy).expect("the clock has run that long since boot");
         s.maintain_with((0, 0, pace), 1 << 20, far, || ()).unwrap();
         assert_eq!(s.generation().number, 1);
         assert_eq!(contents(&s).len(), 200);

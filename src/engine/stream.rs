@@ -285,7 +285,7 @@ impl Paged {
                 // A dirty page the directory does not list yet.
                 return None;
             }
-            let found = self.engine.pages.get_cached_run(self.bitmap, run);
+            let found = self.engine.pages.get_cached_run(self.bitmap, run, self.passing);
             self.ahead.clear();
             self.ahead.extend(run.iter().zip(found).filter_map(|(&p, hit)| hit.map(|page| (p, page))));
         }
