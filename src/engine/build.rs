@@ -227,15 +227,9 @@ mod tests {
     fn bulk_values_pass_through_the_cache() {
         let dir = tempfile::tempdir().unwrap();
         let db = Config::new(dir.path()).cache_bytes(1 << 20).flush_interval(None).open().unwrap();
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let value: Vec<u8> = (0..(2 << 20))
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x.to_le_bytes()[0]
-            })
-            .collect();
+        // Bytes of a multiplicative hash: dense pages, no two alike.
+        let value: Vec<u8> =
+            (0u32..2 << 20).map(|i| i.wrapping_mul(0x9E37_79B1).rotate_right(13).to_le_bytes()[0]).collect();
         let cached = || db.memory_stats().page_cache_bytes;
         // Nothing but a few pages' worth: a value's pages are 4 KiB each.
         let few = 4 << 12;
