@@ -206,29 +206,32 @@ impl PageCache {
     /// `load` runs without any lock held and may run more than once; it gets
     /// `true` on a retry (when a value it produced earlier may be stale).
     pub(crate) fn get(&self, id: PageId, load: impl FnMut(bool) -> Result<Fetched>) -> Result<Option<Arc<Page>>> {
-        self.with_slot(id, true, load, |slot| {
-            slot.hot = true;
-            slot.passing = false;
+        self.read(id, false, load)
+    }
+
+    /// As [`PageCache::get`]; with `passing` (a bulk read) a page found in
+    /// the cache is left as it was (not marked used), and a page loaded
+    /// from the store is not cached (the other members of its group record
+    /// are, unused: see [`PageCache::with_slot`]), so a read of more than
+    /// the cache holds does not push out what other readers use.
+    pub(crate) fn read(
+        &self,
+        id: PageId,
+        passing: bool,
+        load: impl FnMut(bool) -> Result<Fetched>,
+    ) -> Result<Option<Arc<Page>>> {
+        self.with_slot(id, !passing, load, |slot| {
+            if !passing {
+                slot.hot = true;
+                slot.passing = false;
+            }
             slot.page.clone()
         })
     }
 
-    /// As [`PageCache::get`], for a bulk read: a page found in the cache is
-    /// left as it was (not marked used), and a page loaded from the store
-    /// is not cached (the other members of its group record are, unused:
-    /// see [`PageCache::with_slot`]), so a read of more than the cache
-    /// holds does not push out what other readers use.
-    pub(crate) fn get_passing(
-        &self,
-        id: PageId,
-        load: impl FnMut(bool) -> Result<Fetched>,
-    ) -> Result<Option<Arc<Page>>> {
-        self.with_slot(id, false, load, |slot| slot.page.clone())
-    }
-
     /// Whether a value of about `bytes` bytes of pages is bulk: more than a
     /// quarter of the capacity. Its pages pass through the cache (read with
-    /// [`PageCache::get_passing`], built with `passing` puts) instead of
+    /// [`PageCache::read`], built with `passing` puts) instead of
     /// filling it: a scan larger than the cache would find none of its
     /// pages still cached when it comes round again, and would evict every
     /// other reader's pages on the way.
@@ -432,6 +435,9 @@ impl PageCache {
     pub(crate) fn pass_bitmap(&self, bitmap: u64) {
         for shard in &*self.shards {
             let mut shard = shard.lock();
+            if !shard.keys().any(|id| id.0 == bitmap) {
+                continue;
+            }
             self.epoch.fetch_add(1, Ordering::SeqCst);
             shard.retain(|id, slot| {
                 if id.0 != bitmap {
@@ -731,11 +737,11 @@ mod tests {
         assert!(cache.get((1, 1), |_| unreachable!()).unwrap().is_some());
         let captured = cache.dirty_snapshot(false, &HashSet::new());
         assert_eq!(captured.len(), 2);
-        assert!(cache.get_passing((1, 0), |_| panic!("cached while dirty")).unwrap().is_some());
+        assert!(cache.read((1, 0), true, |_| panic!("cached while dirty")).unwrap().is_some());
         cache.mark_clean(&captured, false, false);
         let kept = cache.bytes();
         assert!(cache.get((1, 1), |_| panic!("page 1 was read, so it stays")).unwrap().is_some());
-        let loaded = cache.get_passing((1, 0), stored).unwrap();
+        let loaded = cache.read((1, 0), true, stored).unwrap();
         assert!(loaded.is_some_and(|p| p.get(4)), "page 0 left: read from the store");
         assert_eq!(cache.bytes(), kept, "a bulk read caches nothing");
         // A bitmap turned passing: its clean page goes, its dirty one stays
@@ -744,8 +750,8 @@ mod tests {
         cache.mark_clean(&cache.dirty_snapshot(false, &HashSet::new()), false, false);
         cache.put((2, 1), Some(page_with(6)), false);
         cache.pass_bitmap(2);
-        assert!(cache.get_passing((2, 0), stored).unwrap().is_some_and(|p| p.get(4)), "clean page 0 dropped");
-        assert!(cache.get_passing((2, 1), |_| panic!("dirty page 1 stays")).unwrap().is_some_and(|p| p.get(6)));
+        assert!(cache.read((2, 0), true, stored).unwrap().is_some_and(|p| p.get(4)), "clean page 0 dropped");
+        assert!(cache.read((2, 1), true, |_| panic!("dirty page 1 stays")).unwrap().is_some_and(|p| p.get(6)));
         cache.mark_clean(&cache.dirty_snapshot(false, &HashSet::new()), false, false);
         assert_eq!(cache.bytes(), kept, "only the page a reader took is left");
         assert_eq!((cache.dirty_pages(), cache.dirty_bytes()), (0, 0));
@@ -753,7 +759,7 @@ mod tests {
         // A passing page that a write-back logged stays until a fold.
         cache.put((3, 0), Some(page_with(7)), true);
         cache.mark_clean(&cache.dirty_snapshot(false, &HashSet::new()), true, false);
-        assert!(cache.get_passing((3, 0), |_| panic!("a logged page stays")).unwrap().is_some());
+        assert!(cache.read((3, 0), true, |_| panic!("a logged page stays")).unwrap().is_some());
         cache.mark_clean(&cache.dirty_snapshot(true, &HashSet::new()), false, true);
         assert_eq!(cache.bytes(), kept, "gone once folded");
         assert_eq!((cache.logged_pages(), cache.logged_bytes()), (0, 0));

@@ -253,11 +253,7 @@ impl Paged {
             }
             _ => engine.fetch_page(name, bitmap, page),
         };
-        let got = if self.passing {
-            engine.pages.get_passing((bitmap, page), load)?
-        } else {
-            engine.pages.get((bitmap, page), load)?
-        };
+        let got = engine.pages.read((bitmap, page), self.passing, load)?;
         Ok(got.map(|p| (page, p)))
     }
 
