@@ -397,3 +397,55 @@ fn a_subscriber_that_does_not_read_is_cut_off() {
     }
     assert!(total < 40 << 20, "the backlog sent stayed near the limit: {total} bytes");
 }
+
+/// Invariant: a subscriber whose client has closed its connection is not
+/// counted by PUBSUB NUMSUB, NUMPAT or CHANNELS, nor delivered to by
+/// PUBLISH, in requests another connection sends right after the close,
+/// as with Redis, even while the closed connections' threads have not yet
+/// seen the close.
+#[test]
+fn closed_subscribers_are_not_counted_by_the_next_request() {
+    const SUBSCRIBERS: usize = 64;
+    let Some(redis) = redis_server::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let served = server::Served::start(&dir.path().join("db"), &[]);
+    let run = |port: u16| {
+        let mut subscribers: Vec<TcpStream> = (0..SUBSCRIBERS).map(|_| connect(port)).collect();
+        for s in &mut subscribers {
+            send(s, &["SUBSCRIBE", "news"]);
+            send(s, &["PSUBSCRIBE", "user:*"]);
+        }
+        let mut other = connect(port);
+        let all = format!("*2\r\n$4\r\nnews\r\n:{SUBSCRIBERS}\r\n");
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            send(&mut other, &["PUBSUB", "NUMSUB", "news"]);
+            if drain(&mut other) == all {
+                break;
+            }
+            assert!(Instant::now() < until, "the subscriptions did not all arrive");
+        }
+        drop(subscribers);
+        // One write, so every request follows the close at once.
+        let mut pipeline = TcpStream::try_clone(&other).unwrap();
+        let requests: [&[&str]; 5] = [
+            &["PUBSUB", "NUMSUB", "news"],
+            &["PUBSUB", "NUMPAT"],
+            &["PUBSUB", "CHANNELS"],
+            &["PUBLISH", "news", "hello"],
+            &["PUBLISH", "user:7", "hi"],
+        ];
+        let mut bytes = Vec::new();
+        for args in requests {
+            bytes.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+            for a in args {
+                bytes.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+            }
+        }
+        pipeline.write_all(&bytes).unwrap();
+        drain(&mut other)
+    };
+    let want = run(redis.port);
+    assert_eq!(want, "*2\r\n$4\r\nnews\r\n:0\r\n:0\r\n*0\r\n:0\r\n:0\r\n");
+    assert_eq!(run(served.port), want);
+}

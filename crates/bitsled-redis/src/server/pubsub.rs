@@ -7,6 +7,13 @@
 //! subscribers of each matching pattern (one delivery per pattern), as
 //! Redis sends them; each delivery counts in PUBLISH's reply. It is encoded
 //! once per protocol (an array in RESP2, a push in RESP3).
+//!
+//! A subscriber whose client has closed its connection is not counted or
+//! delivered to, even before its connection's thread has seen the close
+//! and unsubscribed it ([`gone`]): a client that closes a subscriber and
+//! then asks PUBSUB NUMSUB or PUBLISHes on another connection sees the
+//! close, as it does with Redis, whose single event loop handles the close
+//! before the later request.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -89,10 +96,7 @@ impl PubSub {
             let what = if shard { "smessage" } else { "message" };
             let encoded =
                 Encoded::of(vec![Reply::bulk(what), Reply::bulk(channel.to_vec()), Reply::bulk(message.to_vec())]);
-            for c in list {
-                deliver(c, encoded.for_client(c), now);
-            }
-            deliveries += list.len();
+            deliveries += deliver_all(list, &encoded, now);
         }
         if !shard {
             for (pattern, list) in &maps.patterns {
@@ -105,10 +109,7 @@ impl PubSub {
                     Reply::bulk(channel.to_vec()),
                     Reply::bulk(message.to_vec()),
                 ]);
-                for c in list {
-                    deliver(c, encoded.for_client(c), now);
-                }
-                deliveries += list.len();
+                deliveries += deliver_all(list, &encoded, now);
             }
         }
         deliveries
@@ -119,13 +120,22 @@ impl PubSub {
     pub(super) fn channels(&self, shard: bool, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
         let maps = self.maps.read();
         let kind = if shard { SubKind::Shard } else { SubKind::Channel };
-        maps.of(kind).keys().filter(|c| pattern.is_none_or(|p| bitsled::glob::glob_match(p, c))).cloned().collect()
+        maps.of(kind)
+            .iter()
+            .filter(|(c, list)| pattern.is_none_or(|p| bitsled::glob::glob_match(p, c)) && any_live(list))
+            .map(|(c, _)| c.clone())
+            .collect()
     }
 
-    /// The subscribers of `channel`.
+    /// The subscribers of `channel` whose clients are still connected.
     pub(super) fn numsub(&self, shard: bool, channel: &[u8]) -> usize {
         let kind = if shard { SubKind::Shard } else { SubKind::Channel };
-        self.maps.read().of(kind).get(channel).map_or(0, Vec::len)
+        self.maps.read().of(kind).get(channel).map_or(0, |list| list.iter().filter(|c| !gone(c)).count())
+    }
+
+    /// The patterns with a subscriber still connected (PUBSUB NUMPAT).
+    pub(super) fn numpat(&self) -> usize {
+        self.maps.read().patterns.values().filter(|list| any_live(list)).count()
     }
 
     /// The number of distinct channels, patterns and shard channels with
@@ -134,6 +144,39 @@ impl PubSub {
         let maps = self.maps.read();
         [maps.channels.len(), maps.patterns.len(), maps.shard.len()]
     }
+}
+
+/// Whether `client` has closed its connection (or the server closed it):
+/// its outbox is closed, or its socket reads as ended with nothing unread
+/// before the end, or as reset (a client that closes with replies unread
+/// resets the connection). A peek, so the connection's own thread still
+/// reads the close.
+fn gone(client: &ClientInfo) -> bool {
+    if client.outbox.lock().closed() {
+        return true;
+    }
+    let mut byte = [std::mem::MaybeUninit::<u8>::uninit()];
+    let socket = socket2::SockRef::from(&client.stream);
+    match socket.recv_with_flags(&mut byte, libc::MSG_PEEK | libc::MSG_DONTWAIT) {
+        Ok(n) => n == 0,
+        Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted),
+    }
+}
+
+/// Whether a subscriber in `list` is still connected.
+fn any_live(list: &Subscribers) -> bool {
+    list.iter().any(|c| !gone(c))
+}
+
+/// Delivers `encoded` to the connected subscribers in `list`; returns how
+/// many.
+fn deliver_all(list: &Subscribers, encoded: &Encoded, now: Instant) -> usize {
+    let mut delivered = 0;
+    for c in list.iter().filter(|c| !gone(c)) {
+        deliver(c, encoded.for_client(c), now);
+        delivered += 1;
+    }
+    delivered
 }
 
 /// Publishes keyspace event `event` of database `db`, as the classes
