@@ -21,6 +21,7 @@ pub(crate) mod roaring;
 pub(crate) mod set;
 pub(crate) mod strings;
 pub(crate) mod value;
+pub(crate) mod value_io;
 
 pub use bitfield::{BitfieldOp, BitfieldType, Overflow};
 pub use bitop::BitOp;

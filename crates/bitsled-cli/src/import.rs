@@ -1,5 +1,6 @@
-//! `bitsled import`: bulk-load `key,offset[,bit]` CSV lines, or
-//! (`--roaring`) replace a key with a serialized Roaring bitmap.
+//! `bitsled import`: bulk-load `key,offset[,bit]` CSV lines, or replace a
+//! key with a serialized Roaring bitmap (`--roaring`) or a file's bytes
+//! (`--raw`).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
@@ -76,6 +77,34 @@ pub(crate) fn import_roaring(db: &Db, file: &Path, key: &[u8], format: RoaringFo
         .with_context(|| format!("importing {} into key {name:?} as {what}", file.display()))?;
     db.flush()?;
     println!("imported {bits} bits into {name:?} from {} bytes in {:.1} ms", bytes.len(), ms(t));
+    Ok(())
+}
+
+/// Replaces `key` with the bytes of `file` (stdin for `-`), streamed a
+/// page at a time with a progress bar, and flushes. A read error part way
+/// leaves the key as it was.
+pub(crate) fn import_raw(db: &Db, file: &Path, key: &[u8]) -> Result<()> {
+    let t = Instant::now();
+    let (reader, bar): (Box<dyn Read>, ProgressBar) = if file.as_os_str() == "-" {
+        (
+            Box::new(std::io::stdin().lock()),
+            ProgressBar::new_spinner().with_style(style("{spinner} {bytes} ({bytes_per_sec})")),
+        )
+    } else {
+        let f = std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?;
+        let len = f.metadata().map_or(0, |m| m.len());
+        (
+            Box::new(f),
+            ProgressBar::new(len).with_style(style("{bar:40} {bytes}/{total_bytes} ({bytes_per_sec}, {eta})")),
+        )
+    };
+    let name = String::from_utf8_lossy(key);
+    let len = db
+        .set_from_reader(key, bar.wrap_read(std::io::BufReader::with_capacity(1 << 16, reader)))
+        .with_context(|| format!("importing {} into key {name:?}", file.display()))?;
+    db.flush()?;
+    bar.finish_and_clear();
+    println!("imported {len} bytes into {name:?} in {:.1} ms", ms(t));
     Ok(())
 }
 

@@ -12,8 +12,12 @@
 //!                                    load `key,offset[,bit]` CSV lines (into database N)
 //! bitsled [--db DIR] [-n N] import --roaring [--bits64] FILE|- KEY
 //!                                    replace KEY with a serialized Roaring bitmap
+//! bitsled [--db DIR] [-n N] import --raw FILE|- KEY
+//!                                    replace KEY with FILE's bytes, streamed
 //! bitsled [--db DIR] export --roaring [--bits64] KEY FILE|-
 //!                                    write KEY's set bits as a serialized Roaring bitmap
+//! bitsled [--db DIR] [-n N] export --raw KEY FILE|-
+//!                                    write KEY's bytes (as GET gives them), streamed
 //! bitsled [--db DIR] compact         rewrite the database without its garbage
 //! bitsled [--db DIR] migrate [--from redis://HOST:PORT] [--resume] ...
 //!                                    copy a running Redis's string keys in
@@ -44,7 +48,7 @@ use anyhow::{Context, Result};
 use bitsled::{Config, Db};
 use bitsled_redis::command::format::format_reply;
 use bitsled_redis::command::{execute, Reply};
-use clap::{Parser, Subcommand};
+use clap::{ArgGroup, Parser, Subcommand};
 use indicatif::ProgressStyle;
 
 use serve::ServeArgs;
@@ -89,12 +93,15 @@ enum Command {
     /// Load CSV lines `key,offset` or `key,offset,bit` (bit 1 when omitted)
     /// from FILE, or stdin for `-`, into the database `-n` selects. Keys
     /// must not contain commas. With `--roaring FILE KEY`: replace KEY with
-    /// the Roaring bitmap in FILE.
+    /// the Roaring bitmap in FILE; with `--raw FILE KEY`: replace KEY with
+    /// FILE's bytes.
+    #[command(group(ArgGroup::new("whole").args(["roaring", "raw"])))]
     Import {
-        /// The CSV file (with --roaring, the bitmap file), or `-` for stdin.
+        /// The CSV file (with --roaring, the bitmap file; with --raw, the
+        /// value's bytes), or `-` for stdin.
         file: PathBuf,
-        /// With --roaring: the key to replace.
-        #[arg(requires = "roaring")]
+        /// With --roaring or --raw: the key to replace.
+        #[arg(requires = "whole")]
         key: Option<OsString>,
         /// Read FILE as a serialized Roaring bitmap (the portable format of
         /// roaring-rs, CRoaring, Java and Go) and replace KEY with the string
@@ -106,19 +113,33 @@ enum Command {
         /// serialization) instead of a 32-bit RoaringBitmap.
         #[arg(long, requires = "roaring")]
         bits64: bool,
+        /// Replace KEY with the string of FILE's bytes (as SET would; e.g. a
+        /// file `export --raw` wrote), read a page at a time:
+        /// a value larger than memory loads in bounded memory. KEY switches
+        /// to the new value once FILE is read whole.
+        #[arg(long, requires = "key")]
+        raw: bool,
     },
-    /// Write the set bits of KEY to FILE (stdout for `-`) as a serialized
-    /// Roaring bitmap: bit offset v becomes value v. A missing key gives an
-    /// empty bitmap.
+    /// Write KEY to FILE (stdout for `-`): its set bits as a serialized
+    /// Roaring bitmap (`--roaring`; a missing key gives an empty bitmap), or
+    /// its bytes (`--raw`).
+    #[command(group(ArgGroup::new("format").args(["roaring", "raw"]).required(true)))]
     Export {
         /// Write a Roaring bitmap, in the portable format of roaring-rs,
-        /// CRoaring, Java and Go (the only export format).
-        #[arg(long, required = true)]
-        roaring: bool,
-        /// Write a 64-bit RoaringTreemap (roaring-rs's serialization), which
-        /// holds offsets of 2^32 and above, instead of a 32-bit RoaringBitmap.
+        /// CRoaring, Java and Go.
         #[arg(long)]
+        roaring: bool,
+        /// With --roaring: write a 64-bit RoaringTreemap (roaring-rs's
+        /// serialization), which holds offsets of 2^32 and above, instead of
+        /// a 32-bit RoaringBitmap.
+        #[arg(long, requires = "roaring")]
         bits64: bool,
+        /// Write the key's bytes as GET gives them (absent pages as zero
+        /// bytes), a page at a time: a value larger than memory leaves in
+        /// bounded memory. A FILE is written beside itself and renamed into
+        /// place at the end; a missing key is an error that leaves it alone.
+        #[arg(long)]
+        raw: bool,
         /// The key to export.
         key: OsString,
         /// The file to write (replaced), or `-` for stdout.
@@ -210,16 +231,24 @@ fn run(cli: Cli) -> Result<i32> {
             demo::demo(&open(&cli.db)?, users, days, density)?;
             0
         }
-        Some(Command::Import { file, key: Some(key), roaring: true, bits64 }) => {
+        Some(Command::Import { file, key: Some(key), roaring: true, bits64, .. }) => {
             let db = open(&cli.db)?.select(cli.select)?;
             import::import_roaring(&db, &file, &key.into_encoded_bytes(), roaring_format(bits64))?;
+            0
+        }
+        Some(Command::Import { file, key: Some(key), raw: true, .. }) => {
+            import::import_raw(&open(&cli.db)?.select(cli.select)?, &file, &key.into_encoded_bytes())?;
             0
         }
         Some(Command::Import { file, .. }) => {
             import::import(&open(&cli.db)?.select(cli.select)?, &file)?;
             0
         }
-        Some(Command::Export { roaring: _, bits64, key, file }) => {
+        Some(Command::Export { raw: true, key, file, .. }) => {
+            export::export_raw(&open(&cli.db)?.select(cli.select)?, &key.into_encoded_bytes(), &file)?;
+            0
+        }
+        Some(Command::Export { bits64, key, file, .. }) => {
             let db = open(&cli.db)?.select(cli.select)?;
             export::export_roaring(&db, &key.into_encoded_bytes(), &file, roaring_format(bits64))?;
             0
