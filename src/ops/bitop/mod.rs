@@ -15,6 +15,8 @@ use crate::page::{self, Census, Fold, Page};
 
 use super::positions;
 
+mod split;
+
 /// A BITOP operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BitOp {
@@ -143,13 +145,14 @@ impl Db {
     /// source's length in bytes, and for an AND, OR or XOR of sources that
     /// are all sparse (or missing) their flat position lists (`None` for a
     /// missing source), each read under its key's lock with its stream.
-    fn source_streams(&self, op: BitOp, sources: &[&[u8]]) -> Result<(u64, Vec<Option<PageStream>>, Option<Flats>)> {
+    fn source_streams(&self, op: BitOp, sources: &[&[u8]]) -> Result<(u64, Sources, Option<Flats>)> {
         let mut len = 0;
         let mut streams = Vec::with_capacity(sources.len());
         let mut flats = matches!(op, BitOp::And | BitOp::Or | BitOp::Xor).then(Vec::new);
         let reading = reading_of(op);
         // The bytes of pages the streams read, about.
         let mut read = 0u64;
+        let mut weights = Vec::with_capacity(sources.len());
         for name in sources {
             let (meta, stream, list) = self.engine.read(self.index, &[name], |tx| {
                 let Some(meta) = tx.string(name)? else { return Ok((None, None, None)) };
@@ -164,23 +167,36 @@ impl Db {
                     (Some(_), None) => flats = None,
                 }
             }
+            let weight = meta.as_ref().map_or(0, |m| read_bytes(m, (0, u64::MAX)));
             if let Some(m) = &meta {
-                read = read.saturating_add(read_bytes(m, (0, u64::MAX)));
+                read = read.saturating_add(weight);
                 len = len.max(m.len);
             }
+            weights.push(weight);
             streams.push(stream);
         }
         // More than the cache holds: caching the pages would only evict
         // them (and every other reader's) before they are read again.
-        if self.engine.reads_past_cache(read) {
+        let bulk = self.engine.reads_past_cache(read);
+        if bulk {
             streams.iter_mut().flatten().for_each(PageStream::pass);
         }
-        Ok((len, streams, flats))
+        Ok((len, Sources { streams, weights, bulk }, flats))
     }
 }
 
 /// The flat position lists of a BITOP's sources (`None` for a missing one).
 type Flats = Vec<Option<Arc<[u64]>>>;
+
+/// A BITOP's sources as [`Db::source_streams`] opens them.
+struct Sources {
+    /// A stream per source (`None` for a missing one).
+    streams: Vec<Option<PageStream>>,
+    /// The bytes of pages each stream reads, about ([`read_bytes`]).
+    weights: Vec<u64>,
+    /// Whether they read more than the page cache holds, so pass through it.
+    bulk: bool,
+}
 
 /// Calls `f` with each non-zero page of the result of `op` (AND, OR or
 /// XOR) over the sources' flat lists, below `bits`, in page order.
@@ -202,21 +218,37 @@ fn each_flat_result_page(
     }
 }
 
-/// Calls `f` with each non-zero page of the result of `op` over `streams`
-/// (a result `len` bytes long, `len > 0`), in page order; from the flat
-/// lists instead if every source has one.
+/// Calls `f` with each non-zero page of the result of `op` over the
+/// sources (a result `len` bytes long, `len > 0`), in page order; from the
+/// flat lists instead if every source has one, and from two threads
+/// reading half the sources each if [`split::halves`] says so.
 fn each_result_page(
     op: BitOp,
-    mut streams: Vec<Option<PageStream>>,
+    sources: Sources,
     flats: Option<Flats>,
+    len: u64,
+    f: impl FnMut(u64, ResultPage<'_>) -> Result<()>,
+) -> Result<()> {
+    if let Some(flats) = flats {
+        // Lengths are at most u64::MAX / 8 (offsets are limited so).
+        return each_flat_result_page(op, &flats, len * 8, f);
+    }
+    match split::halves(op, sources) {
+        Ok((mine, theirs)) => split::each_result_page(op, mine, theirs, len, f),
+        Err(streams) => each_stream_result_page(op, streams, len, f),
+    }
+}
+
+/// Calls `f` with each non-zero page of the result of `op` over `streams`
+/// (a result `len` bytes long, `len > 0`), in page order.
+fn each_stream_result_page(
+    op: BitOp,
+    mut streams: Vec<Option<PageStream>>,
     len: u64,
     mut f: impl FnMut(u64, ResultPage<'_>) -> Result<()>,
 ) -> Result<()> {
     // Lengths are at most u64::MAX / 8 (offsets are limited so).
     let bits = len * 8;
-    if let Some(flats) = flats {
-        return each_flat_result_page(op, &flats, bits, f);
-    }
     let last_page = (bits - 1) / PAGE_BITS;
     let mut scratch = Scratch::take();
     let mut column: Column = vec![None; streams.len()];
