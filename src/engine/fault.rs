@@ -148,8 +148,8 @@ impl Store for FaultStore {
             Err(_) => self.inner.available_bytes(),
         }
     }
-    fn maintain(&self) -> Result<()> {
-        self.inner.maintain()
+    fn maintain(&self, keys: u64) -> Result<()> {
+        self.inner.maintain(keys)
     }
 }
 

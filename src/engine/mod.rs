@@ -578,7 +578,8 @@ fn background_flush(weak: &Weak<Engine>, signal: &(Mutex<Signal>, Condvar)) {
             next_sweep = Instant::now() + SWEEP_INTERVAL;
         }
         // A failed step abandons the rewrite; the next trigger starts over.
-        let _ = engine.store.maintain();
+        let keys = engine.keyspaces.live().iter().map(|(_, c)| c.get().0).sum();
+        let _ = engine.store.maintain(keys);
         let m = engine.memory_stats();
         trimmer.round(m.page_cache_bytes + m.metadata_cache_bytes, m.budget_bytes);
     }

@@ -56,8 +56,10 @@ pub(crate) trait Store: Send + Sync {
     }
     /// Background upkeep of the store's files, a bounded step per call
     /// (sled: the online rewrite). The engine's background thread calls it
-    /// between write-backs.
-    fn maintain(&self) -> Result<()> {
+    /// between write-backs, with the number of keys the records hold: a
+    /// measure of the live data, which tells growth by records from growth
+    /// by garbage.
+    fn maintain(&self, _keys: u64) -> Result<()> {
         Ok(())
     }
 }
@@ -128,6 +130,12 @@ struct Rewrite {
     /// batches are applied to it too until the last one lets go, then its
     /// files are removed.
     retired: Option<Arc<Tree>>,
+    /// The keys the records held when the tree in use was written (at the
+    /// end of its rewrite, or when first told after the open); 0 until
+    /// known.
+    keys_at_base: u64,
+    /// The keys the records hold, as last told.
+    keys: u64,
 }
 
 /// A copy of the tree in use into the next generation's.
@@ -158,6 +166,19 @@ const COPY_STEP_BYTES: u64 = 1 << 20;
 const COPY_CACHE_BYTES: u64 = 8 << 20;
 /// [`Store::maintain`] copies for at most this long per call.
 const COPY_TIME: Duration = Duration::from_millis(50);
+
+/// The size after the last rewrite, `base`, grown in proportion to the
+/// keys since (`keys` now, `keys_at_base` then; unchanged if either is
+/// unknown or the keys did not grow): what the files would take had they
+/// grown by records alone. A load of new keys grows the files by records,
+/// which a copy would only write again; garbage grows them without keys.
+fn grown_base(base: u64, keys: u64, keys_at_base: u64) -> u64 {
+    if keys_at_base == 0 || keys <= keys_at_base {
+        return base;
+    }
+    let grown = u128::from(base) * u128::from(keys) / u128::from(keys_at_base);
+    u64::try_from(grown).unwrap_or(u64::MAX)
+}
 
 /// Opens (or creates) sled's tree in `dir` with its page cache limited to
 /// `cache_bytes`.
@@ -233,7 +254,7 @@ impl SledStore {
         let tree = self.tree();
         let size = tree.db.size_on_disk()?;
         let base = tree.generation.base_bytes;
-        let trigger = floor.max(base.saturating_mul(growth));
+        let trigger = floor.max(grown_base(base, rw.keys, rw.keys_at_base).saturating_mul(growth));
         if size < trigger || self.opened.elapsed() < Duration::from_millis(size.saturating_mul(1000) / pace.max(1)) {
             return Ok(());
         }
@@ -321,6 +342,7 @@ impl SledStore {
                 Err(_) => return Err(e),
             }
         }
+        rw.keys_at_base = rw.keys;
         let old = std::mem::replace(&mut *self.live.write(), Arc::new(copy.tree));
         rw.retired = Some(old);
         self.release_retired(rw);
@@ -347,10 +369,17 @@ impl SledStore {
     fn maintain_with(
         &self,
         (floor, growth, pace): (u64, u64, u64),
-        step: u64,
+        (step, keys): (u64, u64),
         deadline: Instant,
         mut between: impl FnMut(),
     ) -> Result<()> {
+        {
+            let mut rw = self.rewrite.lock();
+            rw.keys = keys;
+            if rw.keys_at_base == 0 {
+                rw.keys_at_base = keys;
+            }
+        }
         loop {
             let more = {
                 let mut rw = self.rewrite.lock();
@@ -702,10 +731,10 @@ impl Store for SledStore {
         fs::metadata(self.tree().dir.join("db")).map_or(0, |m| m.len())
     }
 
-    fn maintain(&self) -> Result<()> {
+    fn maintain(&self, keys: u64) -> Result<()> {
         self.maintain_with(
             (REWRITE_FLOOR_BYTES, REWRITE_GROWTH, COPY_PACE),
-            COPY_STEP_BYTES,
+            (COPY_STEP_BYTES, keys),
             Instant::now() + COPY_TIME,
             || (),
         )
@@ -882,7 +911,7 @@ mod tests {
             id_before = s.next_id().unwrap();
             let mut round = 50;
             let far = Instant::now() + Duration::from_secs(600);
-            s.maintain_with((0, 0, u64::MAX), 4 << 10, far, || {
+            s.maintain_with((0, 0, u64::MAX), (4 << 10, 0), far, || {
                 write(&s, &mut model, mixed_batch(round));
                 round += 1;
             })
@@ -923,7 +952,7 @@ mod tests {
         let last = std::thread::scope(|t| {
             let rewriter = t.spawn(|| {
                 while !done.load(Ordering::SeqCst) {
-                    s.maintain_with((0, 0, u64::MAX), 16 << 10, Instant::now() + Duration::from_secs(60), || ())
+                    s.maintain_with((0, 0, u64::MAX), (16 << 10, 0), Instant::now() + Duration::from_secs(60), || ())
                         .unwrap();
                     rounds.fetch_add(1, Ordering::SeqCst);
                 }
@@ -970,10 +999,10 @@ mod tests {
         write(&s, &mut model, (0..100u8).map(|i| (vec![b'a', i], Some(vec![i]))).collect());
         let mut scan = s.scan(b"a", b"b");
         assert_eq!(scan.next().unwrap().unwrap().0.to_vec(), vec![b'a', 0]);
-        s.maintain_with((0, 0, u64::MAX), 1 << 20, Instant::now() + Duration::from_secs(600), || ()).unwrap();
+        s.maintain_with((0, 0, u64::MAX), (1 << 20, 0), Instant::now() + Duration::from_secs(600), || ()).unwrap();
         assert_eq!(s.generation().number, 1);
         s.apply(vec![(vec![b'a', 90], Some(vec![7, 7])), (vec![b'a', 91], None)]).unwrap();
-        s.maintain().unwrap();
+        s.maintain(0).unwrap();
         assert!(dir.path().join("db").exists(), "kept while the scan reads it");
         let rest: Vec<(Vec<u8>, Vec<u8>)> =
             scan.by_ref().map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap()).collect();
@@ -981,7 +1010,7 @@ mod tests {
         assert!(rest.contains(&(vec![b'a', 90], vec![7, 7])));
         assert!(!rest.iter().any(|(k, _)| k == &vec![b'a', 91]));
         // The scan has ended: it holds the tree no longer.
-        s.maintain().unwrap();
+        s.maintain(0).unwrap();
         assert!(!dir.path().join("db").exists());
         drop(scan);
     }
@@ -1001,7 +1030,7 @@ mod tests {
             assert!(!unfinished.exists());
             assert_eq!(s.get(&[1]).unwrap().unwrap().to_vec(), vec![1; 100]);
             s.apply(vec![(vec![2], Some(vec![2]))]).unwrap();
-            s.maintain_with((0, 0, u64::MAX), 1 << 20, Instant::now() + Duration::from_secs(600), || ()).unwrap();
+            s.maintain_with((0, 0, u64::MAX), (1 << 20, 0), Instant::now() + Duration::from_secs(600), || ()).unwrap();
             // A crash before the replaced tree's files went: put some back.
             fs::write(dir.path().join("db"), b"old log").unwrap();
         }
@@ -1020,7 +1049,7 @@ mod tests {
         {
             let s = SledStore::open(dir.path(), 1 << 20).unwrap();
             s.apply((0..200u32).map(|i| (i.to_be_bytes().to_vec(), Some(vec![3; 200]))).collect()).unwrap();
-            s.maintain_with((0, 0, u64::MAX), 1 << 10, Instant::now(), || ()).unwrap();
+            s.maintain_with((0, 0, u64::MAX), (1 << 10, 0), Instant::now(), || ()).unwrap();
             assert!(generation::sled_dir(dir.path(), 1).exists(), "a copy is under way");
             assert_eq!(s.generation().number, 0);
         }
@@ -1037,10 +1066,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         closed_store(dir.path());
         let s = SledStore::open(dir.path(), 1 << 20).unwrap();
-        s.maintain_with((0, 0, u64::MAX), 1 << 20, Instant::now() + Duration::from_secs(600), || ()).unwrap();
+        s.maintain_with((0, 0, u64::MAX), (1 << 20, 0), Instant::now() + Duration::from_secs(600), || ()).unwrap();
         assert_eq!(s.generation().number, 0);
         s.apply(vec![(vec![2], Some(vec![2]))]).unwrap();
-        s.maintain().unwrap();
+        s.maintain(0).unwrap();
         assert_eq!(s.generation().number, 0);
     }
 
@@ -1057,15 +1086,52 @@ mod tests {
         // A pace at which the copy takes 50 s or more.
         let pace = (size() / 50).max(1);
         let far = Instant::now() + Duration::from_secs(600);
-        s.maintain_with((0, 0, pace), 1 << 20, far, || ()).unwrap();
+        s.maintain_with((0, 0, pace), (1 << 20, 0), far, || ()).unwrap();
         assert_eq!(s.generation().number, 0, "open for less than the copy would take");
         assert!(!generation::sled_dir(dir.path(), 1).exists());
         // As if opened as long ago as the copy takes, and a second more.
         let copy = Duration::from_millis(size() * 1000 / pace) + Duration::from_secs(1);
         s.opened = s.opened.checked_sub(copy).expect("the clock has run that long since boot");
-        s.maintain_with((0, 0, pace), 1 << 20, far, || ()).unwrap();
+        s.maintain_with((0, 0, pace), (1 << 20, 0), far, || ()).unwrap();
         assert_eq!(s.generation().number, 1);
         assert_eq!(contents(&s).len(), 200);
+    }
+
+    /// Invariant: a store whose files grew with its keys since the last
+    /// rewrite (a load of new keys) is not copied again at twice its size
+    /// after that rewrite; the same files with the keys as they were
+    /// (growth by garbage) are.
+    #[test]
+    fn a_store_grown_by_new_keys_waits_for_its_rewrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SledStore::open(dir.path(), 1 << 20).unwrap();
+        let put = |from: u32, to: u32| {
+            s.apply((from..to).map(|i| (i.to_be_bytes().to_vec(), Some(vec![7; 1000]))).collect()).unwrap();
+            s.tree().db.flush().unwrap();
+        };
+        let far = Instant::now() + Duration::from_secs(600);
+        let maintain = |keys: u64| s.maintain_with((0, 2, u64::MAX), (1 << 20, keys), far, || ()).unwrap();
+        put(0, 2000);
+        maintain(2000);
+        assert_eq!(s.generation().number, 1, "the first rewrite");
+        let base = s.generation().base_bytes;
+        put(2000, 5000);
+        let size = s.tree().db.size_on_disk().unwrap();
+        assert!(size > 2 * base && size < 5 * base, "{size} bytes against {base} after the rewrite");
+        maintain(5000);
+        assert_eq!(s.generation().number, 1, "2.5 times the keys: the files may grow 2.5 times as much");
+        maintain(2000);
+        assert_eq!(s.generation().number, 2, "as many keys as at the rewrite: twice its size starts the next");
+        assert_eq!(contents(&s).len(), 5000);
+    }
+
+    /// The size after a rewrite grown in proportion to the keys since.
+    #[test]
+    fn grown_base_scales_with_the_keys() {
+        assert_eq!(grown_base(100, 300, 100), 300);
+        assert_eq!(grown_base(100, 50, 100), 100, "fewer keys: the base as it was");
+        assert_eq!(grown_base(100, 300, 0), 100, "keys at the base unknown");
+        assert_eq!(grown_base(u64::MAX, 2, 1), u64::MAX);
     }
 
     /// A generation file naming a tree whose log is missing is damage,
