@@ -130,9 +130,10 @@ struct Rewrite {
     /// batches are applied to it too until the last one lets go, then its
     /// files are removed.
     retired: Option<Arc<Tree>>,
-    /// The keys the records held when the tree in use was written (at the
-    /// end of its rewrite, or when first told after the open); 0 until
-    /// known.
+    /// The keys the records held when this process's last rewrite
+    /// finished, the moment its size became the base; 0 before one (the
+    /// base from the generation file may be from another process, whose
+    /// keys are not known).
     keys_at_base: u64,
     /// The keys the records hold, as last told.
     keys: u64,
@@ -168,17 +169,27 @@ const COPY_CACHE_BYTES: u64 = 8 << 20;
 const COPY_TIME: Duration = Duration::from_millis(50);
 
 /// The size after the last rewrite, `base`, grown in proportion to the
-/// keys since (`keys` now, `keys_at_base` then; unchanged if either is
-/// unknown or the keys did not grow): what the files would take had they
-/// grown by records alone. A load of new keys grows the files by records,
-/// which a copy would only write again; garbage grows them without keys.
+/// keys since (`keys` now, `keys_at_base` then), at most [`MAX_KEY_GROWTH`]
+/// times: what the files would take had they grown by records alone. A
+/// load of new keys grows the files by records, which a copy would only
+/// write again; superseded versions and deleted records grow them with the
+/// keys unchanged. Unchanged if the keys did not grow, or if there were
+/// fewer than [`MIN_KEYS_AT_BASE`] then (a rewrite of a nearly empty store
+/// says nothing of what a key costs).
 fn grown_base(base: u64, keys: u64, keys_at_base: u64) -> u64 {
-    if keys_at_base == 0 || keys <= keys_at_base {
+    if keys_at_base < MIN_KEYS_AT_BASE || keys <= keys_at_base {
         return base;
     }
     let grown = u128::from(base) * u128::from(keys) / u128::from(keys_at_base);
-    u64::try_from(grown).unwrap_or(u64::MAX)
+    let most = u128::from(base) * u128::from(MAX_KEY_GROWTH);
+    u64::try_from(grown.min(most)).unwrap_or(u64::MAX)
 }
+
+/// Fewer keys than this at the last rewrite: its base is not grown.
+const MIN_KEYS_AT_BASE: u64 = 1000;
+/// The base grows at most this many times with the keys, so garbage can
+/// never wait for more than this many times the usual growth.
+const MAX_KEY_GROWTH: u64 = 16;
 
 /// Opens (or creates) sled's tree in `dir` with its page cache limited to
 /// `cache_bytes`.
@@ -373,13 +384,7 @@ impl SledStore {
         deadline: Instant,
         mut between: impl FnMut(),
     ) -> Result<()> {
-        {
-            let mut rw = self.rewrite.lock();
-            rw.keys = keys;
-            if rw.keys_at_base == 0 {
-                rw.keys_at_base = keys;
-            }
-        }
+        self.rewrite.lock().keys = keys;
         loop {
             let more = {
                 let mut rw = self.rewrite.lock();
@@ -1125,13 +1130,16 @@ mod tests {
         assert_eq!(contents(&s).len(), 5000);
     }
 
-    /// The size after a rewrite grown in proportion to the keys since.
+    /// The size after a rewrite grown in proportion to the keys since, at
+    /// most 16 times, and only from a rewrite of 1000 keys or more.
     #[test]
     fn grown_base_scales_with_the_keys() {
-        assert_eq!(grown_base(100, 300, 100), 300);
-        assert_eq!(grown_base(100, 50, 100), 100, "fewer keys: the base as it was");
-        assert_eq!(grown_base(100, 300, 0), 100, "keys at the base unknown");
-        assert_eq!(grown_base(u64::MAX, 2, 1), u64::MAX);
+        assert_eq!(grown_base(100, 3000, 1000), 300);
+        assert_eq!(grown_base(100, 500, 1000), 100, "fewer keys: the base as it was");
+        assert_eq!(grown_base(100, 3000, 0), 100, "no rewrite in this process");
+        assert_eq!(grown_base(100, 3000, 999), 100, "a rewrite of too few keys");
+        assert_eq!(grown_base(100, 10u64.pow(9), 1000), 1600, "at most 16 times");
+        assert_eq!(grown_base(u64::MAX, 2000, 1000), u64::MAX);
     }
 
     /// A generation file naming a tree whose log is missing is damage,

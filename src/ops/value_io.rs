@@ -26,7 +26,8 @@ impl Db {
     ///
     /// # Errors
     /// [`Error::Io`] from the reader; [`Error::InvalidArgument`] if the
-    /// reader gives more than 2^61 bytes; [`Error::Poisoned`] after an
+    /// reader gives more than 2^61 - 1 bytes (bits up to
+    /// [`crate::MAX_OFFSET`]); [`Error::Poisoned`] after an
     /// earlier store failure.
     ///
     /// ```
@@ -73,7 +74,9 @@ impl Db {
     /// their length, or `None` if `key` is missing (nothing is written).
     /// Holds one page of the value at a time, so no
     /// [`crate::Config::max_value_bytes`] applies; absent pages are written
-    /// as zero bytes. The bytes are those of the value when the call began.
+    /// as zero bytes. The length is the value's when the call began; as
+    /// with [`Db::get`], each page is read whole when reached, so a write
+    /// to the key meanwhile may show in the pages not yet written.
     ///
     /// # Errors
     /// [`Error::Io`] from the writer; [`Error::WrongType`];

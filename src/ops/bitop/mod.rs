@@ -66,7 +66,9 @@ impl Db {
     ///
     /// Cost: streams every source page by page (AND and DIFF/ANDOR skip pages
     /// the first source or any source lacks without reading them); memory is
-    /// one page per source plus result pages up to the dirty budget. The
+    /// one page per source plus result pages up to the dirty budget. An AND,
+    /// OR or XOR over sources larger than the page cache reads half of them
+    /// on a second thread, which holds up to 64 result pages ahead. The
     /// destination changes atomically at the end.
     ///
     /// # Errors
