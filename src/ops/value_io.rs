@@ -4,7 +4,7 @@
 //! memory (one page of it, plus the page cache, which bulk values pass
 //! through: DESIGN.md section 5).
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{Read, Write};
 
 use crate::db::Db;
 use crate::engine::{Kind, Reading};
@@ -41,8 +41,8 @@ impl Db {
     /// # Ok(()) }
     /// ```
     pub fn set_from_reader(&self, key: &[u8], mut reader: impl Read) -> Result<u64> {
-        let mut chunk = vec![0u8; PAGE_LEN];
-        let mut n = fill(&mut reader, &mut chunk)?;
+        let mut chunk = Vec::with_capacity(PAGE_LEN);
+        let mut n = next_page(&mut reader, &mut chunk)?;
         if n < PAGE_LEN {
             // One page at most: as SET, which keeps a short value in its entry.
             self.set(key, &chunk[..n])?;
@@ -63,7 +63,7 @@ impl Db {
                 break;
             }
             page += 1;
-            n = fill(&mut reader, &mut chunk)?;
+            n = next_page(&mut reader, &mut chunk)?;
         }
         let meta = build.meta(Kind::String, len, 0);
         build.publish(key, Some(&meta))?;
@@ -139,19 +139,11 @@ fn write_zeros(writer: &mut impl Write, at: &mut u64, to: u64) -> Result<()> {
     Ok(())
 }
 
-/// Reads from `reader` until `buf` is full or the reader ends; returns the
-/// bytes read.
-fn fill(reader: &mut impl Read, buf: &mut [u8]) -> Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match reader.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(n)
+/// Reads the next page of bytes from `reader` into `chunk` (all of a
+/// page, or what is left before the reader ends); returns how many.
+fn next_page(reader: &mut impl Read, chunk: &mut Vec<u8>) -> Result<usize> {
+    chunk.clear();
+    Ok(reader.by_ref().take(PAGE_LEN as u64).read_to_end(chunk)?)
 }
 
 #[cfg(test)]

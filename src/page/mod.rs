@@ -333,6 +333,12 @@ pub(crate) fn changed_positions(a: Option<&Page>, b: Option<&Page>) -> Vec<u16> 
     dense::ones_in(&diff, 0, 0, BITS).map(position).collect()
 }
 
+/// `words` holds the bits at `positions` (ascending page bits) and no others.
+pub(crate) fn positions_to_words(positions: &[u16], words: &mut [u64; PAGE_WORDS]) {
+    words.fill(0);
+    sparse::or_into(positions, words);
+}
+
 pub(crate) fn truncate_words(words: &mut [u64; PAGE_WORDS], bits: u32) {
     dense::truncate(words, bits);
 }
@@ -679,10 +685,7 @@ impl Page {
     pub(crate) fn to_words(&self, out: &mut [u64; PAGE_WORDS]) {
         match &self.repr {
             Repr::Dense(words) => out.copy_from_slice(&words[..]),
-            Repr::Sparse(pos) => {
-                out.fill(0);
-                sparse::or_into(pos, out);
-            }
+            Repr::Sparse(pos) => positions_to_words(pos, out),
             Repr::Ewah(stream) => ewah::to_words(stream, out),
             Repr::Runs(list) => runs::to_words(list, out),
         }

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use super::{each_stream_result_page, BitOp, ResultPage, Sources};
 use crate::engine::PageStream;
 use crate::error::{Error, Result};
-use crate::geometry::{word_mask, PAGE_WORDS};
-use crate::page::{Census, Page};
+use crate::geometry::PAGE_WORDS;
+use crate::page::{self, Census, Page};
 
 /// A stream per source (`None` for a missing one).
 type Streams = Vec<Option<PageStream>>;
@@ -111,13 +111,7 @@ impl Half {
 fn words_of(result: &ResultPage<'_>, out: &mut [u64; PAGE_WORDS]) {
     match result {
         ResultPage::Words(words, _) => out.copy_from_slice(&words[..]),
-        ResultPage::Positions(list) => {
-            out.fill(0);
-            for &bit in *list {
-                let (word, mask) = word_mask(u32::from(bit));
-                out[word] |= mask;
-            }
-        }
+        ResultPage::Positions(list) => page::positions_to_words(list, out),
         ResultPage::Page(p) => p.to_words(out),
         ResultPage::Shared(p) => p.to_words(out),
     }
