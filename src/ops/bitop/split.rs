@@ -2,9 +2,9 @@
 //! and combines them, and the caller's thread joins the two halves' pages.
 //!
 //! Reading a source that is not cached costs far more than combining it:
-//! the store's leaf reads and copies, the page checksums and decoding take
-//! about nine tenths of a cold OR's time (BENCHMARKS.md, "A bulk BITOP on
-//! two threads"). The three operations are associative and commutative, so
+//! the store's leaf reads and copies, the page checksums and decoding took
+//! 58% of a cold OR's samples and the OR itself under 1.5% (BENCHMARKS.md,
+//! "Values from a reader, and a bulk BITOP on two threads"). The three operations are associative and commutative, so
 //! the result is the operation over the two halves' results, page by page;
 //! a page only one half has is the result as it is for OR and XOR, and no
 //! result page for AND (the other half's AND is zero there).
